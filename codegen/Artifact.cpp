@@ -1,0 +1,132 @@
+//===- Artifact.cpp - write an artifact folder and build its library ------===//
+#include "codegen/Codegen.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(1))
+    return "i1";
+  return "unknown";
+}
+
+llvm::json::Object tensorSpec(StringRef name, Type type) {
+  auto t = cast<RankedTensorType>(type);
+  llvm::json::Array shape;
+  for (int64_t d : t.getShape())
+    shape.push_back(d);
+  return llvm::json::Object{{"name", name}, {"dtype", dtypeName(t.getElementType())},
+                            {"shape", std::move(shape)}};
+}
+
+LogicalResult writeFile(StringRef path, StringRef contents, std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write " + path.str() + ": " + ec.message();
+    return failure();
+  }
+  os << contents;
+  return success();
+}
+
+/// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
+/// the determinism contract, docs/numerics.md).
+LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::string &error) {
+  const char *env = std::getenv("GPTC_CXX");
+  std::string cxx = env && *env ? env : "c++";
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program) {
+    error = "host C++ compiler '" + cxx + "' not found (set GPTC_CXX)";
+    return failure();
+  }
+  SmallString<256> src(dir), lib(dir), log(dir);
+  llvm::sys::path::append(src, "kernels.cpp");
+  llvm::sys::path::append(lib, "kernels.so");
+  llvm::sys::path::append(log, "compile.log");
+  std::string include = "-I" + runtimeInclude.str();
+  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-march=native",
+                                 "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared",
+                                 include, src, "-o", lib};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &execError);
+  if (rc != 0) {
+    error = "host compiler failed on " + src.str().str() + " (see " + log.str().str() + ")" +
+            (execError.empty() ? "" : ": " + execError);
+    return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src,
+                                       StringRef outDir, StringRef weightsPath,
+                                       StringRef runtimeInclude, std::string &error) {
+  if (auto ec = llvm::sys::fs::create_directories(outDir)) {
+    error = "cannot create " + outDir.str() + ": " + ec.message();
+    return failure();
+  }
+  auto path = [&](StringRef name) {
+    SmallString<256> p(outDir);
+    llvm::sys::path::append(p, name);
+    return p.str().str();
+  };
+
+  llvm::json::Array args, results;
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+    auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
+    auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
+    llvm::json::Object spec =
+        tensorSpec(name ? name.getValue() : StringRef("arg" + std::to_string(i)), arg.getType());
+    spec["kind"] = kind ? kind.getValue().str() : std::string("input");
+    args.push_back(std::move(spec));
+  }
+  for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+    auto name = fn.getResultAttrOfType<StringAttr>(i, "gpt.name");
+    results.push_back(
+        tensorSpec(name ? name.getValue().str() : "result" + std::to_string(i), type));
+  }
+  llvm::json::Object manifest{{"format", "gptc-artifact"},     {"version", 1},
+                              {"library", "kernels.so"},       {"source", "kernels.cpp"},
+                              {"weights", "weights.safetensors"}, {"arena_bytes", src.arenaBytes},
+                              {"kernels", src.numKernels},     {"args", std::move(args)},
+                              {"results", std::move(results)}};
+
+  if (failed(writeFile(path("kernels.cpp"), src.code, error)) ||
+      failed(compileLibrary(outDir, runtimeInclude, error)))
+    return failure();
+  if (!weightsPath.empty()) {
+    if (auto ec = llvm::sys::fs::copy_file(weightsPath, path("weights.safetensors"))) {
+      error = "cannot copy weights " + weightsPath.str() + ": " + ec.message();
+      return failure();
+    }
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  return writeFile(path("manifest.json"), text, error);
+}

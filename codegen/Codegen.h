@@ -1,0 +1,46 @@
+//===- Codegen.h - kernel-level gpt IR -> C++ source and an artifact ------===//
+//
+// Input: a func.func in the gpt dialect after gpt-plan-memory (every op with
+// storage carries gpt.offsets). Output: the source of one C++ file with one
+// kernel per op and an entry function (docs/artifact.md), and the artifact
+// folder around it.
+//
+// One emitter, two flavours: kernel bodies are written once, as loops over
+// GPTC_FOR (the prelude maps it to a CPU loop, and can map it to a CUDA
+// grid-stride loop), and a Flavour decides only how a kernel is declared and
+// launched. Only the CPU flavour exists today.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPTC_CODEGEN_CODEGEN_H
+#define GPTC_CODEGEN_CODEGEN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+
+namespace mlir::gpt {
+
+enum class Target { Cpu };
+
+struct EmittedSource {
+  std::string code;
+  int64_t numKernels = 0;
+  int64_t arenaBytes = 0;
+};
+
+/// Emits the kernels and the entry of `fn`; emits a located error and fails on
+/// an op the code generator cannot lower.
+FailureOr<EmittedSource> emitSource(func::FuncOp fn, Target target);
+
+/// Writes manifest.json, kernels.cpp and kernels.so into `outDir` (created if
+/// needed) and copies `weightsPath` (if not empty) to weights.safetensors.
+/// `runtimeInclude` is the folder holding gptc/prelude.h. On failure returns
+/// a one-line message.
+LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef outDir,
+                            StringRef weightsPath, StringRef runtimeInclude,
+                            std::string &error);
+
+} // namespace mlir::gpt
+
+#endif

@@ -1,0 +1,136 @@
+//===- AtenOp.cpp - argument access for captured aten ops -----------------===//
+#include "frontend/AtenToGpt.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+static constexpr StringLiteral kOperandNames = "torch.operands";
+
+StringRef AtenOp::name() const {
+  StringRef n = op->getName().getStringRef();
+  n.consume_front("torch.");
+  return n;
+}
+
+SmallVector<Value> AtenOp::operands(StringRef arg) const {
+  SmallVector<Value> found;
+  auto names = op->getAttrOfType<ArrayAttr>(kOperandNames);
+  if (!names)
+    return found;
+  for (auto [i, n] : llvm::enumerate(names))
+    if (auto s = dyn_cast<StringAttr>(n); s && s.getValue() == arg && i < op->getNumOperands())
+      found.push_back(op->getOperand(i));
+  return found;
+}
+
+Value AtenOp::operand(StringRef arg) const {
+  SmallVector<Value> all = operands(arg);
+  return all.empty() ? Value() : all.front();
+}
+
+std::optional<int64_t> AtenOp::getInt(StringRef arg) const {
+  if (auto a = op->getAttrOfType<IntegerAttr>(arg))
+    return a.getValue().getSExtValue();
+  return std::nullopt;
+}
+
+std::optional<double> AtenOp::getFloat(StringRef arg) const {
+  if (auto a = op->getAttrOfType<FloatAttr>(arg))
+    return a.getValueAsDouble();
+  if (auto i = getInt(arg))
+    return static_cast<double>(*i);
+  if (auto b = getBool(arg))
+    return *b ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
+std::optional<bool> AtenOp::getBool(StringRef arg) const {
+  if (auto a = op->getAttrOfType<BoolAttr>(arg))
+    return a.getValue();
+  return std::nullopt;
+}
+
+std::optional<StringRef> AtenOp::getString(StringRef arg) const {
+  if (auto a = op->getAttrOfType<StringAttr>(arg))
+    return a.getValue();
+  return std::nullopt;
+}
+
+std::optional<SmallVector<int64_t>> AtenOp::getInts(StringRef arg) const {
+  if (auto a = op->getAttrOfType<DenseI64ArrayAttr>(arg))
+    return SmallVector<int64_t>(a.asArrayRef());
+  if (auto i = getInt(arg))
+    return SmallVector<int64_t>{*i};
+  return std::nullopt;
+}
+
+RankedTensorType AtenOp::resultType(unsigned i) const {
+  return dyn_cast<RankedTensorType>(op->getResult(i).getType());
+}
+
+static std::string describeType(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt)
+    return "?";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleave(rt.getShape(), os, "x");
+  os << "]" << rt.getElementType();
+  return s;
+}
+
+LogicalResult AtenOp::unsupported(const Twine &why) const {
+  std::string shapes;
+  for (Value v : op->getOperands())
+    shapes += (shapes.empty() ? "" : ", ") + describeType(v.getType());
+  op->emitError() << "unsupported PyTorch op '" << name() << "' (" << why << "); operands ("
+                  << shapes << ")";
+  return failure();
+}
+
+FailureOr<Value> AtenOp::tensorOrScalar(OpBuilder &b, StringRef arg, Type elemType) const {
+  if (Value v = operand(arg))
+    return convertElementType(b, loc(), v, elemType);
+  auto type = RankedTensorType::get({}, elemType);
+  Attribute value;
+  if (isa<FloatType>(elemType)) {
+    if (auto f = getFloat(arg))
+      value = DenseElementsAttr::get(type, b.getFloatAttr(elemType, *f).getValue());
+  } else if (auto i = getInt(arg)) {
+    value = DenseElementsAttr::get(type, b.getIntegerAttr(elemType, *i).getValue());
+  }
+  if (!value) {
+    (void)unsupported("argument '" + arg + "' is missing or not a number");
+    return failure();
+  }
+  return ConstantOp::create(b, loc(), type, cast<ElementsAttr>(value)).getResult();
+}
+
+Value mlir::gpt::convertElementType(OpBuilder &b, Location loc, Value v, Type elemType) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getElementType() == elemType)
+    return v;
+  return ConvertOp::create(b, loc, t.clone(elemType), v).getResult();
+}
+
+int64_t mlir::gpt::normalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
+  return ReductionOrderAttr::get(b.getContext(), order);
+}
+
+const AtenConverterTable &mlir::gpt::atenConverters() {
+  static const AtenConverterTable table = [] {
+    AtenConverterTable t;
+    populateElementwisePatterns(t);
+    populateLinearPatterns(t);
+    populateNormalizationPatterns(t);
+    populateDataMovementPatterns(t);
+    return t;
+  }();
+  return table;
+}

@@ -1,0 +1,65 @@
+//===- ConvertAtenToGpt.cpp - the gpt-convert-aten pass -------------------===//
+//
+// Walks the captured function in order and replaces each torch.aten.* op by
+// the gpt ops its converter builds. The converters live in *Patterns.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/AtenToGpt.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::gpt {
+#define GEN_PASS_DEF_CONVERTATENTOGPT
+#include "frontend/Passes.h.inc"
+} // namespace mlir::gpt
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+struct ConvertAtenToGptPass : gpt::impl::ConvertAtenToGptBase<ConvertAtenToGptPass> {
+  void runOnOperation() override {
+    const AtenConverterTable &table = atenConverters();
+    SmallVector<Operation *> atenOps;
+    getOperation()->walk([&](Operation *op) {
+      if (op->getName().getStringRef().starts_with("torch."))
+        atenOps.push_back(op);
+    });
+    bool failed = false;
+    for (Operation *raw : atenOps) {
+      AtenOp op(raw);
+      auto it = table.find(op.name());
+      if (it == table.end()) {
+        (void)op.unsupported("no conversion to the gpt dialect");
+        failed = true;
+        continue;
+      }
+      OpBuilder b(raw);
+      SmallVector<Value> results;
+      if (mlir::failed(it->second(op, b, results))) {
+        failed = true;
+        continue;
+      }
+      if (results.size() != raw->getNumResults()) {
+        raw->emitError() << "internal: conversion of '" << op.name() << "' produced "
+                         << results.size() << " values for " << raw->getNumResults()
+                         << " results";
+        failed = true;
+        continue;
+      }
+      for (auto [from, to] : llvm::zip(raw->getResults(), results)) {
+        if (from.getType() != to.getType()) {
+          raw->emitError() << "internal: conversion of '" << op.name() << "' produced "
+                           << to.getType() << " for traced type " << from.getType();
+          failed = true;
+        }
+        from.replaceAllUsesWith(to);
+      }
+      raw->erase();
+    }
+    if (failed)
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,169 @@
+//===- DataMovementPatterns.cpp - aten view/shape/index ops -> gpt --------===//
+//
+// Views become value-semantics ops: view/reshape/unsqueeze/squeeze/flatten
+// are gpt.reshape to the traced type, transpose/permute/t are gpt.transpose,
+// split/chunk are gpt.split, slice/select are gpt.slice (+ reshape), expand is
+// gpt.broadcast. Also arange, cat, dtype conversions and identity copies.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/AtenToGpt.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+LogicalResult convertReshape(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  if (!x)
+    x = op.operand("input");
+  out.push_back(ReshapeOp::create(b, op.loc(), op.resultType(), x));
+  return success();
+}
+
+LogicalResult identity(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  out.push_back(convertElementType(b, op.loc(), x, op.resultType().getElementType()));
+  return success();
+}
+
+Value buildTranspose(OpBuilder &b, Location loc, RankedTensorType type, Value x,
+                     ArrayRef<int64_t> perm) {
+  return TransposeOp::create(b, loc, type, x, b.getDenseI64ArrayAttr(perm));
+}
+
+LogicalResult convertTransposeInt(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  auto d0 = op.getInt("dim0"), d1 = op.getInt("dim1");
+  if (!d0 || !d1)
+    return op.unsupported("missing dims");
+  auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[normalizeDim(*d0, rank)], perm[normalizeDim(*d1, rank)]);
+  out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, perm));
+  return success();
+}
+
+LogicalResult convertPermute(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  SmallVector<int64_t> perm = op.getInts("dims").value_or(SmallVector<int64_t>{});
+  for (int64_t &p : perm)
+    p = normalizeDim(p, rank);
+  out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, perm));
+  return success();
+}
+
+LogicalResult convertT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  if (rank < 2) {
+    out.push_back(x);
+    return success();
+  }
+  out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, {1, 0}));
+  return success();
+}
+
+/// split/split_with_sizes/chunk: the traced result types give the pieces.
+LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), rank);
+  SmallVector<Type> types(op.raw()->getResultTypes());
+  auto split = SplitOp::create(b, op.loc(), types, x, b.getI64IntegerAttr(dim));
+  llvm::append_range(out, split.getResults());
+  return success();
+}
+
+Value buildSlice(OpBuilder &b, Location loc, RankedTensorType type, Value x, int64_t dim,
+                 int64_t start, int64_t end, int64_t step) {
+  return SliceOp::create(b, loc, type, x, b.getI64IntegerAttr(dim), b.getI64IntegerAttr(start),
+                         b.getI64IntegerAttr(end), b.getI64IntegerAttr(step));
+}
+
+LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), xt.getRank());
+  int64_t size = xt.getDimSize(dim);
+  auto clampIndex = [&](int64_t i) {
+    if (i < 0)
+      i += size;
+    return std::clamp<int64_t>(i, 0, size);
+  };
+  int64_t start = clampIndex(op.getInt("start").value_or(0));
+  int64_t end = clampIndex(op.getInt("end").value_or(std::numeric_limits<int64_t>::max()));
+  int64_t step = op.getInt("step").value_or(1);
+  if (step <= 0)
+    return op.unsupported("slice step must be positive");
+  out.push_back(buildSlice(b, op.loc(), op.resultType(), x, dim, start, std::max(start, end), step));
+  return success();
+}
+
+/// select(self, dim, index) = reshape(slice(self, dim, index, index + 1)).
+LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), xt.getRank());
+  int64_t index = op.getInt("index").value_or(0);
+  if (index < 0)
+    index += xt.getDimSize(dim);
+  SmallVector<int64_t> shape(xt.getShape());
+  shape[dim] = 1;
+  Value s = buildSlice(b, op.loc(), xt.clone(shape), x, dim, index, index + 1, 1);
+  out.push_back(ReshapeOp::create(b, op.loc(), op.resultType(), s));
+  return success();
+}
+
+LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  SmallVector<Value> inputs = op.operands("tensors");
+  RankedTensorType type = op.resultType();
+  for (Value &v : inputs)
+    v = convertElementType(b, op.loc(), v, type.getElementType());
+  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), type.getRank());
+  out.push_back(ConcatOp::create(b, op.loc(), type, inputs, b.getI64IntegerAttr(dim)));
+  return success();
+}
+
+LogicalResult convertExpand(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  out.push_back(BroadcastOp::create(b, op.loc(), op.resultType(), op.operand("self")));
+  return success();
+}
+
+LogicalResult convertArange(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto start = op.getFloat("start").value_or(0.0), step = op.getFloat("step").value_or(1.0);
+  if (start != (double)(int64_t)start || step != (double)(int64_t)step)
+    return op.unsupported("only integer start and step");
+  out.push_back(ArangeOp::create(b, op.loc(), op.resultType(), b.getI64IntegerAttr((int64_t)start),
+                                 b.getI64IntegerAttr((int64_t)step)));
+  return success();
+}
+
+} // namespace
+
+void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
+  for (StringRef n : {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+                      "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
+                      "aten.squeeze.default", "aten.flatten.using_ints"})
+    t[n] = convertReshape;
+  for (StringRef n : {"aten.contiguous.default", "aten.clone.default", "aten.alias.default",
+                      "aten.lift_fresh_copy.default"})
+    t[n] = identity;
+  for (StringRef n : {"aten.to.dtype", "aten.to.dtype_layout", "aten._to_copy.default",
+                      "aten.type_as.default"})
+    t[n] = identity; // a dtype change becomes gpt.convert
+  t["aten.transpose.int"] = convertTransposeInt;
+  t["aten.permute.default"] = convertPermute;
+  t["aten.t.default"] = convertT;
+  for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default"})
+    t[n] = convertSplit;
+  t["aten.slice.Tensor"] = convertSlice;
+  t["aten.select.int"] = convertSelect;
+  t["aten.cat.default"] = convertCat;
+  t["aten.expand.default"] = convertExpand;
+  for (StringRef n : {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"})
+    t[n] = convertArange;
+}

@@ -1,0 +1,385 @@
+//===- GptOps.cpp - gpt op verifiers and folders --------------------------===//
+//
+// Every verifier checks shapes and element types completely: a module that
+// verifies is one the code generator can lower without further checks.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/GptDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+FailureOr<SmallVector<int64_t>> mlir::gpt::broadcastShapes(ArrayRef<int64_t> a,
+                                                          ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+static RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "x" : "") + std::to_string(d);
+  return s + "]";
+}
+
+/// `value` must broadcast to `shape` (numpy rules).
+static bool broadcastsTo(ArrayRef<int64_t> value, ArrayRef<int64_t> shape) {
+  auto b = broadcastShapes(value, shape);
+  return succeeded(b) && ArrayRef<int64_t>(*b) == shape;
+}
+
+static LogicalResult verifyDim(Operation *op, int64_t dim, int64_t rank) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError("dim ") << dim << " out of range for rank " << rank;
+  return success();
+}
+
+static LogicalResult verifyReductionOrder(Operation *op, ReductionOrder order,
+                                          ReductionOrder expected) {
+  if (order != expected)
+    return op->emitOpError("supports only reduction order '")
+           << stringifyReductionOrder(expected) << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value type ") << getValue().getType() << " differs from result type "
+                                      << getType();
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                           ValueRange, DictionaryAttr attrs, OpaqueProperties props,
+                                           RegionRange, SmallVectorImpl<Type> &types) {
+  auto value = Adaptor(ValueRange(), attrs, props).getValueAttr();
+  if (!value)
+    return failure();
+  types.push_back(value.getType());
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ArangeOp::verify() {
+  if (getType().getRank() != 1)
+    return emitOpError("result must be 1-D");
+  return success();
+}
+
+template <typename Op> static LogicalResult verifyBinary(Op op) {
+  auto lhs = tensorType(op.getLhs()), rhs = tensorType(op.getRhs());
+  auto res = cast<RankedTensorType>(op.getType());
+  if (lhs.getElementType() != rhs.getElementType() ||
+      lhs.getElementType() != res.getElementType())
+    return op.emitOpError("operands and result must share an element type");
+  auto shape = broadcastShapes(lhs.getShape(), rhs.getShape());
+  if (failed(shape))
+    return op.emitOpError("operand shapes ")
+           << shapeStr(lhs.getShape()) << " and " << shapeStr(rhs.getShape())
+           << " do not broadcast";
+  if (ArrayRef<int64_t>(*shape) != res.getShape())
+    return op.emitOpError("result shape ") << shapeStr(res.getShape())
+                                           << " is not the broadcast shape " << shapeStr(*shape);
+  return success();
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+LogicalResult PowOp::verify() { return verifyBinary(*this); }
+LogicalResult MaxOp::verify() { return verifyBinary(*this); }
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  auto res = getType();
+  if (tensorType(getA()).getElementType() != res.getElementType() ||
+      tensorType(getB()).getElementType() != res.getElementType())
+    return emitOpError("values and result must share an element type");
+  for (Value v : {getCond(), getA(), getB()})
+    if (!broadcastsTo(tensorType(v).getShape(), res.getShape()))
+      return emitOpError("operand shape ")
+             << shapeStr(tensorType(v).getShape()) << " does not broadcast to "
+             << shapeStr(res.getShape());
+  return success();
+}
+
+LogicalResult MaskedFillOp::verify() {
+  if (getX().getType() != getType())
+    return emitOpError("result type must equal the input type");
+  if (!broadcastsTo(getMask().getType().getShape(), getType().getShape()))
+    return emitOpError("mask shape does not broadcast to the input shape");
+  return success();
+}
+
+LogicalResult ConvertOp::verify() {
+  if (getX().getType().getShape() != getType().getShape())
+    return emitOpError("shape must not change");
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("p must be in [0, 1), got ") << p;
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (!getTrain() || getP().isZero())
+    return getX();
+  return {};
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto w = getWeight().getType(), idx = getIndices().getType(), res = getType();
+  if (w.getRank() != 2)
+    return emitOpError("weight must be 2-D [V, C]");
+  SmallVector<int64_t> expect(idx.getShape());
+  expect.push_back(w.getDimSize(1));
+  if (res.getShape() != ArrayRef<int64_t>(expect) || res.getElementType() != w.getElementType())
+    return emitOpError("result must be ") << shapeStr(expect) << " of the weight's element type";
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  auto a = getLhs().getType(), b = getRhs().getType(), r = getType();
+  if (a.getElementType() != b.getElementType() || a.getElementType() != r.getElementType())
+    return emitOpError("operands and result must share an element type");
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOpError("operands must be at least 2-D");
+  if (b.getRank() != 2 && b.getRank() != a.getRank())
+    return emitOpError("rhs must be 2-D or have the lhs's rank");
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Sequential)))
+    return failure();
+  int64_t ra = a.getRank(), rb = b.getRank();
+  int64_t m = getTransposeLhs() ? a.getDimSize(ra - 1) : a.getDimSize(ra - 2);
+  int64_t ka = getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
+  int64_t kb = getTransposeRhs() ? b.getDimSize(rb - 1) : b.getDimSize(rb - 2);
+  int64_t n = getTransposeRhs() ? b.getDimSize(rb - 2) : b.getDimSize(rb - 1);
+  if (ka != kb)
+    return emitOpError("contraction sizes differ: ") << ka << " vs " << kb;
+  if (rb != 2 && a.getShape().drop_back(2) != b.getShape().drop_back(2))
+    return emitOpError("batch dimensions differ");
+  SmallVector<int64_t> expect(a.getShape().drop_back(2));
+  expect.push_back(m);
+  expect.push_back(n);
+  if (r.getShape() != ArrayRef<int64_t>(expect))
+    return emitOpError("result shape ") << shapeStr(r.getShape()) << " should be "
+                                        << shapeStr(expect);
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto x = getX().getType();
+  if (getType() != x)
+    return emitOpError("result type must equal the input type");
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  for (Value v : {getWeight(), getBias()}) {
+    if (!v)
+      continue;
+    auto t = tensorType(v);
+    if (t.getRank() != 1 || t.getDimSize(0) != x.getShape().back() ||
+        t.getElementType() != x.getElementType())
+      return emitOpError("weight and bias must be [") << x.getShape().back() << "] of "
+                                                      << x.getElementType();
+  }
+  return success();
+}
+
+template <typename Op> static LogicalResult verifySoftmaxLike(Op op) {
+  if (failed(verifyReductionOrder(op, op.getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  return verifyDim(op, op.getDim(), op.getType().getRank());
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxLike(*this); }
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQ().getType(), k = getK().getType(), v = getV().getType(), r = getType();
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOpError("q, k and v must be 4-D [B, H, T, D]");
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
+    return failure();
+  if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
+      k.getShape().take_front(3) != v.getShape().take_front(3) ||
+      q.getDimSize(3) != k.getDimSize(3))
+    return emitOpError("q, k, v shapes ") << shapeStr(q.getShape()) << ", "
+                                          << shapeStr(k.getShape()) << ", "
+                                          << shapeStr(v.getShape()) << " do not agree";
+  SmallVector<int64_t> expect(q.getShape().take_front(3));
+  expect.push_back(v.getDimSize(3));
+  if (r.getShape() != ArrayRef<int64_t>(expect))
+    return emitOpError("result must be ") << shapeStr(expect);
+  double p = getDropoutP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError("dropout_p must be in [0, 1)");
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto l = getLogits().getType(), t = getTargets().getType(), r = getType();
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  if (l.getRank() != 2 || t.getRank() != 1 || t.getDimSize(0) != l.getDimSize(0))
+    return emitOpError("expects logits [N, V] and targets [N], got ")
+           << shapeStr(l.getShape()) << " and " << shapeStr(t.getShape());
+  if (r.getRank() != 0 || r.getElementType() != l.getElementType())
+    return emitOpError("result must be a scalar of the logits' element type");
+  return success();
+}
+
+template <typename Op> static LogicalResult verifyReduce(Op op) {
+  auto x = op.getX().getType();
+  if (failed(verifyReductionOrder(op, op.getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  SmallVector<bool> reduced(x.getRank(), false);
+  for (int64_t d : op.getDims()) {
+    if (failed(verifyDim(op, d, x.getRank())))
+      return failure();
+    if (reduced[d])
+      return op.emitOpError("dim ") << d << " listed twice";
+    reduced[d] = true;
+  }
+  SmallVector<int64_t> expect;
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    if (!reduced[i])
+      expect.push_back(x.getDimSize(i));
+    else if (op.getKeepdim())
+      expect.push_back(1);
+  if (op.getType().getShape() != ArrayRef<int64_t>(expect) ||
+      op.getType().getElementType() != x.getElementType())
+    return op.emitOpError("result shape should be ") << shapeStr(expect);
+  return success();
+}
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+
+LogicalResult ReshapeOp::verify() {
+  auto x = getX().getType(), r = getType();
+  if (x.getElementType() != r.getElementType())
+    return emitOpError("element type must not change");
+  if (x.getNumElements() != r.getNumElements())
+    return emitOpError("cannot reshape ") << shapeStr(x.getShape()) << " ("
+                                          << x.getNumElements() << " elements) to "
+                                          << shapeStr(r.getShape()) << " ("
+                                          << r.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  auto x = getX().getType(), r = getType();
+  ArrayRef<int64_t> perm = getPerm();
+  if ((int64_t)perm.size() != x.getRank())
+    return emitOpError("perm must have one entry per dimension");
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> expect;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return emitOpError("perm is not a permutation");
+    seen[p] = true;
+    expect.push_back(x.getDimSize(p));
+  }
+  if (r.getShape() != ArrayRef<int64_t>(expect) || r.getElementType() != x.getElementType())
+    return emitOpError("result shape should be ") << shapeStr(expect);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto x = getX().getType(), r = getType();
+  int64_t dim = getDim();
+  if (failed(verifyDim(*this, dim, x.getRank())))
+    return failure();
+  int64_t start = getStart(), end = getEnd(), step = getStep();
+  if (step <= 0 || start < 0 || end > x.getDimSize(dim) || start > end)
+    return emitOpError("bad slice [") << start << ":" << end << ":" << step << "] of a dim of "
+                                      << x.getDimSize(dim);
+  SmallVector<int64_t> expect(x.getShape());
+  expect[dim] = (end - start + step - 1) / step;
+  if (r.getShape() != ArrayRef<int64_t>(expect) || r.getElementType() != x.getElementType())
+    return emitOpError("result shape should be ") << shapeStr(expect);
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto x = getX().getType();
+  int64_t dim = getDim();
+  if (failed(verifyDim(*this, dim, x.getRank())))
+    return failure();
+  int64_t total = 0;
+  for (Value r : getResults()) {
+    auto t = tensorType(r);
+    SmallVector<int64_t> expect(x.getShape());
+    expect[dim] = t.getRank() == x.getRank() ? t.getDimSize(dim) : -1;
+    if (t.getShape() != ArrayRef<int64_t>(expect) || t.getElementType() != x.getElementType())
+      return emitOpError("results must match the input except along dim ") << dim;
+    total += t.getDimSize(dim);
+  }
+  if (total != x.getDimSize(dim))
+    return emitOpError("pieces sum to ") << total << ", not " << x.getDimSize(dim);
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  auto r = getType();
+  int64_t dim = getDim();
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  if (failed(verifyDim(*this, dim, r.getRank())))
+    return failure();
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    auto t = tensorType(v);
+    SmallVector<int64_t> expect(r.getShape());
+    expect[dim] = t.getRank() == r.getRank() ? t.getDimSize(dim) : -1;
+    if (t.getShape() != ArrayRef<int64_t>(expect) || t.getElementType() != r.getElementType())
+      return emitOpError("inputs must match the result except along dim ") << dim;
+    total += t.getDimSize(dim);
+  }
+  if (total != r.getDimSize(dim))
+    return emitOpError("inputs sum to ") << total << " along dim " << dim << ", not "
+                                         << r.getDimSize(dim);
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto x = getX().getType(), r = getType();
+  if (x.getElementType() != r.getElementType() || !broadcastsTo(x.getShape(), r.getShape()))
+    return emitOpError("cannot broadcast ") << shapeStr(x.getShape()) << " to "
+                                            << shapeStr(r.getShape());
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/GptOps.cpp.inc"

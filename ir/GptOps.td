@@ -1,0 +1,402 @@
+//===- GptOps.td - gpt dialect operations ---------------------------------===//
+//
+// One op per operation of a nanoGPT-style forward pass. Shapes are static and
+// checked by each op's verifier (GptOps.cpp). Binary elementwise ops broadcast
+// their operands numpy-style to the result shape.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPT_OPS_TD
+#define GPT_OPS_TD
+
+include "ir/GptDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+class Gpt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Gpt_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
+def Gpt_Tensor : RankedTensorOf<[F32, F64, BF16, I64, I1]>;
+def Gpt_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
+def Gpt_IndexTensor : RankedTensorOf<[I64]>;
+
+
+
+//===----------------------------------------------------------------------===//
+// Constants and index generation
+//===----------------------------------------------------------------------===//
+
+def Gpt_ConstantOp : Gpt_Op<"constant", [ConstantLike,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "A tensor constant";
+  let description = [{
+    ```mlir
+    %c = gpt.constant dense<0.5> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Gpt_ArangeOp : Gpt_Op<"arange"> {
+  let summary = "start, start+step, ... as a 1-D tensor";
+  let description = [{
+    The result has as many elements as its type says; element i is
+    `start + i * step`.
+
+    ```mlir
+    %pos = gpt.arange {start = 0 : i64, step = 1 : i64} : tensor<32xi64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$start, I64Attr:$step);
+  let results = (outs RankedTensorOf<[I64, F32, F64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Gpt_BinaryOp<string mnemonic, string math> : Gpt_Op<mnemonic> {
+  let summary = "Elementwise " # math # " with numpy broadcasting";
+  let description = [{
+    Both operands broadcast (numpy rules) to the result shape; all three have
+    the same element type.
+
+    ```mlir
+    %r = gpt.}] # mnemonic # [{ %a, %b : (tensor<2x32x64xf32>, tensor<64xf32>) -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$lhs, Gpt_Tensor:$rhs);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_AddOp : Gpt_BinaryOp<"add", "lhs + rhs">;
+def Gpt_SubOp : Gpt_BinaryOp<"sub", "lhs - rhs">;
+def Gpt_MulOp : Gpt_BinaryOp<"mul", "lhs * rhs">;
+def Gpt_DivOp : Gpt_BinaryOp<"div", "lhs / rhs (IEEE division)">;
+def Gpt_PowOp : Gpt_BinaryOp<"pow", "lhs ** rhs">;
+def Gpt_MaxOp : Gpt_BinaryOp<"max", "maximum(lhs, rhs)">;
+
+class Gpt_UnaryOp<string mnemonic, string math>
+    : Gpt_Op<mnemonic, [SameOperandsAndResultType]> {
+  let summary = "Elementwise " # math;
+  let description = [{
+    Uses gptc's own implementation (runtime prelude), the same on every target.
+
+    ```mlir
+    %r = gpt.}] # mnemonic # [{ %x : tensor<2x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
+def Gpt_NegOp : Gpt_UnaryOp<"neg", "-x">;
+def Gpt_ExpOp : Gpt_UnaryOp<"exp", "e ** x">;
+def Gpt_LogOp : Gpt_UnaryOp<"log", "natural logarithm">;
+def Gpt_TanhOp : Gpt_UnaryOp<"tanh", "hyperbolic tangent">;
+def Gpt_ErfOp : Gpt_UnaryOp<"erf", "error function">;
+def Gpt_SqrtOp : Gpt_UnaryOp<"sqrt", "square root (IEEE)">;
+def Gpt_RsqrtOp : Gpt_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+
+def Gpt_GeluOp : Gpt_Op<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or tanh-approximated";
+  let description = [{
+    `approximate = "none"`: 0.5 x (1 + erf(x / sqrt 2)); `"tanh"`:
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    ```mlir
+    %g = gpt.gelu %x {approximate = "none"} : tensor<2x32x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x, StrAttr:$approximate);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpt_WhereOp : Gpt_Op<"where"> {
+  let summary = "cond ? a : b, elementwise with broadcasting";
+  let description = [{
+    ```mlir
+    %r = gpt.where %m, %a, %b : (tensor<32x32xi1>, tensor<2x32x32xf32>, tensor<f32>) -> tensor<2x32x32xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I1]>:$cond, Gpt_Tensor:$a, Gpt_Tensor:$b);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$cond `,` $a `,` $b attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_MaskedFillOp : Gpt_Op<"masked_fill"> {
+  let summary = "x where mask is false, value where it is true";
+  let description = [{
+    ```mlir
+    %r = gpt.masked_fill %x, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x32x32xf32>, tensor<32x32xi1>) -> tensor<2x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x, RankedTensorOf<[I1]>:$mask, F64Attr:$value);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_ConvertOp : Gpt_Op<"convert"> {
+  let summary = "Element type conversion (round to nearest even)";
+  let description = [{
+    ```mlir
+    %h = gpt.convert %x : tensor<4x64xf32> -> tensor<4x64xbf16>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpt_DropoutOp : Gpt_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "Inverted dropout with a counter-based mask";
+  let description = [{
+    In training mode with p > 0, element i is zeroed when the Philox draw for
+    (seed, step, op id, i) falls below p, and the rest are scaled by 1/(1-p).
+    Otherwise it is the identity (and folds away).
+
+    ```mlir
+    %y = gpt.dropout %x {p = 1.000000e-01 : f64, train = true} : tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x, F64Attr:$p, BoolAttr:$train);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and the fused model ops
+//===----------------------------------------------------------------------===//
+
+def Gpt_EmbeddingOp : Gpt_Op<"embedding"> {
+  let summary = "Row lookup: result[..., :] = weight[indices[...], :]";
+  let description = [{
+    ```mlir
+    %e = gpt.embedding %wte, %idx : (tensor<65x64xf32>, tensor<2x32xi64>) -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$weight, Gpt_IndexTensor:$indices);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$weight `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_MatmulOp : Gpt_Op<"matmul"> {
+  let summary = "Batched matrix product with optional transposes";
+  let description = [{
+    lhs is [batch..., M, K] ([batch..., K, M] with transpose_lhs); rhs is
+    [K, N] shared by every batch, or [batch..., K, N] ([.., N, K] with
+    transpose_rhs). Each output element sums k = 0..K-1 in increasing order
+    with fma into one accumulator (`order = #gpt.order<sequential>`).
+
+    ```mlir
+    %y = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>) -> tensor<2x32x192xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$lhs, Gpt_FloatTensor:$rhs,
+                   BoolAttr:$transpose_lhs, BoolAttr:$transpose_rhs, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_LayerNormOp : Gpt_Op<"layer_norm", [AttrSizedOperandSegments]> {
+  let summary = "LayerNorm over the last dimension, optional weight and bias";
+  let description = [{
+    mean and variance (biased) over the last dimension, each a canonical row
+    reduction; y = (x - mean) * rsqrt(var + eps) * weight + bias.
+
+    ```mlir
+    %y = gpt.layer_norm %x, %w, %b {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>} : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x32x64xf32>
+    %z = gpt.layer_norm %x {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>} : (tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x, Optional<Gpt_FloatTensor>:$weight,
+                   Optional<Gpt_FloatTensor>:$bias, F64Attr:$eps, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x (`,` $weight^)? (`,` `bias` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Gpt_SoftmaxLikeOp<string mnemonic, string what> : Gpt_Op<mnemonic, [SameOperandsAndResultType]> {
+  let summary = what # " along one dimension";
+  let description = [{
+    Max and sum along `dim` are canonical row reductions.
+
+    ```mlir
+    %p = gpt.}] # mnemonic # [{ %s {dim = 1 : i64, order = #gpt.order<canonical>} : tensor<64x65xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x, I64Attr:$dim, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gpt_SoftmaxOp : Gpt_SoftmaxLikeOp<"softmax", "exp(x - max) / sum(exp(x - max))">;
+def Gpt_LogSoftmaxOp : Gpt_SoftmaxLikeOp<"log_softmax", "x - max - log(sum(exp(x - max)))">;
+
+def Gpt_AttentionOp : Gpt_Op<"attention"> {
+  let summary = "Scaled dot-product attention, optionally causal, with dropout";
+  let description = [{
+    q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] -> [B, H, T, Dv].
+    Defined as the online-softmax algorithm over key blocks of 32
+    (`order = #gpt.order<online_block32>`): for each query row, blocks of keys
+    in increasing order update a running max, a running sum and the output
+    accumulator. With is_causal, key j is visible to query i iff j <= i.
+
+    ```mlir
+    %y = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
+                   BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_CrossEntropyOp : Gpt_Op<"cross_entropy"> {
+  let summary = "Mean cross-entropy of logits [N, V] against targets [N]";
+  let description = [{
+    Per row: logsumexp(logits) - logits[target], rows whose target equals
+    ignore_index skipped; the mean over the kept rows (a canonical reduction
+    over rows, in row order). Result is a scalar tensor.
+
+    ```mlir
+    %l = gpt.cross_entropy %logits, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x65xf32>, tensor<64xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$logits, Gpt_IndexTensor:$targets,
+                   I64Attr:$ignore_index, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Gpt_ReduceOp<string mnemonic, string what> : Gpt_Op<mnemonic> {
+  let summary = what # " over the given dimensions";
+  let description = [{
+    The reduced elements are visited in row-major order of the reduced
+    dimensions and combined in the canonical order.
+
+    ```mlir
+    %s = gpt.}] # mnemonic # [{ %x {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x64xf32>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x, DenseI64ArrayAttr:$dims, BoolAttr:$keepdim,
+                   Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_ReduceSumOp : Gpt_ReduceOp<"reduce_sum", "Sum">;
+def Gpt_ReduceMaxOp : Gpt_ReduceOp<"reduce_max", "Maximum">;
+def Gpt_ReduceMeanOp : Gpt_ReduceOp<"reduce_mean", "Mean (sum, then one division)">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Gpt_ReshapeOp : Gpt_Op<"reshape"> {
+  let summary = "Same elements in row-major order, another shape";
+  let description = [{
+    ```mlir
+    %r = gpt.reshape %x : (tensor<2x32x64xf32>) -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Gpt_TransposeOp : Gpt_Op<"transpose"> {
+  let summary = "Permute dimensions: result dim i is input dim perm[i]";
+  let description = [{
+    ```mlir
+    %t = gpt.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x32x2x32xf32>) -> tensor<2x2x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_SliceOp : Gpt_Op<"slice"> {
+  let summary = "Elements start, start+step, ... below end along one dim";
+  let description = [{
+    ```mlir
+    %s = gpt.slice %x {dim = 2 : i64, start = 64 : i64, end = 128 : i64, step = 1 : i64} : (tensor<2x32x192xf32>) -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x, I64Attr:$dim, I64Attr:$start, I64Attr:$end, I64Attr:$step);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_SplitOp : Gpt_Op<"split"> {
+  let summary = "Consecutive pieces along one dim, sizes given by the result types";
+  let description = [{
+    ```mlir
+    %q, %k, %v = gpt.split %x {dim = 2 : i64} : (tensor<2x32x192xf32>) -> (tensor<2x32x64xf32>, tensor<2x32x64xf32>, tensor<2x32x64xf32>)
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x, I64Attr:$dim);
+  let results = (outs Variadic<Gpt_Tensor>:$results);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_ConcatOp : Gpt_Op<"concat"> {
+  let summary = "Join tensors along one dim";
+  let description = [{
+    ```mlir
+    %c = gpt.concat %a, %b {dim = 0 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gpt_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_BroadcastOp : Gpt_Op<"broadcast"> {
+  let summary = "Broadcast to a larger shape (numpy rules)";
+  let description = [{
+    ```mlir
+    %b = gpt.broadcast %x : (tensor<64xf32>) -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // GPT_OPS_TD

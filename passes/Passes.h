@@ -1,0 +1,29 @@
+//===- Passes.h - gptc passes and the compile pipeline --------------------===//
+#ifndef GPTC_PASSES_PASSES_H
+#define GPTC_PASSES_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace mlir::gpt {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Attribute names the passes leave for the code generator.
+inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
+inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
+
+/// Where the pipeline stops (`gptc compile --emit=...`).
+enum class Stage { Gpt, Kernels };
+
+/// The whole compile pipeline, one stage per line.
+void buildPipeline(OpPassManager &pm, Stage stopAfter);
+
+} // namespace mlir::gpt
+
+#endif

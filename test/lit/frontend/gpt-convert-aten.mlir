@@ -1,0 +1,163 @@
+// RUN: gptc-opt %s -split-input-file -gpt-convert-aten | FileCheck %s
+
+// Tests that each captured aten op becomes the gpt ops documented in
+// frontend/*Patterns.cpp.
+
+// CHECK-LABEL: func.func @linear_bias
+// CHECK: %[[M:.*]] = gpt.matmul %arg0, %arg1 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true}
+// CHECK: gpt.add %[[M]], %arg2 : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+func.func @linear_bias(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  %0 = "torch.aten.linear.default"(%x, %w, %b) {torch.operands = ["input", "weight", "bias"]} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @linear_nobias
+// CHECK: gpt.matmul
+// CHECK-NOT: gpt.add
+func.func @linear_nobias(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> tensor<4x16xf32> {
+  %0 = "torch.aten.linear.default"(%x, %w) {torch.operands = ["input", "weight"]} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmuls
+// CHECK: gpt.matmul %arg0, %arg1 {{.*}}transpose_rhs = false
+// CHECK: gpt.matmul {{.*}} -> tensor<3x4x4xf32>
+func.func @matmuls(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<3x4x8xf32>, %d: tensor<3x8x4xf32>) -> (tensor<4x4xf32>, tensor<3x4x4xf32>) {
+  %0 = "torch.aten.mm.default"(%a, %b) {torch.operands = ["self", "mat2"]} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %1 = "torch.aten.bmm.default"(%c, %d) {torch.operands = ["self", "mat2"]} : (tensor<3x4x8xf32>, tensor<3x8x4xf32>) -> tensor<3x4x4xf32>
+  return %0, %1 : tensor<4x4xf32>, tensor<3x4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @embedding_arange
+// CHECK: gpt.arange {start = 0 : i64, step = 1 : i64} : tensor<8xi64>
+// CHECK: gpt.embedding %arg0, %{{.*}} : (tensor<16x4xf32>, tensor<8xi64>) -> tensor<8x4xf32>
+func.func @embedding_arange(%w: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  %0 = "torch.aten.arange.start"() {torch.operands = [], start = 0 : i64, end = 8 : i64, dtype = "i64"} : () -> tensor<8xi64>
+  %1 = "torch.aten.embedding.default"(%w, %0) {torch.operands = ["weight", "indices"]} : (tensor<16x4xf32>, tensor<8xi64>) -> tensor<8x4xf32>
+  return %1 : tensor<8x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @elementwise
+// CHECK: gpt.add %arg0, %arg1
+// CHECK: %[[ALPHA:.*]] = gpt.constant dense<2.000000e+00> : tensor<f32>
+// CHECK: %[[SCALED:.*]] = gpt.mul %arg1, %[[ALPHA]]
+// CHECK: gpt.sub %{{.*}}, %[[SCALED]]
+// CHECK: %[[HALF:.*]] = gpt.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: gpt.mul %{{.*}}, %[[HALF]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK: gpt.div
+// CHECK: gpt.pow
+// CHECK: gpt.max
+// CHECK: gpt.neg
+// CHECK: gpt.exp
+// CHECK: gpt.log
+// CHECK: gpt.tanh
+// CHECK: gpt.erf
+// CHECK: gpt.sqrt
+// CHECK: gpt.rsqrt
+// CHECK: gpt.gelu %{{.*}} {approximate = "tanh"}
+// CHECK: gpt.sub %{{.*}}, %{{.*}} : (tensor<f32>, tensor<4xf32>)
+func.func @elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "torch.aten.add.Tensor"(%a, %b) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = "torch.aten.sub.Tensor"(%0, %b) {torch.operands = ["self", "other"], alpha = 2 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %2 = "torch.aten.mul.Tensor"(%1) {torch.operands = ["self"], other = 5.000000e-01 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "torch.aten.div.Tensor"(%2, %a) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %4 = "torch.aten.pow.Tensor_Scalar"(%3) {torch.operands = ["self"], exponent = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %5 = "torch.aten.maximum.default"(%4, %a) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %6 = "torch.aten.neg.default"(%5) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %7 = "torch.aten.exp.default"(%6) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %8 = "torch.aten.log.default"(%7) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %9 = "torch.aten.tanh.default"(%8) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %10 = "torch.aten.erf.default"(%9) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %11 = "torch.aten.sqrt.default"(%10) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %12 = "torch.aten.rsqrt.default"(%11) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %13 = "torch.aten.gelu.default"(%12) {torch.operands = ["self"], approximate = "tanh"} : (tensor<4xf32>) -> tensor<4xf32>
+  %14 = "torch.aten.rsub.Scalar"(%13) {torch.operands = ["self"], other = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %14 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @select_ops
+// CHECK: gpt.where %arg1, %arg0, %{{.*}} : (tensor<4xi1>, tensor<4xf32>, tensor<f32>)
+// CHECK: gpt.masked_fill %{{.*}}, %arg1 {value = 0xFFF0000000000000 : f64}
+func.func @select_ops(%a: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
+  %0 = "torch.aten.where.self"(%m, %a) {torch.operands = ["condition", "self"], other = 0.0 : f64} : (tensor<4xi1>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = "torch.aten.masked_fill.Scalar"(%0, %m) {torch.operands = ["self", "mask"], value = 0xFFF0000000000000 : f64} : (tensor<4xf32>, tensor<4xi1>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @norms
+// CHECK: gpt.layer_norm %arg0, %arg1 {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>}
+// CHECK: gpt.softmax %{{.*}} {dim = 1 : i64, order = #gpt.order<canonical>}
+// CHECK: gpt.log_softmax %{{.*}} {dim = 1 : i64
+// CHECK: gpt.cross_entropy %{{.*}}, %arg2 {ignore_index = -1 : i64, order = #gpt.order<canonical>}
+// CHECK: gpt.dropout %{{.*}} {p = 1.000000e-01 : f64, train = true}
+func.func @norms(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %t: tensor<8xi64>) -> (tensor<f32>, tensor<8x16xf32>) {
+  %0 = "torch.aten.layer_norm.default"(%x, %w) {torch.operands = ["input", "weight"], normalized_shape = array<i64: 16>, eps = 1.0e-05 : f64, cudnn_enable = false} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %1 = "torch.aten.softmax.int"(%0) {torch.operands = ["self"], dim = -1 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = "torch.aten.log_softmax.int"(%1) {torch.operands = ["self"], dim = 1 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %3 = "torch.aten.cross_entropy_loss.default"(%2, %t) {torch.operands = ["self", "target"], reduction = 1 : i64, ignore_index = -1 : i64, label_smoothing = 0.0 : f64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+  %4 = "torch.aten.dropout.default"(%2) {torch.operands = ["input"], p = 0.1 : f64, train = true} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %3, %4 : tensor<f32>, tensor<8x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reductions
+// CHECK: gpt.reduce_sum %arg0 {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>}
+// CHECK: gpt.reduce_mean %arg0 {dims = array<i64: 0, 1>, keepdim = false
+// CHECK: gpt.reduce_max %arg0 {dims = array<i64: 0>, keepdim = false
+func.func @reductions(%x: tensor<8x16xf32>) -> (tensor<8x1xf32>, tensor<f32>, tensor<16xf32>) {
+  %0 = "torch.aten.sum.dim_IntList"(%x) {torch.operands = ["self"], dim = array<i64: -1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
+  %1 = "torch.aten.mean.default"(%x) {torch.operands = ["self"]} : (tensor<8x16xf32>) -> tensor<f32>
+  %2 = "torch.aten.amax.default"(%x) {torch.operands = ["self"], dim = array<i64: 0>, keepdim = false} : (tensor<8x16xf32>) -> tensor<16xf32>
+  return %0, %1, %2 : tensor<8x1xf32>, tensor<f32>, tensor<16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: gpt.attention %arg0, %arg0, %arg0 {dropout_p = 0.000000e+00 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 2.500000e-01 : f64}
+func.func @attention(%q: tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32> {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q) {torch.operands = ["query", "key", "value"], dropout_p = 0.0 : f64, is_causal = true} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
+  return %0 : tensor<2x2x8x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @data_movement
+// CHECK: gpt.split %arg0 {dim = 1 : i64} : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK: gpt.reshape %{{.*}} : (tensor<2x4xf32>) -> tensor<2x2x2xf32>
+// CHECK: gpt.transpose %{{.*}} {perm = array<i64: 0, 2, 1>}
+// CHECK: gpt.transpose %{{.*}} {perm = array<i64: 2, 1, 0>}
+// CHECK: gpt.slice %arg0 {dim = 1 : i64, end = 12 : i64, start = 2 : i64, step = 2 : i64}
+// CHECK: gpt.slice %arg0 {dim = 0 : i64, end = 2 : i64, start = 1 : i64, step = 1 : i64}
+// CHECK: gpt.reshape %{{.*}} : (tensor<1x12xf32>) -> tensor<12xf32>
+// CHECK: gpt.concat %arg0, %arg0 {dim = 0 : i64}
+// CHECK: gpt.broadcast %{{.*}} : (tensor<12xf32>) -> tensor<3x12xf32>
+// CHECK: gpt.transpose %arg0 {perm = array<i64: 1, 0>}
+// CHECK: gpt.convert %arg0 : tensor<2x12xf32> -> tensor<2x12xf64>
+func.func @data_movement(%x: tensor<2x12xf32>) -> (tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x5xf32>, tensor<4x12xf32>, tensor<3x12xf32>, tensor<12x2xf32>, tensor<2x12xf64>) {
+  %0:3 = "torch.aten.split.Tensor"(%x) {torch.operands = ["self"], split_size = 4 : i64, dim = -1 : i64} : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+  %1 = "torch.aten.view.default"(%0#1) {torch.operands = ["self"], size = array<i64: 2, 2, 2>} : (tensor<2x4xf32>) -> tensor<2x2x2xf32>
+  %2 = "torch.aten.transpose.int"(%1) {torch.operands = ["self"], dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %3 = "torch.aten.permute.default"(%2) {torch.operands = ["self"], dims = array<i64: -1, 1, 0>} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %4 = "torch.aten.slice.Tensor"(%x) {torch.operands = ["self"], dim = 1 : i64, start = 2 : i64, end = 9223372036854775807 : i64, step = 2 : i64} : (tensor<2x12xf32>) -> tensor<2x5xf32>
+  %5 = "torch.aten.select.int"(%x) {torch.operands = ["self"], dim = 0 : i64, index = -1 : i64} : (tensor<2x12xf32>) -> tensor<12xf32>
+  %6 = "torch.aten.cat.default"(%x, %x) {torch.operands = ["tensors", "tensors"], dim = 0 : i64} : (tensor<2x12xf32>, tensor<2x12xf32>) -> tensor<4x12xf32>
+  %7 = "torch.aten.expand.default"(%5) {torch.operands = ["self"], size = array<i64: 3, -1>} : (tensor<12xf32>) -> tensor<3x12xf32>
+  %8 = "torch.aten.t.default"(%x) {torch.operands = ["self"]} : (tensor<2x12xf32>) -> tensor<12x2xf32>
+  %9 = "torch.aten._to_copy.default"(%x) {torch.operands = ["self"], dtype = "f64"} : (tensor<2x12xf32>) -> tensor<2x12xf64>
+  %10 = "torch.aten.contiguous.default"(%3) {torch.operands = ["self"]} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  return %1, %10, %4, %6, %7, %8, %9 : tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x5xf32>, tensor<4x12xf32>, tensor<3x12xf32>, tensor<12x2xf32>, tensor<2x12xf64>
+}

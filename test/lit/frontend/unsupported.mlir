@@ -1,0 +1,11 @@
+// RUN: not gptc-opt %s -gpt-convert-aten 2>&1 | FileCheck %s
+// RUN: not gptc-opt %s -gpt-convert-aten 2>&1 | count 1
+
+// Tests that an op without a conversion is one error line naming the aten op,
+// its operand shapes and the model.py line.
+
+// CHECK: gptc-opt: model.py:42:0: error: unsupported PyTorch op 'aten.cumsum.default' (no conversion to the gpt dialect); operands ([4x8]f32)
+func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = "torch.aten.cumsum.default"(%x) {torch.operands = ["self"], dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("model.py":42:0)
+  return %0 : tensor<4x8xf32>
+}

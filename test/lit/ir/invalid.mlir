@@ -1,0 +1,169 @@
+// RUN: gptc-opt %s -split-input-file -verify-diagnostics
+
+// Tests that each verifier rejects malformed ops with a clear message.
+
+func.func @bad_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{operand shapes [2x3] and [4] do not broadcast}}
+  %0 = gpt.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @bad_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<3x3xf32> {
+  // expected-error @+1 {{result shape [3x3] is not the broadcast shape [2x3]}}
+  %0 = gpt.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+func.func @mixed_types(%a: tensor<3xf32>, %b: tensor<3xf64>) -> tensor<3xf32> {
+  // expected-error @+1 {{operands and result must share an element type}}
+  %0 = gpt.sub %a, %b : (tensor<3xf32>, tensor<3xf64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @matmul_k(%a: tensor<4x8xf32>, %b: tensor<7x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{contraction sizes differ: 8 vs 7}}
+  %0 = gpt.matmul %a, %b {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<7x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul_order(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{supports only reduction order 'sequential'}}
+  %0 = gpt.matmul %a, %b {order = #gpt.order<canonical>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @layer_norm_weight(%x: tensor<2x64xf32>, %w: tensor<32xf32>) -> tensor<2x64xf32> {
+  // expected-error @+1 {{weight and bias must be [64]}}
+  %0 = gpt.layer_norm %x, %w {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<2x64xf32>, tensor<32xf32>) -> tensor<2x64xf32>
+  return %0 : tensor<2x64xf32>
+}
+
+// -----
+
+func.func @softmax_dim(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  // expected-error @+1 {{dim 2 out of range for rank 2}}
+  %0 = gpt.softmax %x {dim = 2 : i64, order = #gpt.order<canonical>} : tensor<2x64xf32>
+  return %0 : tensor<2x64xf32>
+}
+
+// -----
+
+func.func @attention_shapes(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x8xf32>) -> tensor<2x2x32x16xf32> {
+  // expected-error @+1 {{do not agree}}
+  %0 = gpt.attention %q, %k, %q {dropout_p = 0.0 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32>
+  return %0 : tensor<2x2x32x16xf32>
+}
+
+// -----
+
+func.func @cross_entropy_rank(%l: tensor<2x32x65xf32>, %t: tensor<64xi64>) -> tensor<f32> {
+  // expected-error @+1 {{expects logits [N, V] and targets [N]}}
+  %0 = gpt.cross_entropy %l, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<2x32x65xf32>, tensor<64xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x32xf32>) -> tensor<65xf32> {
+  // expected-error @+1 {{cannot reshape [2x32] (64 elements) to [65] (65 elements)}}
+  %0 = gpt.reshape %x : (tensor<2x32xf32>) -> tensor<65xf32>
+  return %0 : tensor<65xf32>
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{perm is not a permutation}}
+  %0 = gpt.transpose %x {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @slice_range(%x: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{bad slice [6:10:1] of a dim of 8}}
+  %0 = gpt.slice %x {dim = 0 : i64, start = 6 : i64, end = 10 : i64, step = 1 : i64} : (tensor<8xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @split_sum(%x: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{pieces sum to 7, not 8}}
+  %0:2 = gpt.split %x {dim = 0 : i64} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<3xf32>)
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @concat_sum(%x: tensor<4xf32>) -> tensor<9xf32> {
+  // expected-error @+1 {{inputs sum to 8 along dim 0, not 9}}
+  %0 = gpt.concat %x, %x {dim = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<9xf32>
+  return %0 : tensor<9xf32>
+}
+
+// -----
+
+func.func @broadcast_bad(%x: tensor<3xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{cannot broadcast [3] to [2x4]}}
+  %0 = gpt.broadcast %x : (tensor<3xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @reduce_shape(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{result shape should be [4]}}
+  %0 = gpt.reduce_sum %x {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @embedding_shape(%w: tensor<65x64xf32>, %i: tensor<2x32xi64>) -> tensor<2x32x32xf32> {
+  // expected-error @+1 {{result must be [2x32x64]}}
+  %0 = gpt.embedding %w, %i : (tensor<65x64xf32>, tensor<2x32xi64>) -> tensor<2x32x32xf32>
+  return %0 : tensor<2x32x32xf32>
+}
+
+// -----
+
+func.func @gelu_mode(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{approximate must be "none" or "tanh"}}
+  %0 = gpt.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_p(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{p must be in [0, 1)}}
+  %0 = gpt.dropout %x {p = 1.5 : f64, train = true} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @convert_shape(%x: tensor<4xf32>) -> tensor<5xf64> {
+  // expected-error @+1 {{shape must not change}}
+  %0 = gpt.convert %x : tensor<4xf32> -> tensor<5xf64>
+  return %0 : tensor<5xf64>
+}
+
+// -----
+
+func.func @bad_element_type(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{must be ranked tensor of}}
+  %0 = gpt.neg %x : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}

@@ -1,0 +1,70 @@
+//===- ToolSupport.cpp - one-line diagnostics and module loading ----------===//
+#include "tools/support/ToolSupport.h"
+
+#include "frontend/TorchDialect.h"
+#include "ir/GptDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+void gptc::registerDialects(DialectRegistry &registry) {
+  registry.insert<gpt::GptDialect, gpt::TorchDialect, func::FuncDialect>();
+}
+
+static std::string describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return describeLocation(name.getChildLoc());
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location inner : fused.getLocations())
+      if (std::string s = describeLocation(inner); !s.empty())
+        return s;
+    return "";
+  }
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return describeLocation(callsite.getCallee());
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+            std::to_string(file.getColumn()));
+  return "";
+}
+
+std::unique_ptr<ScopedDiagnosticHandler> gptc::installOneLineDiagnostics(MLIRContext &ctx,
+                                                                         const char *tool) {
+  return std::make_unique<ScopedDiagnosticHandler>(&ctx, [tool](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
+    std::string where = describeLocation(diag.getLocation());
+    std::string message = diag.str();
+    for (char &c : message)
+      if (c == '\n')
+        c = ' ';
+    llvm::errs() << tool << ": " << (where.empty() ? "" : where + ": ") << "error: " << message
+                 << "\n";
+    return success();
+  });
+}
+
+OwningOpRef<ModuleOp> gptc::parseModule(MLIRContext &ctx, const std::string &path,
+                                        const char *tool) {
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
+  if (!buffer) {
+    fail(tool, "cannot read '" + path + "': " + buffer.getError().message());
+    return nullptr;
+  }
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  auto module = parseSourceFile<ModuleOp>(sm, &ctx);
+  if (!module)
+    return nullptr; // the diagnostic handler has printed the one-line error
+  return module;
+}
+
+int gptc::fail(const char *tool, const std::string &message) {
+  llvm::errs() << tool << ": error: " << message << "\n";
+  return 1;
+}

@@ -1,0 +1,39 @@
+//===- ToolSupport.h - what gptc and gptc-opt share -----------------------===//
+//
+// Both tools report every problem as one line, "tool: file:line:col: error:
+// message", and exit non-zero; a user never sees a stack trace or a source
+// snippet. Notes attached to a diagnostic are dropped.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPTC_TOOLS_SUPPORT_TOOLSUPPORT_H
+#define GPTC_TOOLS_SUPPORT_TOOLSUPPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+
+namespace gptc {
+
+/// Registers the dialects a captured or compiled module may hold.
+void registerDialects(mlir::DialectRegistry &registry);
+
+/// Installs a handler printing each error as one line on stderr, prefixed
+/// with `tool`. Lives as long as the returned object.
+std::unique_ptr<mlir::ScopedDiagnosticHandler> installOneLineDiagnostics(mlir::MLIRContext &ctx,
+                                                                         const char *tool);
+
+/// Parses `path` ("-" for stdin); prints a one-line error and returns null on
+/// a missing file or malformed IR.
+mlir::OwningOpRef<mlir::ModuleOp> parseModule(mlir::MLIRContext &ctx, const std::string &path,
+                                              const char *tool);
+
+/// Prints "tool: error: message" and returns 1.
+int fail(const char *tool, const std::string &message);
+
+} // namespace gptc
+
+#endif
