@@ -252,10 +252,12 @@ FailureOr<EmittedSource> Emitter::run() {
      << "#include \"gptc/prelude.h\"\n#include <cstring>\n\n"
      << "namespace {\n\n" << constants << (constants.empty() ? "" : "\n") << kernels
      << "} // namespace\n\n"
-     << "extern \"C\" int gptc_entry_abi(void) { return 1; }\n\n"
-     << "extern \"C\" void gptc_entry(void* const* args, void* const* results, void* arena_) {\n"
+     << "GPTC_EXPORT int gptc_entry_abi(void) { return 1; }\n\n"
+     << "GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, "
+        "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
-     << calls << "}\n";
+     << "  gptc::take_error();\n"
+     << calls << "  return gptc::take_error();\n}\n";
   return result;
 }
 

@@ -1,0 +1,15 @@
+"""gptc: a GPT graph compiler with bitwise-reproducible numerics.
+
+    import gptc
+    compiled = gptc.compile(model, (idx, targets))   # capture, lower, build
+    logits, loss = compiled(idx, targets)             # runs the generated kernels
+
+See README.md for what works today.
+"""
+from .capture import Captured, CaptureError, capture
+from .capture import save as capture_save
+from .compiler import CompiledModel, GptcError, compile, find_tool
+
+__all__ = ["capture", "capture_save", "compile", "Captured", "CaptureError", "CompiledModel", "GptcError",
+           "find_tool"]
+__version__ = "0.1.0"

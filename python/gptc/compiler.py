@@ -1,0 +1,114 @@
+"""gptc.compile: capture a model, run the `gptc` compiler, load the artifact.
+
+The compiler runs as the `gptc` command (tools/gptc), so this module needs no
+MLIR; the artifact runs through the runtime's pybind11 module (gptc._runtime).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from .capture import Captured, capture, save
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_NUMPY = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i1": np.bool_}
+
+
+class GptcError(Exception):
+    """The compiler or the runtime refused; the message is its one-line reason."""
+
+
+def find_tool(name: str = "gptc") -> str:
+    """The path of a gptc tool: $GPTC_BUILD_DIR/bin, ./build/bin of the repo, or PATH."""
+    for d in (os.environ.get("GPTC_BUILD_DIR"), os.path.join(_REPO, "build")):
+        if d and os.path.exists(os.path.join(d, "bin", name)):
+            return os.path.join(d, "bin", name)
+    found = shutil.which(name)
+    if not found:
+        raise GptcError(f"cannot find the '{name}' tool: build the project (./test.sh) or set "
+                        "GPTC_BUILD_DIR")
+    return found
+
+
+def run_compiler(mlir_path: str, out_dir: str, *extra: str) -> None:
+    cmd = [find_tool("gptc"), "compile", mlir_path, "-o", out_dir, *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        raise GptcError(lines[0] if lines else f"gptc exited with {proc.returncode}")
+
+
+class CompiledModel:
+    """A compiled forward pass; call it like the model. Parameters live in the runtime."""
+
+    def __init__(self, captured: Captured, artifact_dir: str):
+        from . import _runtime  # the pybind11 module over runtime/
+        self.captured = captured
+        self.artifact_dir = artifact_dir
+        try:
+            self.runtime = _runtime.Model(artifact_dir)
+        except RuntimeError as e:
+            raise GptcError(str(e)) from None
+        self.inputs = [a for a in captured.args if a.kind == "input"]
+        with open(os.path.join(artifact_dir, "manifest.json")) as f:
+            import json
+            self.manifest = json.load(f)
+
+    @property
+    def num_kernels(self) -> int:
+        return int(self.manifest["kernels"])
+
+    def __call__(self, *inputs):
+        if len(inputs) != len(self.inputs):
+            raise GptcError(f"expected {len(self.inputs)} inputs "
+                            f"({', '.join(a.name for a in self.inputs)}), got {len(inputs)}")
+        arrays = []
+        for spec, x in zip(self.inputs, inputs):
+            if not isinstance(x, torch.Tensor):
+                raise GptcError(f"input '{spec.name}' must be a torch.Tensor")
+            if tuple(x.shape) != spec.shape:
+                raise GptcError(f"input '{spec.name}' has shape {tuple(x.shape)}, "
+                                f"compiled for {spec.shape}")
+            arrays.append(np.ascontiguousarray(x.detach().cpu().numpy(),
+                                               dtype=_NUMPY[spec.dtype]))
+        try:
+            outs = self.runtime.run(arrays)
+        except (RuntimeError, ValueError) as e:
+            raise GptcError(str(e)) from None
+        tensors = [torch.from_numpy(np.asarray(o)) for o in outs]
+        flat, it = [], iter(tensors)
+        n = len(tensors) + len(self.captured.const_outputs)
+        for i in range(n):
+            flat.append(self.captured.const_outputs[i] if i in self.captured.const_outputs
+                        else next(it))
+        return pytree.tree_unflatten(flat, self.captured.out_spec)
+
+
+def compile(model: torch.nn.Module, example_inputs, *,
+            workdir: str | None = None) -> CompiledModel:
+    """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
+
+    The artifact is written under `workdir` (a new temporary folder by default).
+    Shapes are static: call the result with inputs shaped like the examples.
+    """
+    example_inputs = tuple(example_inputs)
+    try:
+        names = list(inspect.signature(model.forward).parameters)[:len(example_inputs)]
+    except (TypeError, ValueError):
+        names = None
+    captured = capture(model, example_inputs, input_names=names)
+    workdir = workdir or tempfile.mkdtemp(prefix="gptc-")
+    os.makedirs(workdir, exist_ok=True)
+    mlir_path = os.path.join(workdir, "model.mlir")
+    save(captured, mlir_path)
+    out_dir = os.path.join(workdir, "artifact")
+    run_compiler(mlir_path, out_dir)
+    return CompiledModel(captured, out_dir)

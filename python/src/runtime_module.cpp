@@ -1,0 +1,156 @@
+// runtime_module.cpp — gptc._runtime: Python bindings of gptc::rt::Model.
+//
+//   m = gptc._runtime.Model("out/tiny")       # RuntimeError with the runtime's message
+//   m.inputs   -> [("idx", "i64", (2, 32))]   # also .results, .params
+//   logits, loss = m.run([idx])                # numpy in, numpy out (fresh arrays)
+//   w = m.param("lm_head.weight"); m.set_param("lm_head.weight", w * 0.5)
+//   m.save_weights("out/tiny/weights.safetensors")
+//
+// dtypes: f32 <-> float32, f64 <-> float64, i64 <-> int64, i1 <-> bool, bf16 <-> uint16
+// (the raw bits; an ml_dtypes bfloat16 array is accepted too). Arrays go through the buffer
+// protocol and numpy's Python API only (no numpy C API), so any numpy version works with
+// this pybind11.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gptc/model.hpp"
+
+namespace py = pybind11;
+using gptc::rt::Model;
+using gptc::rt::TensorSpec;
+
+namespace {
+
+const char* numpy_dtype(const std::string& dtype) {
+  if (dtype == "f32") return "float32";
+  if (dtype == "f64") return "float64";
+  if (dtype == "i64") return "int64";
+  if (dtype == "i1") return "bool";
+  if (dtype == "bf16") return "uint16";
+  throw gptc::rt::Error("unknown dtype '" + dtype + "'");
+}
+
+py::tuple shape_tuple(const std::vector<int64_t>& shape) {
+  py::tuple t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
+  return t;
+}
+
+py::list spec_list(const std::vector<TensorSpec>& specs) {
+  py::list out;
+  for (const TensorSpec& s : specs) out.append(py::make_tuple(s.name, s.dtype, shape_tuple(s.shape)));
+  return out;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Checks `obj` is a numpy array of spec's dtype and shape and returns a C-contiguous one
+// (obj itself when it already is). `what` is e.g. "input 'idx'".
+py::object checked_array(const py::object& obj, const TensorSpec& spec, const std::string& what) {
+  py::module_ np = py::module_::import("numpy");
+  if (!py::isinstance(obj, np.attr("ndarray")))
+    throw py::value_error(what + ": expected a numpy array, got " +
+                          std::string(py::str(obj.get_type().attr("__name__"))));
+  std::string got = py::str(obj.attr("dtype"));
+  std::string want = numpy_dtype(spec.dtype);
+  bool ok = got == want || (spec.dtype == "bf16" && got == "bfloat16");
+  if (!ok)
+    throw py::value_error(what + ": dtype " + got + ", expected " + want + " (manifest " +
+                          spec.dtype + ")");
+  std::vector<int64_t> shape = obj.attr("shape").cast<std::vector<int64_t>>();
+  if (shape != spec.shape)
+    throw py::value_error(what + ": shape " + shape_str(shape) + ", expected " + shape_str(spec.shape));
+  return np.attr("ascontiguousarray")(obj);
+}
+
+const TensorSpec& param_spec(const Model& m, const std::string& name) {
+  for (const TensorSpec& s : m.params())
+    if (s.name == name) return s;
+  throw py::key_error("no param named '" + name + "'");
+}
+
+py::object empty_array(const TensorSpec& spec) {
+  return py::module_::import("numpy").attr("empty")(shape_tuple(spec.shape), numpy_dtype(spec.dtype));
+}
+
+void* buffer_ptr(const py::object& arr, bool writable) {
+  return py::buffer(arr).request(writable).ptr;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_runtime, mod) {
+  mod.doc() = "gptc runtime: load and run a compiled gptc artifact folder";
+
+  // gptc::rt::Error derives from std::runtime_error: pybind11 raises it as RuntimeError
+  // carrying the runtime's one-line message.
+  py::class_<Model>(mod, "Model")
+      .def(py::init([](const std::string& dir) { return Model::load(dir); }), py::arg("dir"),
+           "Load an artifact folder (manifest.json, kernels.so, weights.safetensors).")
+      .def_property_readonly("dir", &Model::dir)
+      .def_property_readonly("inputs", [](const Model& m) { return spec_list(m.inputs()); },
+                             "[(name, dtype, shape)] of the inputs, in call order")
+      .def_property_readonly("results", [](const Model& m) { return spec_list(m.results()); })
+      .def_property_readonly("params", [](const Model& m) { return spec_list(m.params()); })
+      .def_property_readonly("arena_bytes", &Model::arena_bytes)
+      .def(
+          "run",
+          [](Model& m, const std::vector<py::object>& inputs) {
+            if (inputs.size() != m.inputs().size())
+              throw py::value_error("run: got " + std::to_string(inputs.size()) +
+                                    " inputs, the model takes " + std::to_string(m.inputs().size()));
+            std::vector<py::object> keep;  // contiguous arrays alive through the call
+            std::vector<const void*> in;
+            for (size_t i = 0; i < inputs.size(); ++i) {
+              const TensorSpec& s = m.inputs()[i];
+              keep.push_back(checked_array(inputs[i], s, "input '" + s.name + "'"));
+              in.push_back(buffer_ptr(keep.back(), false));
+            }
+            py::list outs;
+            std::vector<void*> out;
+            for (const TensorSpec& s : m.results()) {
+              py::object a = empty_array(s);
+              out.push_back(buffer_ptr(a, true));
+              outs.append(a);
+            }
+            {
+              py::gil_scoped_release nogil;
+              m.run(in, out);
+            }
+            return outs;
+          },
+          py::arg("inputs"), "Run once: list of numpy inputs -> list of fresh numpy results.")
+      .def(
+          "param",
+          [](const Model& m, const std::string& name) {
+            const TensorSpec& s = param_spec(m, name);
+            py::object a = empty_array(s);
+            std::memcpy(buffer_ptr(a, true), m.param_data(name), s.nbytes);
+            return a;
+          },
+          py::arg("name"), "A copy of a parameter as a numpy array.")
+      .def(
+          "set_param",
+          [](Model& m, const std::string& name, const py::object& value) {
+            const TensorSpec& s = param_spec(m, name);
+            py::object a = checked_array(value, s, "param '" + name + "'");
+            std::memcpy(m.param_data(name), buffer_ptr(a, false), s.nbytes);
+          },
+          py::arg("name"), py::arg("value"),
+          "Overwrite a parameter (same dtype and shape). Not while run() is in progress.")
+      .def("save_weights", &Model::save_weights, py::arg("path"),
+           "Write all parameters to a safetensors file, atomically.")
+      .def("__repr__", [](const Model& m) {
+        return "<gptc._runtime.Model '" + m.dir() + "': " + std::to_string(m.params().size()) +
+               " params, " + std::to_string(m.inputs().size()) + " inputs, " +
+               std::to_string(m.results().size()) + " results>";
+      });
+}

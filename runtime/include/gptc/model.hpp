@@ -1,0 +1,79 @@
+// gptc/model.hpp — C++ API of the gptc runtime: load an artifact folder (docs/artifact.md)
+// and run it.
+//
+//   auto m = gptc::rt::Model::load("out/tiny");        // throws gptc::rt::Error
+//   std::vector<int64_t> idx(2 * 32);                   // inputs()[0]: i64 [2, 32]
+//   std::vector<float> logits(2 * 32 * 65), loss(1);    // results(): f32 [2,32,65], f32 []
+//   m->run({idx.data()}, {logits.data(), loss.data()});
+//
+// The runtime owns the parameter buffers (loaded from weights.safetensors by name) and a
+// 64-byte-aligned scratch arena; callers own input and result buffers. No MLIR/LLVM here.
+#ifndef GPTC_MODEL_HPP
+#define GPTC_MODEL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gptc::rt {
+
+// Every runtime failure; what() is one line naming the file and the problem.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One dense row-major tensor of the manifest.
+struct TensorSpec {
+  std::string name;
+  std::string dtype;           // "f32", "f64", "bf16", "i64", "i1"
+  std::vector<int64_t> shape;  // [] for a scalar
+  int64_t numel = 1;           // product of shape (1 for a scalar)
+  size_t nbytes = 0;           // numel * dtype_size(dtype)
+};
+
+// Bytes per element of a manifest dtype; throws Error for an unknown one.
+size_t dtype_size(const std::string& dtype);
+
+class Model {
+ public:
+  // Loads <dir>/manifest.json, dlopens the library, reads the weights, allocates the arena.
+  static std::unique_ptr<Model> load(const std::string& dir);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  const std::vector<TensorSpec>& params() const { return params_; }    // kind "param"
+  const std::vector<TensorSpec>& inputs() const { return inputs_; }    // kind "input", in order
+  const std::vector<TensorSpec>& results() const { return results_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+
+  // inputs[i] -> inputs()[i] (read only), results[j] -> results()[j] (filled). Calls on one
+  // Model are serialized (they share the arena); different Models run concurrently.
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& results);
+
+  // The runtime-owned buffer of a parameter (64-byte aligned, params()[i].nbytes long);
+  // read or overwrite it between runs. Throws Error for an unknown name.
+  void* param_data(const std::string& name);
+  const void* param_data(const std::string& name) const;
+
+  // Writes all params (manifest names, dtypes, shapes) as safetensors to `path`, atomically
+  // (temp file in the same folder, fsync, rename).
+  void save_weights(const std::string& path) const;
+
+ private:
+  Model() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string dir_;
+  std::vector<TensorSpec> params_, inputs_, results_;
+  size_t arena_bytes_ = 0;
+};
+
+}  // namespace gptc::rt
+
+#endif  // GPTC_MODEL_HPP

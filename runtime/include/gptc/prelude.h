@@ -1,0 +1,532 @@
+// gptc/prelude.h — the hand-written header every generated kernel file includes.
+//
+// It holds everything the generated kernels.cpp (and later kernels.cu) may call that is part
+// of gptc's numerics contract (docs/artifact.md, DESIGN.md "Numerics: the determinism
+// contract"):
+//   * GPTC_FOR(i, n)            a loop of int64_t i over [0, n)
+//   * exp/log/tanh/erf          gptc's own elementary functions, float and double, written
+//                               with plain IEEE arithmetic only, so that one source gives the
+//                               same bits on the CPU (-ffp-contract=off) and on CUDA
+//                               (nvcc -fmad=false)
+//   * sqrt/rsqrt/pow/gelu_*     built on the above (sqrt is IEEE on both targets)
+//   * reduce_sum/reduce_max     the canonical 32-partial + butterfly reduction order
+//   * dot_seq                   the canonical matmul order: sequential explicit fma
+//   * bf16                      storage type with round-to-nearest-even conversion
+//
+// Rules for this file: header-only C++17, valid CUDA (every function is GPTC_HD), no std::
+// containers, only <cstdint>, <cmath>, <cstring>.
+//
+// The double-precision exp/log/expm1/erf follow fdlibm (algorithms and coefficients), whose
+// notice is kept as it asks:
+//   Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved.
+//   Developed at SunPro, a Sun Microsystems, Inc. business.
+//   Permission to use, copy, modify, and distribute this software is freely granted,
+//   provided that this notice is preserved.
+// The float versions evaluate the double ones and round once: the double result is within
+// ~1 double ulp, so the float result is the correctly rounded value except in rare
+// near-halfway cases, where it is off by at most one float ulp.
+#ifndef GPTC_PRELUDE_H
+#define GPTC_PRELUDE_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define GPTC_HD __host__ __device__
+#else
+#define GPTC_HD
+#endif
+
+// GPTC_FOR(i, n): `for (int64_t i = 0; i < n; ++i)`, n evaluated once.
+#define GPTC_FOR(i, n) for (int64_t i = 0, gptc_for_end_##i = (n); i < gptc_for_end_##i; ++i)
+
+// GPTC_EXPORT: marks the extern "C" entry points of a generated kernels.so as visible.
+#if defined(__GNUC__)
+#define GPTC_EXPORT extern "C" __attribute__((visibility("default")))
+#else
+#define GPTC_EXPORT extern "C"
+#endif
+
+namespace gptc {
+
+// ---------------------------------------------------------------------------------------
+// Bit access (memcpy on the host, intrinsics on the device: both are exact reinterprets).
+// ---------------------------------------------------------------------------------------
+namespace detail {
+
+GPTC_HD inline uint64_t bits(double x) {
+#if defined(__CUDA_ARCH__)
+  return (uint64_t)__double_as_longlong(x);
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+GPTC_HD inline double from_bits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double((long long)u);
+#else
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+GPTC_HD inline uint32_t bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+GPTC_HD inline float from_bits32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+GPTC_HD inline double inf_d() { return from_bits(0x7ff0000000000000ull); }
+GPTC_HD inline double nan_d() { return from_bits(0x7ff8000000000000ull); }
+GPTC_HD inline float inf_f() { return from_bits32(0x7f800000u); }
+GPTC_HD inline bool is_nan(double x) { return x != x; }
+GPTC_HD inline double fabs_d(double x) { return from_bits(bits(x) & 0x7fffffffffffffffull); }
+// 2^k for -1022 <= k <= 1023, built from bits (exact).
+GPTC_HD inline double pow2i(int k) { return from_bits((uint64_t)(0x3ff + k) << 52); }
+
+// y * 2^k for any k in [-1100, 1100], exact unless the result is subnormal (one rounding)
+// or overflows.
+GPTC_HD inline double scale2(double y, int k) {
+  if (k > 1023) return y * pow2i(1023) * pow2i(k - 1023);
+  if (k < -1021) return y * pow2i(k + 1000) * pow2i(-1000);
+  return y * pow2i(k);
+}
+
+// ---------------------------------------------------------------------------------------
+// Double-precision kernels (fdlibm). Each is < 1 ulp in fdlibm's analysis; the unit test
+// measures them against long double libm.
+// ---------------------------------------------------------------------------------------
+
+// exp(x): x = k*ln2 + r, |r| <= ln2/2; exp(r) by a rational form of a degree-5 minimax
+// polynomial R(r^2); result 2^k * exp(r).
+GPTC_HD inline double exp_d(double x) {
+  const double o_threshold = 7.09782712893383973096e+02;   // above: overflow
+  const double u_threshold = -7.45133219101941108420e+02;  // below: underflow to 0
+  const double ln2_hi = 6.93147180369123816490e-01;        // 0x3fe62e42fee00000
+  const double ln2_lo = 1.90821492927058770002e-10;        // 0x3dea39ef35793c76
+  const double inv_ln2 = 1.44269504088896338700e+00;
+  const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
+               P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
+               P5 = 4.13813679705723846039e-08;
+  if (is_nan(x)) return x + x;
+  if (x > o_threshold) return inf_d();
+  if (x < u_threshold) return 0.0;
+  double ax = fabs_d(x);
+  if (ax < 3.7252902984e-09) return 1.0 + x;  // |x| < 2^-28
+  int k = 0;
+  double hi = x, lo = 0.0;
+  if (ax > 3.46573590279972654709e-01) {  // |x| > ln2/2: reduce
+    double kd = inv_ln2 * x;
+    k = (int)(x < 0 ? kd - 0.5 : kd + 0.5);  // round half away from zero (truncating cast)
+    double t = (double)k;
+    hi = x - t * ln2_hi;  // exact: ln2_hi has 32 trailing zero bits
+    lo = t * ln2_lo;
+    x = hi - lo;
+  }
+  double t = x * x;
+  double c = x - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+  if (k == 0) return 1.0 - ((x * c) / (c - 2.0) - x);
+  double y = 1.0 - ((lo - (x * c) / (2.0 - c)) - hi);
+  return scale2(y, k);
+}
+
+// log(x): x = 2^k * (1+f), 1+f in [sqrt(2)/2, sqrt(2)); s = f/(2+f);
+// log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)) with a degree-14 even minimax R.
+GPTC_HD inline double log_d(double x) {
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
+               Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
+               Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
+               Lg7 = 1.479819860511658591e-01;
+  uint64_t ix = bits(x);
+  uint32_t hx = (uint32_t)(ix >> 32);
+  int k = 0;
+  if (hx < 0x00100000u || (hx >> 31)) {  // subnormal, zero or negative (or -nan)
+    if ((ix << 1) == 0) return -inf_d();   // log(+-0) = -inf
+    if (is_nan(x)) return x + x;
+    if (hx >> 31) return nan_d();          // log(negative) = nan
+    k -= 54;                               // subnormal: scale up by 2^54
+    x *= 1.8014398509481984e16;
+    ix = bits(x);
+    hx = (uint32_t)(ix >> 32);
+  } else if (hx >= 0x7ff00000u) {
+    return x + x;  // +inf or nan
+  } else if (hx == 0x3ff00000u && (uint32_t)ix == 0) {
+    return 0.0;
+  }
+  // Reduce x into [sqrt(2)/2, sqrt(2)).
+  hx += 0x3ff00000u - 0x3fe6a09eu;
+  k += (int)(hx >> 20) - 0x3ff;
+  hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
+  ix = ((uint64_t)hx << 32) | (ix & 0xffffffffull);
+  x = from_bits(ix);
+  double f = x - 1.0;
+  double hfsq = 0.5 * f * f;
+  double s = f / (2.0 + f);
+  double z = s * s;
+  double w = z * z;
+  double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  double R = t2 + t1;
+  double dk = (double)k;
+  return s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+}
+
+// expm1(x) = exp(x) - 1 without cancellation near 0 (used by tanh).
+GPTC_HD inline double expm1_d(double x) {
+  const double o_threshold = 7.09782712893383973096e+02;
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double inv_ln2 = 1.44269504088896338700e+00;
+  const double Q1 = -3.33333333333331316428e-02, Q2 = 1.58730158725481460165e-03,
+               Q3 = -7.93650757867487942473e-05, Q4 = 4.00821782732936239552e-06,
+               Q5 = -2.01099218183624371326e-07;
+  uint64_t ux = bits(x);
+  uint32_t hx = (uint32_t)(ux >> 32) & 0x7fffffffu;
+  int sign = (int)(ux >> 63);
+  if (hx >= 0x4043687Au) {  // |x| >= 56*ln2
+    if (is_nan(x)) return x + x;
+    if (sign) return -1.0;
+    if (x > o_threshold) return inf_d();
+  }
+  int k;
+  double hi, lo, c = 0.0;
+  if (hx > 0x3fd62e42u) {  // |x| > ln2/2
+    if (hx < 0x3FF0A2B2u) {  // and |x| < 1.5*ln2
+      if (!sign) { hi = x - ln2_hi; lo = ln2_lo; k = 1; }
+      else { hi = x + ln2_hi; lo = -ln2_lo; k = -1; }
+    } else {
+      k = (int)(inv_ln2 * x + (sign ? -0.5 : 0.5));
+      double t = (double)k;
+      hi = x - t * ln2_hi;
+      lo = t * ln2_lo;
+    }
+    x = hi - lo;
+    c = (hi - x) - lo;
+  } else if (hx < 0x3c900000u) {  // |x| < 2^-54
+    return x;
+  } else {
+    k = 0;
+  }
+  double hfx = 0.5 * x;
+  double hxs = x * hfx;
+  double r1 = 1.0 + hxs * (Q1 + hxs * (Q2 + hxs * (Q3 + hxs * (Q4 + hxs * Q5))));
+  double t = 3.0 - r1 * hfx;
+  double e = hxs * ((r1 - t) / (6.0 - x * t));
+  if (k == 0) return x - (x * e - hxs);
+  e = x * (e - c) - c;
+  e -= hxs;
+  if (k == -1) return 0.5 * (x - e) - 0.5;
+  if (k == 1) {
+    if (x < -0.25) return -2.0 * (e - (x + 0.5));
+    return 1.0 + 2.0 * (x - e);
+  }
+  if (k < 0 || k > 56) return scale2(x - e + 1.0, k) - 1.0;
+  double twopk = pow2i(k);
+  double twomk = pow2i(-k);
+  if (k < 20) return (x - e + (1.0 - twomk)) * twopk;
+  return (x - (e + twomk) + 1.0) * twopk;
+}
+
+// tanh(x) from expm1 in three ranges (musl's scheme, <= 2 ulp).
+GPTC_HD inline double tanh_d(double x) {
+  uint64_t ux = bits(x);
+  int sign = (int)(ux >> 63);
+  ux &= 0x7fffffffffffffffull;
+  x = from_bits(ux);  // |x|
+  uint32_t w = (uint32_t)(ux >> 32);
+  double t;
+  if (w > 0x3fe193eau) {        // |x| > log(3)/2 ~= 0.5493, or nan
+    if (w > 0x40340000u) {      // |x| > 20 or nan
+      t = is_nan(x) ? x + x : 1.0;
+    } else {
+      t = expm1_d(2.0 * x);
+      t = 1.0 - 2.0 / (t + 2.0);
+    }
+  } else if (w > 0x3fd058aeu) {  // |x| > log(5/3)/2 ~= 0.2554
+    t = expm1_d(2.0 * x);
+    t = t / (t + 2.0);
+  } else if (w >= 0x00100000u) {  // normal
+    t = expm1_d(-2.0 * x);
+    t = -t / (t + 2.0);
+  } else {                        // subnormal or zero
+    t = x;
+  }
+  return sign ? -t : t;
+}
+
+// erf(x): rational approximations on [0, 0.84375), [0.84375, 1.25), and erfc-based
+// exp(-x^2 - 0.5625 + R/S)/x forms on [1.25, 6); +-1 beyond.
+GPTC_HD inline double erf_d(double x) {
+  const double erx = 8.45062911510467529297e-01, efx = 1.28379167095512586316e-01,
+               efx8 = 1.02703333676410069053e+00;
+  const double pp0 = 1.28379167095512558561e-01, pp1 = -3.25042107247001499370e-01,
+               pp2 = -2.84817495755985104766e-02, pp3 = -5.77027029648944159157e-03,
+               pp4 = -2.37630166566501626084e-05, qq1 = 3.97917223959155352819e-01,
+               qq2 = 6.50222499887672944485e-02, qq3 = 5.08130628187576562776e-03,
+               qq4 = 1.32494738004321644526e-04, qq5 = -3.96022827877536812320e-06;
+  const double pa0 = -2.36211856075265944077e-03, pa1 = 4.14856118683748331666e-01,
+               pa2 = -3.72207876035701323847e-01, pa3 = 3.18346619901161753674e-01,
+               pa4 = -1.10894694282396677476e-01, pa5 = 3.54783043256182359371e-02,
+               pa6 = -2.16637559486879084300e-03, qa1 = 1.06420880400844228286e-01,
+               qa2 = 5.40397917702171048937e-01, qa3 = 7.18286544141962662868e-02,
+               qa4 = 1.26171219808761642112e-01, qa5 = 1.36370839120290507362e-02,
+               qa6 = 1.19844998467991074170e-02;
+  const double ra0 = -9.86494403484714822705e-03, ra1 = -6.93858572707181764372e-01,
+               ra2 = -1.05586262253232909814e+01, ra3 = -6.23753324503260060396e+01,
+               ra4 = -1.62396669462573470355e+02, ra5 = -1.84605092906711035994e+02,
+               ra6 = -8.12874355063065934246e+01, ra7 = -9.81432934416914548592e+00,
+               sa1 = 1.96512716674392571292e+01, sa2 = 1.37657754143519042600e+02,
+               sa3 = 4.34565877475229228821e+02, sa4 = 6.45387271733267880336e+02,
+               sa5 = 4.29008140027567833386e+02, sa6 = 1.08635005541779435134e+02,
+               sa7 = 6.57024977031928170135e+00, sa8 = -6.04244152148580987438e-02;
+  const double rb0 = -9.86494292470009928597e-03, rb1 = -7.99283237680523006574e-01,
+               rb2 = -1.77579549177547519889e+01, rb3 = -1.60636384855821916062e+02,
+               rb4 = -6.37566443368389627722e+02, rb5 = -1.02509513161107724954e+03,
+               rb6 = -4.83519191608651397019e+02, sb1 = 3.03380607434824582924e+01,
+               sb2 = 3.25792512996573918826e+02, sb3 = 1.53672958608443695994e+03,
+               sb4 = 3.19985821950859553908e+03, sb5 = 2.55305040643316442583e+03,
+               sb6 = 4.74528541206955367215e+02, sb7 = -2.24409524465858183362e+01;
+  uint64_t ux = bits(x);
+  int32_t hx = (int32_t)(ux >> 32);
+  uint32_t ix = (uint32_t)hx & 0x7fffffffu;
+  if (ix >= 0x7ff00000u) {  // nan or +-inf
+    if (is_nan(x)) return x + x;
+    return hx < 0 ? -1.0 : 1.0;
+  }
+  if (ix < 0x3feb0000u) {  // |x| < 0.84375
+    if (ix < 0x3e300000u) {  // |x| < 2^-28
+      if (ix < 0x00800000u) return 0.125 * (8.0 * x + efx8 * x);  // avoid underflow
+      return x + efx * x;
+    }
+    double z = x * x;
+    double r = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
+    double s = 1.0 + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
+    return x + x * (r / s);
+  }
+  if (ix < 0x3ff40000u) {  // 0.84375 <= |x| < 1.25
+    double s = fabs_d(x) - 1.0;
+    double P = pa0 + s * (pa1 + s * (pa2 + s * (pa3 + s * (pa4 + s * (pa5 + s * pa6)))));
+    double Q = 1.0 + s * (qa1 + s * (qa2 + s * (qa3 + s * (qa4 + s * (qa5 + s * qa6)))));
+    return hx >= 0 ? erx + P / Q : -erx - P / Q;
+  }
+  if (ix >= 0x40180000u) return hx >= 0 ? 1.0 : -1.0;  // |x| >= 6
+  x = fabs_d(x);
+  double s = 1.0 / (x * x);
+  double R, S;
+  if (ix < 0x4006DB6Eu) {  // |x| < 1/0.35
+    R = ra0 + s * (ra1 + s * (ra2 + s * (ra3 + s * (ra4 + s * (ra5 + s * (ra6 + s * ra7))))));
+    S = 1.0 + s * (sa1 + s * (sa2 + s * (sa3 + s * (sa4 + s * (sa5 + s * (sa6 + s * (sa7 +
+        s * sa8)))))));
+  } else {
+    R = rb0 + s * (rb1 + s * (rb2 + s * (rb3 + s * (rb4 + s * (rb5 + s * rb6)))));
+    S = 1.0 + s * (sb1 + s * (sb2 + s * (sb3 + s * (sb4 + s * (sb5 + s * (sb6 + s * sb7))))));
+  }
+  double z = from_bits(bits(x) & 0xffffffff00000000ull);  // x with the low word cleared
+  double r = exp_d(-z * z - 0.5625) * exp_d((z - x) * (z + x) + R / S);
+  return hx >= 0 ? 1.0 - r / x : r / x - 1.0;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// Public elementary functions.
+// ---------------------------------------------------------------------------------------
+GPTC_HD inline double exp(double x) { return detail::exp_d(x); }
+GPTC_HD inline double log(double x) { return detail::log_d(x); }
+GPTC_HD inline double tanh(double x) { return detail::tanh_d(x); }
+GPTC_HD inline double erf(double x) { return detail::erf_d(x); }
+// float: evaluate in double, round once (see the header comment).
+GPTC_HD inline float exp(float x) { return (float)detail::exp_d((double)x); }
+GPTC_HD inline float log(float x) { return (float)detail::log_d((double)x); }
+GPTC_HD inline float tanh(float x) { return (float)detail::tanh_d((double)x); }
+GPTC_HD inline float erf(float x) { return (float)detail::erf_d((double)x); }
+
+// IEEE sqrt (correctly rounded on the CPU and on CUDA with the default -prec-sqrt=true).
+GPTC_HD inline float sqrt(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::sqrtf(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+GPTC_HD inline double sqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::sqrt(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+GPTC_HD inline float rsqrt(float x) { return 1.0f / gptc::sqrt(x); }
+GPTC_HD inline double rsqrt(double x) { return 1.0 / gptc::sqrt(x); }
+
+// Explicit fused multiply-add (one rounding), the only place fma is allowed to appear.
+GPTC_HD inline float fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return ::fmaf(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+GPTC_HD inline double fma(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return ::fma(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// pow(x, y). Small integer exponents (|y| <= 64) use binary powering (pow(x,2) == x*x
+// exactly, pow(x,3) == x*(x*x)); y == 0.5 is sqrt; otherwise exp(y*log|x|) with C's sign
+// and special-value rules for the common cases (x < 0 needs an integer y, else nan).
+GPTC_HD inline double pow(double x, double y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (detail::is_nan(x) || detail::is_nan(y)) return x + y;
+  if (y == 0.5) {
+    if (x == -detail::inf_d()) return detail::inf_d();
+    return gptc::sqrt(x) + 0.0;  // + 0.0 turns sqrt(-0) = -0 into pow's +0
+  }
+  double ay = detail::fabs_d(y);
+  bool is_int = ay < 4503599627370496.0 ? (double)(int64_t)y == y : ay != detail::inf_d();
+  if (is_int && ay <= 64.0) {
+    int64_t n = (int64_t)ay;
+    double r = 1.0, b = x;
+    while (n) {
+      if (n & 1) r = r * b;
+      n >>= 1;
+      if (n) b = b * b;
+    }
+    return y < 0 ? 1.0 / r : r;
+  }
+  bool odd = is_int && ay < 9007199254740992.0 && (((int64_t)ay) & 1);
+  double ax = detail::fabs_d(x);
+  double r;
+  if (ax == 0.0) r = y > 0 ? 0.0 : detail::inf_d();
+  else r = detail::exp_d(y * detail::log_d(ax));
+  if (x < 0 || (x == 0.0 && (detail::bits(x) >> 63))) {
+    if (!is_int) return x == 0.0 ? r : detail::nan_d();
+    return odd ? -r : r;
+  }
+  return r;
+}
+GPTC_HD inline float pow(float x, float y) { return (float)gptc::pow((double)x, (double)y); }
+
+// GELU, exact (erf) form: 0.5*x*(1 + erf(x/sqrt(2))); x/sqrt(2) is computed as x*(1/sqrt(2)).
+GPTC_HD inline float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + gptc::erf(x * 0.70710678118654752440f));
+}
+GPTC_HD inline double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + gptc::erf(x * 0.70710678118654752440));
+}
+// GELU, tanh form: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
+GPTC_HD inline float gelu_tanh(float x) {
+  float inner = 0.79788456080286535588f * (x + 0.044715f * (x * x * x));
+  return 0.5f * x * (1.0f + gptc::tanh(inner));
+}
+GPTC_HD inline double gelu_tanh(double x) {
+  double inner = 0.79788456080286535588 * (x + 0.044715 * (x * x * x));
+  return 0.5 * x * (1.0 + gptc::tanh(inner));
+}
+
+// NaN-propagating max/min (either operand NaN -> NaN), used by reduce_max.
+template <class T>
+GPTC_HD inline T maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+template <class T>
+GPTC_HD inline T minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+
+// The identity of max for a type: -inf for floating point, the lowest value for integers.
+template <class T> GPTC_HD inline T max_identity() { return T(-detail::inf_d()); }
+template <> GPTC_HD inline int64_t max_identity<int64_t>() { return INT64_MIN; }
+template <> GPTC_HD inline int32_t max_identity<int32_t>() { return INT32_MIN; }
+
+// ---------------------------------------------------------------------------------------
+// Errors found in data (an index out of range). A kernel reports and carries on with a
+// safe value, so nothing reads out of bounds; the entry returns the first message to the
+// runtime, which fails the run with it. (CPU only; CUDA gets a device flag later.)
+// ---------------------------------------------------------------------------------------
+inline const char*& error_slot() {
+  static thread_local const char* slot = nullptr;
+  return slot;
+}
+inline void report_error(const char* message) {
+  if (!error_slot()) error_slot() = message;
+}
+inline const char* take_error() {
+  const char* message = error_slot();
+  error_slot() = nullptr;
+  return message;
+}
+
+// ---------------------------------------------------------------------------------------
+// Canonical reductions. THIS ORDER IS THE NUMERICS CONTRACT: do not "improve" it.
+// ---------------------------------------------------------------------------------------
+
+// sum_{k<n} elem(k): 32 partials, partial j = elem(j) + elem(j+32) + ... left to right,
+// then a butterfly over the partials (pairs 16 apart, then 8, 4, 2, 1); result p[0].
+// (On CUDA one warp: lane j holds p[j], the tree is the shuffle-down pattern.)
+template <class T, class F>
+GPTC_HD inline T reduce_sum(int64_t n, F elem) {
+  T p[32];
+  for (int j = 0; j < 32; ++j) p[j] = T(0);
+  // Visiting k in increasing order adds to each partial in its own increasing order.
+  for (int64_t k = 0; k < n; ++k) p[k & 31] = p[k & 31] + T(elem(k));
+  for (int s = 16; s >= 1; s >>= 1)
+    for (int j = 0; j < s; ++j) p[j] = p[j] + p[j + s];
+  return p[0];
+}
+
+// max_{k<n} elem(k) with the same shape as reduce_sum (-inf for n == 0; NaN propagates).
+template <class T, class F>
+GPTC_HD inline T reduce_max(int64_t n, F elem) {
+  T p[32];
+  for (int j = 0; j < 32; ++j) p[j] = max_identity<T>();
+  for (int64_t k = 0; k < n; ++k) p[k & 31] = maximum(p[k & 31], T(elem(k)));
+  for (int s = 16; s >= 1; s >>= 1)
+    for (int j = 0; j < s; ++j) p[j] = maximum(p[j], p[j + s]);
+  return p[0];
+}
+
+// sum_{k<n} a(k)*b(k) in the matmul order: acc = 0; acc = fma(a(k), b(k), acc) for
+// k = 0..n-1. Call as gptc::dot_seq<float>(K, [&](int64_t k) {...}, [&](int64_t k) {...}).
+template <class T, class F, class G>
+GPTC_HD inline T dot_seq(int64_t n, F a, G b) {
+  T acc = T(0);
+  for (int64_t k = 0; k < n; ++k) acc = gptc::fma(T(a(k)), T(b(k)), acc);
+  return acc;
+}
+
+// ---------------------------------------------------------------------------------------
+// bf16: storage only (arithmetic happens in float).
+// ---------------------------------------------------------------------------------------
+struct bf16 {
+  uint16_t bits;
+};
+
+// float -> bf16, round to nearest, ties to even; NaN stays a (quiet) NaN, overflow -> inf.
+GPTC_HD inline bf16 to_bf16(float f) {
+  uint32_t u = detail::bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{(uint16_t)((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{(uint16_t)(u >> 16)};
+}
+// bf16 -> float, exact.
+GPTC_HD inline float to_float(bf16 b) { return detail::from_bits32((uint32_t)b.bits << 16); }
+
+}  // namespace gptc
+
+#endif  // GPTC_PRELUDE_H

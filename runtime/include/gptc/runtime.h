@@ -1,0 +1,53 @@
+/* gptc/runtime.h — C API of the gptc runtime (a thin wrapper of gptc::rt::Model).
+ *
+ *   gptc_model* m = gptc_model_load("out/tiny");
+ *   if (!m) { fprintf(stderr, "%s\n", gptc_last_error()); return 1; }
+ *   const void* in[] = {idx};  void* out[] = {logits, loss};
+ *   if (gptc_model_run(m, in, out) != 0) fprintf(stderr, "%s\n", gptc_last_error());
+ *   gptc_model_free(m);
+ *
+ * Functions returning int give 0 on success and -1 on failure; on failure (and on a NULL
+ * from gptc_model_load) gptc_last_error() holds a one-line message for this thread.
+ * Pointers in gptc_tensor_info stay valid while the model lives. */
+#ifndef GPTC_RUNTIME_H
+#define GPTC_RUNTIME_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gptc_model gptc_model;
+
+typedef struct gptc_tensor_info {
+  const char* name;
+  const char* dtype;    /* "f32", "f64", "bf16", "i64", "i1" */
+  int32_t rank;
+  const int64_t* shape; /* rank entries (NULL when rank == 0) */
+  uint64_t nbytes;      /* dense row-major size in bytes */
+} gptc_tensor_info;
+
+gptc_model* gptc_model_load(const char* dir);
+void gptc_model_free(gptc_model* model); /* NULL is fine */
+const char* gptc_last_error(void);       /* "" when there was none */
+
+int gptc_model_num_inputs(const gptc_model* model);
+int gptc_model_num_results(const gptc_model* model);
+int gptc_model_num_params(const gptc_model* model);
+int gptc_model_input_info(const gptc_model* model, int i, gptc_tensor_info* info);
+int gptc_model_result_info(const gptc_model* model, int i, gptc_tensor_info* info);
+int gptc_model_param_info(const gptc_model* model, int i, gptc_tensor_info* info);
+/* The runtime-owned buffer of parameter i (NULL if out of range). */
+void* gptc_model_param_data(gptc_model* model, int i);
+
+/* inputs[i]: buffer of input i (num_inputs entries); results[j]: caller-owned buffer of
+ * result j, filled by the call. */
+int gptc_model_run(gptc_model* model, const void* const* inputs, void* const* results);
+int gptc_model_save_weights(const gptc_model* model, const char* path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPTC_RUNTIME_H */

@@ -1,0 +1,105 @@
+// c_api.cpp — the C API of gptc/runtime.h over gptc::rt::Model. No exception crosses it:
+// failures return NULL / -1 and leave a one-line message in a thread-local string.
+#include "gptc/runtime.h"
+
+#include <string>
+#include <vector>
+
+#include "gptc/model.hpp"
+
+struct gptc_model {
+  std::unique_ptr<gptc::rt::Model> model;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+int fail(const std::string& msg) {
+  g_last_error = msg;
+  return -1;
+}
+
+// Runs f(); converts any exception into -1 + gptc_last_error().
+template <class F>
+int guarded(F f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  } catch (...) {
+    return fail("unknown error");
+  }
+}
+
+int fill_info(const std::vector<gptc::rt::TensorSpec>& specs, int i, gptc_tensor_info* info) {
+  if (!info) return fail("gptc: info is NULL");
+  if (i < 0 || (size_t)i >= specs.size())
+    return fail("gptc: tensor index " + std::to_string(i) + " out of range");
+  const gptc::rt::TensorSpec& s = specs[(size_t)i];
+  info->name = s.name.c_str();
+  info->dtype = s.dtype.c_str();
+  info->rank = (int32_t)s.shape.size();
+  info->shape = s.shape.empty() ? nullptr : s.shape.data();
+  info->nbytes = s.nbytes;
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+gptc_model* gptc_model_load(const char* dir) {
+  if (!dir) {
+    fail("gptc_model_load: dir is NULL");
+    return nullptr;
+  }
+  gptc_model* out = nullptr;
+  guarded([&] { out = new gptc_model{gptc::rt::Model::load(dir)}; });
+  return out;
+}
+
+void gptc_model_free(gptc_model* model) { delete model; }
+
+const char* gptc_last_error(void) { return g_last_error.c_str(); }
+
+int gptc_model_num_inputs(const gptc_model* m) { return m ? (int)m->model->inputs().size() : -1; }
+int gptc_model_num_results(const gptc_model* m) { return m ? (int)m->model->results().size() : -1; }
+int gptc_model_num_params(const gptc_model* m) { return m ? (int)m->model->params().size() : -1; }
+
+int gptc_model_input_info(const gptc_model* m, int i, gptc_tensor_info* info) {
+  return m ? fill_info(m->model->inputs(), i, info) : fail("gptc: model is NULL");
+}
+int gptc_model_result_info(const gptc_model* m, int i, gptc_tensor_info* info) {
+  return m ? fill_info(m->model->results(), i, info) : fail("gptc: model is NULL");
+}
+int gptc_model_param_info(const gptc_model* m, int i, gptc_tensor_info* info) {
+  return m ? fill_info(m->model->params(), i, info) : fail("gptc: model is NULL");
+}
+
+void* gptc_model_param_data(gptc_model* m, int i) {
+  if (!m || i < 0 || (size_t)i >= m->model->params().size()) {
+    fail("gptc_model_param_data: bad model or index");
+    return nullptr;
+  }
+  return m->model->param_data(m->model->params()[(size_t)i].name);
+}
+
+int gptc_model_run(gptc_model* m, const void* const* inputs, void* const* results) {
+  if (!m) return fail("gptc_model_run: model is NULL");
+  return guarded([&] {
+    size_t ni = m->model->inputs().size(), nr = m->model->results().size();
+    if ((ni && !inputs) || (nr && !results)) throw gptc::rt::Error("gptc_model_run: inputs or results array is NULL");
+    std::vector<const void*> in(inputs, inputs + ni);
+    std::vector<void*> out(results, results + nr);
+    m->model->run(in, out);
+  });
+}
+
+int gptc_model_save_weights(const gptc_model* m, const char* path) {
+  if (!m || !path) return fail("gptc_model_save_weights: model or path is NULL");
+  return guarded([&] { m->model->save_weights(path); });
+}
+
+}  // extern "C"

@@ -1,0 +1,232 @@
+// model.cpp — gptc::rt::Model: manifest parsing, dlopen of kernels.so, parameter loading,
+// the arena, and the call into gptc_entry (docs/artifact.md).
+#include "gptc/model.hpp"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "safetensors.h"
+
+namespace gptc::rt {
+
+using nlohmann::json;
+
+size_t dtype_size(const std::string& d) {
+  if (d == "f32") return 4;
+  if (d == "f64" || d == "i64") return 8;
+  if (d == "bf16") return 2;
+  if (d == "i1") return 1;
+  throw Error("unknown dtype '" + d + "'");
+}
+
+namespace {
+
+using EntryAbiFn = int (*)();
+// Returns null on success, else a message from a kernel that found bad data.
+using EntryFn = const char* (*)(void* const*, void* const*, void*);
+
+constexpr size_t kAlign = 64;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuf = std::unique_ptr<void, FreeDeleter>;
+
+// 64-byte-aligned, zero-filled, never null (even for 0 bytes).
+AlignedBuf aligned_buffer(size_t nbytes, const std::string& what) {
+  size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
+  if (size == 0) size = kAlign;
+  void* p = std::aligned_alloc(kAlign, size);
+  if (!p) throw Error("out of memory allocating " + std::to_string(size) + " bytes for " + what);
+  std::memset(p, 0, size);
+  return AlignedBuf(p);
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Parses {"name", "dtype", "shape"} of one manifest tensor entry.
+TensorSpec parse_spec(const json& j, const std::string& where, const std::string& file) {
+  auto bad = [&](const std::string& what) { return Error(file + ": " + where + ": " + what); };
+  if (!j.is_object()) throw bad("not an object");
+  if (!j.contains("name") || !j["name"].is_string()) throw bad("missing \"name\"");
+  if (!j.contains("dtype") || !j["dtype"].is_string()) throw bad("missing \"dtype\"");
+  if (!j.contains("shape") || !j["shape"].is_array()) throw bad("missing \"shape\"");
+  TensorSpec s;
+  s.name = j["name"].get<std::string>();
+  s.dtype = j["dtype"].get<std::string>();
+  if (safetensors::from_manifest_dtype(s.dtype).empty())
+    throw bad("tensor '" + s.name + "' has unknown dtype '" + s.dtype + "'");
+  for (const json& d : j["shape"]) {
+    if (!d.is_number_unsigned()) throw bad("tensor '" + s.name + "': shape entries must be integers >= 0");
+    s.shape.push_back(d.get<int64_t>());
+    s.numel *= s.shape.back();
+  }
+  s.nbytes = (size_t)s.numel * dtype_size(s.dtype);
+  return s;
+}
+
+}  // namespace
+
+struct Model::Impl {
+  void* lib = nullptr;           // dlopen handle
+  EntryFn entry = nullptr;
+  std::vector<AlignedBuf> param_bufs;   // parallel to Model::params_
+  std::vector<bool> arg_is_param;       // manifest args order
+  std::vector<size_t> arg_index;        // index into params_ or inputs_
+  AlignedBuf arena;
+  std::mutex run_mutex;                 // one run at a time: the arena is shared
+  ~Impl() {
+    if (lib) dlclose(lib);
+  }
+};
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    throw Error("artifact directory '" + dir + "' does not exist (" + std::strerror(errno) + ")");
+  if (!S_ISDIR(st.st_mode)) throw Error("artifact path '" + dir + "' is not a directory");
+
+  // --- manifest.json -------------------------------------------------------------------
+  const std::string mpath = dir + "/manifest.json";
+  std::ifstream mf(mpath);
+  if (!mf) throw Error(mpath + ": cannot open (" + std::strerror(errno) + ")");
+  json m;
+  try {
+    m = json::parse(mf);
+  } catch (const std::exception& e) {
+    throw Error(mpath + ": not valid JSON (" + e.what() + ")");
+  }
+  auto bad = [&](const std::string& what) { return Error(mpath + ": " + what); };
+  if (!m.is_object()) throw bad("not a JSON object");
+  if (m.value("format", "") != "gptc-artifact") throw bad("\"format\" is not \"gptc-artifact\"");
+  if (!m.contains("version") || !m["version"].is_number_integer() || m["version"].get<int>() != 1)
+    throw bad("unsupported \"version\" (this runtime reads version 1)");
+  std::string library = "kernels.so", weights = "weights.safetensors";
+  if (m.contains("library")) {
+    if (!m["library"].is_string()) throw bad("\"library\" is not a string");
+    library = m["library"].get<std::string>();
+  }
+  if (m.contains("weights")) {
+    if (!m["weights"].is_string()) throw bad("\"weights\" is not a string");
+    weights = m["weights"].get<std::string>();
+  }
+  if (!m.contains("arena_bytes") || !m["arena_bytes"].is_number_unsigned())
+    throw bad("missing or invalid \"arena_bytes\"");
+  if (!m.contains("args") || !m["args"].is_array()) throw bad("missing \"args\" array");
+  if (!m.contains("results") || !m["results"].is_array()) throw bad("missing \"results\" array");
+
+  std::unique_ptr<Model> model(new Model());
+  model->dir_ = dir;
+  model->impl_ = std::make_unique<Impl>();
+  Impl& impl = *model->impl_;
+  model->arena_bytes_ = m["arena_bytes"].get<size_t>();
+  for (size_t i = 0; i < m["args"].size(); ++i) {
+    const json& a = m["args"][i];
+    std::string where = "args[" + std::to_string(i) + "]";
+    TensorSpec s = parse_spec(a, where, mpath);
+    std::string kind = a.is_object() ? a.value("kind", "") : "";
+    if (kind == "param") {
+      impl.arg_is_param.push_back(true);
+      impl.arg_index.push_back(model->params_.size());
+      model->params_.push_back(std::move(s));
+    } else if (kind == "input") {
+      impl.arg_is_param.push_back(false);
+      impl.arg_index.push_back(model->inputs_.size());
+      model->inputs_.push_back(std::move(s));
+    } else {
+      throw bad(where + ": \"kind\" must be \"param\" or \"input\"");
+    }
+  }
+  for (size_t j = 0; j < m["results"].size(); ++j)
+    model->results_.push_back(parse_spec(m["results"][j], "results[" + std::to_string(j) + "]", mpath));
+
+  // --- kernels.so ----------------------------------------------------------------------
+  const std::string lpath = dir + "/" + library;
+  impl.lib = dlopen(lpath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!impl.lib) {
+    const char* e = dlerror();
+    throw Error(lpath + ": cannot load (" + (e ? e : "unknown dlopen error") + ")");
+  }
+  auto abi = (EntryAbiFn)dlsym(impl.lib, "gptc_entry_abi");
+  impl.entry = (EntryFn)dlsym(impl.lib, "gptc_entry");
+  if (!abi || !impl.entry) throw Error(lpath + ": missing symbol gptc_entry_abi or gptc_entry");
+  if (int v = abi(); v != 1)
+    throw Error(lpath + ": entry ABI version " + std::to_string(v) + ", this runtime needs 1");
+
+  // --- weights.safetensors -------------------------------------------------------------
+  if (!model->params_.empty()) {
+    safetensors::Reader reader(dir + "/" + weights);
+    for (const TensorSpec& p : model->params_) {
+      const safetensors::TensorInfo* t = reader.find(p.name);
+      if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
+      std::string want = safetensors::from_manifest_dtype(p.dtype);
+      if (t->dtype != want)
+        throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
+                    " but the manifest says " + p.dtype + " (" + want + ")");
+      if (t->shape != p.shape)
+        throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
+                    " but the manifest says " + shape_str(p.shape));
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
+      reader.read(*t, impl.param_bufs.back().get());
+    }
+  }
+
+  impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
+  return model;
+}
+
+void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>& results) {
+  if (inputs.size() != inputs_.size())
+    throw Error(dir_ + ": run: got " + std::to_string(inputs.size()) + " inputs, the model takes " +
+                std::to_string(inputs_.size()));
+  if (results.size() != results_.size())
+    throw Error(dir_ + ": run: got " + std::to_string(results.size()) +
+                " result buffers, the model has " + std::to_string(results_.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i] && inputs_[i].nbytes) throw Error(dir_ + ": run: input '" + inputs_[i].name + "' is null");
+  for (size_t j = 0; j < results.size(); ++j)
+    if (!results[j] && results_[j].nbytes) throw Error(dir_ + ": run: result '" + results_[j].name + "' is null");
+
+  Impl& impl = *impl_;
+  // args in manifest order; the entry only reads inputs (const is cast away for the ABI).
+  std::vector<void*> args(impl.arg_is_param.size());
+  for (size_t a = 0; a < args.size(); ++a)
+    args[a] = impl.arg_is_param[a] ? impl.param_bufs[impl.arg_index[a]].get()
+                                   : const_cast<void*>(inputs[impl.arg_index[a]]);
+  std::lock_guard<std::mutex> lock(impl.run_mutex);
+  if (const char* problem = impl.entry(args.data(), results.data(), impl.arena.get()))
+    throw Error(std::string("run failed: ") + problem);
+}
+
+void* Model::param_data(const std::string& name) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].name == name) return impl_->param_bufs[i].get();
+  throw Error(dir_ + ": no param named '" + name + "'");
+}
+
+const void* Model::param_data(const std::string& name) const {
+  return const_cast<Model*>(this)->param_data(name);
+}
+
+void Model::save_weights(const std::string& path) const {
+  std::vector<safetensors::TensorView> views;
+  for (size_t i = 0; i < params_.size(); ++i)
+    views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),
+                     params_[i].shape, impl_->param_bufs[i].get()});
+  safetensors::write(path, views, {{"format", "pt"}});
+}
+
+}  // namespace gptc::rt

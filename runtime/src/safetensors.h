@@ -1,0 +1,68 @@
+// safetensors.h — reader and writer of the safetensors format (private to the runtime).
+//
+// Layout: u64 little-endian N | N bytes of JSON header | raw data. The header maps
+// name -> {"dtype": "F32"|"F64"|"I64"|"BF16"|"BOOL", "shape": [...],
+// "data_offsets": [begin, end]} (offsets relative to the data section), plus an optional
+// "__metadata__": {string: string}. Reading validates everything and throws
+// gptc::rt::Error("<path>: <problem>"); tensor bytes are read on demand, straight into the
+// caller's buffer, so a large file is never held in memory twice.
+#ifndef GPTC_RUNTIME_SAFETENSORS_H
+#define GPTC_RUNTIME_SAFETENSORS_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gptc/model.hpp"  // gptc::rt::Error
+
+namespace gptc::rt::safetensors {
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;           // safetensors spelling: "F32", "F64", "I64", "BF16", "BOOL"
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range within the data section
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// Bytes per element of a safetensors dtype, 0 if unsupported.
+size_t dtype_size(const std::string& st_dtype);
+// Manifest dtype ("f32", "i1", ...) <-> safetensors dtype ("F32", "BOOL", ...); "" if none.
+std::string from_manifest_dtype(const std::string& dtype);
+std::string to_manifest_dtype(const std::string& st_dtype);
+
+class Reader {
+ public:
+  // Opens and validates the header (sizes, offsets, dtypes, shapes, overlaps).
+  explicit Reader(const std::string& path);
+  const std::string& path() const { return path_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in offset order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const TensorInfo* find(const std::string& name) const;  // nullptr if absent
+  // Copies the tensor's bytes (t.nbytes() of them) into dst.
+  void read(const TensorInfo& t, void* dst) const;
+
+ private:
+  std::string path_;
+  uint64_t data_start_ = 0;  // 8 + N
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A tensor to write: `data` points at nbytes = numel * dtype_size bytes.
+struct TensorView {
+  std::string name;
+  std::string dtype;  // safetensors spelling
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+};
+
+// Writes the tensors (data in the given order, header padded to 8 bytes) to `path`
+// atomically: a temp file in the same folder, fsync, rename, fsync of the folder.
+void write(const std::string& path, const std::vector<TensorView>& tensors,
+           const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace gptc::rt::safetensors
+
+#endif  // GPTC_RUNTIME_SAFETENSORS_H

@@ -1,0 +1,10 @@
+import os
+import sys
+
+# Tests import the in-tree package (python/gptc) and use the in-tree build.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)

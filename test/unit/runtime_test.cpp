@@ -1,0 +1,206 @@
+// runtime_test.cpp — gptc::rt::Model and the C API on a hand-made artifact: the test writes
+// a tiny kernels.cpp (y = w + x, plus a canonical sum and an arena-alignment flag), compiles
+// it with the host compiler like the code generator does, writes manifest.json and
+// weights.safetensors, then loads, runs, saves weights, and checks the error messages.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gptc/model.hpp"
+#include "gptc/runtime.h"
+#include "safetensors.h"  // runtime/src (private header)
+
+namespace fs = std::filesystem;
+namespace st = gptc::rt::safetensors;
+
+namespace {
+
+const char* kKernels = R"(// fixture: args = {w: param f32 [2,3], x: input f32 [2,3]}
+// results = {y: f32 [2,3], total: f32 [], aligned: i64 []}
+#include "gptc/prelude.h"
+GPTC_EXPORT int gptc_entry_abi(void) { return 1; }
+GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, void* arena) {
+  const float* w = (const float*)args[0];
+  const float* x = (const float*)args[1];
+  float* y = (float*)results[0];
+  float* tmp = (float*)arena;  // stage through the arena to exercise it
+  GPTC_FOR(i, 6) tmp[i] = w[i] + x[i];
+  GPTC_FOR(i, 6) y[i] = tmp[i];
+  *(float*)results[1] = gptc::reduce_sum<float>(6, [&](int64_t i) { return tmp[i]; });
+  *(int64_t*)results[2] = ((uintptr_t)arena % 64 == 0) ? 1 : 0;
+  return nullptr;
+}
+)";
+
+const char* kManifest = R"({
+  "format": "gptc-artifact", "version": 1,
+  "library": "kernels.so", "source": "kernels.cpp", "weights": "weights.safetensors",
+  "arena_bytes": 24, "kernels": 1,
+  "args": [ {"name": "w", "kind": "param", "dtype": "f32", "shape": [2, 3]},
+            {"name": "x", "kind": "input", "dtype": "f32", "shape": [2, 3]} ],
+  "results": [ {"name": "y", "dtype": "f32", "shape": [2, 3]},
+               {"name": "total", "dtype": "f32", "shape": []},
+               {"name": "aligned", "dtype": "i64", "shape": []} ]
+})";
+
+void spit(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << s;
+}
+
+// One compiled artifact shared by all tests (compiling takes a second).
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/gptc_rt_testXXXXXX";
+    dir_ = new fs::path(mkdtemp(tmpl));
+    fs::path d = *dir_;
+    spit(d / "kernels.cpp", kKernels);
+    spit(d / "manifest.json", kManifest);
+    std::vector<float> w = {1, 2, 3, 4, 5, 6};
+    st::write((d / "weights.safetensors").string(), {{"w", "F32", {2, 3}, w.data()}});
+    std::string cmd = std::string(GPTC_TEST_CXX) +
+                      " -std=c++17 -O2 -shared -fPIC -ffp-contract=off -I" +
+                      GPTC_TEST_RUNTIME_INCLUDE + " " + (d / "kernels.cpp").string() + " -o " +
+                      (d / "kernels.so").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  // A copy of the artifact folder the test may break.
+  fs::path copy_artifact(const std::string& name) {
+    fs::path c = dir_->string() + "_" + name;
+    fs::remove_all(c);
+    fs::copy(*dir_, c);
+    return c;
+  }
+  std::string load_error(const fs::path& d) {
+    try {
+      gptc::rt::Model::load(d.string());
+    } catch (const gptc::rt::Error& e) {
+      std::printf("  error: %s\n", e.what());
+      return e.what();
+    }
+    ADD_FAILURE() << "load of " << d << " succeeded";
+    return "";
+  }
+  static fs::path* dir_;
+};
+fs::path* RuntimeTest::dir_ = nullptr;
+
+}  // namespace
+
+TEST_F(RuntimeTest, LoadAndRun) {
+  auto m = gptc::rt::Model::load(dir_->string());
+  ASSERT_EQ(m->params().size(), 1u);
+  ASSERT_EQ(m->inputs().size(), 1u);
+  ASSERT_EQ(m->results().size(), 3u);
+  EXPECT_EQ(m->inputs()[0].name, "x");
+  EXPECT_EQ(m->inputs()[0].nbytes, 24u);
+  EXPECT_EQ(m->results()[1].shape, std::vector<int64_t>{});
+  EXPECT_EQ(m->results()[1].nbytes, 4u);
+  EXPECT_EQ(m->results()[2].dtype, "i64");
+  std::vector<float> x = {10, 20, 30, 40, 50, 60}, y(6);
+  float total = 0;
+  int64_t aligned = 0;
+  m->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  EXPECT_EQ(total, 231.0f);
+  EXPECT_EQ(aligned, 1);
+  EXPECT_EQ((uintptr_t)m->param_data("w") % 64, 0u);
+  EXPECT_THROW(m->param_data("nope"), gptc::rt::Error);
+  EXPECT_THROW(m->run({}, {y.data(), &total, &aligned}), gptc::rt::Error);
+}
+
+TEST_F(RuntimeTest, SetParamAndSaveWeights) {
+  fs::path d = copy_artifact("save");
+  auto m = gptc::rt::Model::load(d.string());
+  float* w = (float*)m->param_data("w");
+  for (int i = 0; i < 6; ++i) w[i] = 100.0f * (float)i;
+  m->save_weights((d / "weights.safetensors").string());
+  auto m2 = gptc::rt::Model::load(d.string());
+  std::vector<float> x(6, 1.0f), y(6);
+  float total;
+  int64_t aligned;
+  m2->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y, (std::vector<float>{1, 101, 201, 301, 401, 501}));
+  fs::remove_all(d);
+}
+
+TEST_F(RuntimeTest, CApi) {
+  gptc_model* m = gptc_model_load(dir_->c_str());
+  ASSERT_NE(m, nullptr) << gptc_last_error();
+  EXPECT_EQ(gptc_model_num_inputs(m), 1);
+  EXPECT_EQ(gptc_model_num_results(m), 3);
+  EXPECT_EQ(gptc_model_num_params(m), 1);
+  gptc_tensor_info info;
+  ASSERT_EQ(gptc_model_result_info(m, 0, &info), 0);
+  EXPECT_STREQ(info.name, "y");
+  EXPECT_STREQ(info.dtype, "f32");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.shape[1], 3);
+  EXPECT_EQ(info.nbytes, 24u);
+  ASSERT_EQ(gptc_model_result_info(m, 1, &info), 0);
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(gptc_model_input_info(m, 5, &info), -1);
+  EXPECT_NE(std::string(gptc_last_error()).find("out of range"), std::string::npos);
+  std::vector<float> x = {1, 1, 1, 1, 1, 1}, y(6);
+  float total;
+  int64_t aligned;
+  const void* in[] = {x.data()};
+  void* out[] = {y.data(), &total, &aligned};
+  ASSERT_EQ(gptc_model_run(m, in, out), 0) << gptc_last_error();
+  EXPECT_EQ(y[5], 7.0f);
+  EXPECT_EQ(total, 27.0f);
+  gptc_model_free(m);
+  EXPECT_EQ(gptc_model_load("/nonexistent/gptc"), nullptr);
+  EXPECT_NE(std::string(gptc_last_error()).find("does not exist"), std::string::npos);
+}
+
+TEST_F(RuntimeTest, ClearErrors) {
+  EXPECT_NE(load_error("/nonexistent/gptc_artifact").find("does not exist"), std::string::npos);
+
+  fs::path d = copy_artifact("errors");
+  fs::remove(d / "manifest.json");
+  std::string e = load_error(d);
+  EXPECT_NE(e.find("manifest.json: cannot open"), std::string::npos) << e;
+
+  spit(d / "manifest.json", "{ not json");
+  e = load_error(d);
+  EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+
+  std::string bad_dtype = kManifest;
+  bad_dtype.replace(bad_dtype.find("\"f32\", \"shape\": [2, 3]} ]"), 5, "\"f16\"");
+  spit(d / "manifest.json", bad_dtype);
+  e = load_error(d);
+  EXPECT_NE(e.find("unknown dtype 'f16'"), std::string::npos) << e;
+
+  // manifest says w is [3, 2], the weights file has [2, 3]
+  std::string shape_mismatch = kManifest;
+  shape_mismatch.replace(shape_mismatch.find("[2, 3]"), 6, "[3, 2]");
+  spit(d / "manifest.json", shape_mismatch);
+  e = load_error(d);
+  EXPECT_NE(e.find("weights.safetensors: tensor 'w' has shape [2, 3] but the manifest says [3, 2]"),
+            std::string::npos) << e;
+
+  spit(d / "manifest.json", kManifest);
+  std::vector<double> wd(6, 1.0);
+  st::write((d / "weights.safetensors").string(), {{"w", "F64", {2, 3}, wd.data()}});
+  e = load_error(d);
+  EXPECT_NE(e.find("has dtype F64 but the manifest says f32"), std::string::npos) << e;
+
+  st::write((d / "weights.safetensors").string(), {{"v", "F64", {2, 3}, wd.data()}});
+  e = load_error(d);
+  EXPECT_NE(e.find("missing tensor 'w'"), std::string::npos) << e;
+
+  fs::remove(d / "kernels.so");
+  e = load_error(d);
+  EXPECT_NE(e.find("kernels.so: cannot load"), std::string::npos) << e;
+  fs::remove_all(d);
+}
