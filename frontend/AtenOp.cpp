@@ -1,6 +1,7 @@
 //===- AtenOp.cpp - argument access for captured aten ops -----------------===//
 #include "frontend/AtenToGpt.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 
@@ -108,6 +109,20 @@ FailureOr<Value> AtenOp::tensorOrScalar(OpBuilder &b, StringRef arg, Type elemTy
     return failure();
   }
   return ConstantOp::create(b, loc(), type, cast<ElementsAttr>(value)).getResult();
+}
+
+Value AtenOp::rngArgument() const {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"); name && name == "rng")
+      return fn.getArgument(i);
+  MLIRContext *ctx = op->getContext();
+  Builder b(ctx);
+  unsigned index = fn.getNumArguments();
+  auto attrs = b.getDictionaryAttr({b.getNamedAttr("gpt.kind", b.getStringAttr("input")),
+                                    b.getNamedAttr("gpt.name", b.getStringAttr("rng"))});
+  (void)fn.insertArgument(index, RankedTensorType::get({2}, b.getI64Type()), attrs, fn.getLoc());
+  return fn.getArgument(index);
 }
 
 Value mlir::gpt::convertElementType(OpBuilder &b, Location loc, Value v, Type elemType) {

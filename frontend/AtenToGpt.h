@@ -71,6 +71,10 @@ public:
   /// Converts an operand of another element type to `elemType`.
   FailureOr<Value> tensorOrScalar(OpBuilder &b, StringRef arg, Type elemType) const;
 
+  /// The function's `rng` argument ([seed, step], tensor<2xi64>), appended as
+  /// an input named "rng" the first time a random op needs it.
+  Value rngArgument() const;
+
 private:
   Operation *op;
 };

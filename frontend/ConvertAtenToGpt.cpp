@@ -59,7 +59,15 @@ struct ConvertAtenToGptPass : gpt::impl::ConvertAtenToGptBase<ConvertAtenToGptPa
       raw->erase();
     }
     if (failed)
-      signalPassFailure();
+      return signalPassFailure();
+    // Number the random ops in program order: (seed, step, id, i) picks a mask bit.
+    getOperation()->walk([](func::FuncOp fn) {
+      int64_t id = 0;
+      fn.walk([&](Operation *op) {
+        if (isa<DropoutOp, AttentionOp>(op))
+          op->setAttr("id", IntegerAttr::get(IntegerType::get(op->getContext(), 64), id++));
+      });
+    });
   }
 };
 } // namespace

@@ -68,10 +68,12 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
   double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
+  double dropout = op.getFloat("dropout_p").value_or(0.0);
+  Value rng = dropout > 0.0 ? op.rngArgument() : Value();
   out.push_back(AttentionOp::create(
-      b, op.loc(), op.resultType(), q, k, v, b.getBoolAttr(op.getBool("is_causal").value_or(false)),
-      b.getF64FloatAttr(op.getFloat("dropout_p").value_or(0.0)), b.getF64FloatAttr(scale),
-      orderAttr(b, ReductionOrder::OnlineBlock32)));
+      b, op.loc(), op.resultType(), q, k, v, rng,
+      b.getBoolAttr(op.getBool("is_causal").value_or(false)), b.getF64FloatAttr(dropout),
+      b.getF64FloatAttr(scale), b.getI64IntegerAttr(0), orderAttr(b, ReductionOrder::OnlineBlock32)));
   return success();
 }
 

@@ -55,9 +55,12 @@ LogicalResult convertCrossEntropy(AtenOp &op, OpBuilder &b, SmallVectorImpl<Valu
 }
 
 LogicalResult convertDropout(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  out.push_back(DropoutOp::create(b, op.loc(), op.resultType(), op.operand("input"),
-                                  b.getF64FloatAttr(op.getFloat("p").value_or(0.5)),
-                                  b.getBoolAttr(op.getBool("train").value_or(true))));
+  double p = op.getFloat("p").value_or(0.5);
+  bool train = op.getBool("train").value_or(true);
+  Value rng = train && p > 0.0 ? op.rngArgument() : Value();
+  out.push_back(DropoutOp::create(b, op.loc(), op.resultType(), op.operand("input"), rng,
+                                  b.getF64FloatAttr(p), b.getBoolAttr(train),
+                                  b.getI64IntegerAttr(0)));
   return success();
 }
 

@@ -9,6 +9,7 @@ using namespace mlir::gpt;
 
 #include "ir/GptDialect.cpp.inc"
 #include "ir/GptEnums.cpp.inc"
+#include "ir/GptInterfaces.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "ir/GptAttrs.cpp.inc"
 

@@ -11,6 +11,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "ir/GptDialect.h.inc"
+#include "ir/GptInterfaces.h.inc"
 #include "ir/GptEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES

@@ -141,11 +141,21 @@ LogicalResult ConvertOp::verify() {
   return success();
 }
 
+static LogicalResult verifyRng(Operation *op, Value rng, bool needed) {
+  if (needed && !rng)
+    return op->emitOpError("needs an rng operand ([seed, step]) when it drops anything");
+  if (rng && cast<RankedTensorType>(rng.getType()).getShape() != ArrayRef<int64_t>{2})
+    return op->emitOpError("rng must be tensor<2xi64> ([seed, step])");
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("p must be in [0, 1), got ") << p;
-  return success();
+  if (getX().getType() != getType())
+    return emitOpError("result type must equal the input type");
+  return verifyRng(*this, getRng(), getTrain() && p > 0.0);
 }
 
 OpFoldResult DropoutOp::fold(FoldAdaptor) {
@@ -238,6 +248,62 @@ LogicalResult AttentionOp::verify() {
   double p = getDropoutP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("dropout_p must be in [0, 1)");
+  return verifyRng(*this, getRng(), p > 0.0);
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (getG().getType() != getX().getType() || getType() != getX().getType())
+    return emitOpError("g, x and result must have one type");
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\"");
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  auto x = getX().getType();
+  if (getG().getType() != x || getType() != x)
+    return emitOpError("g, x and result must have one type");
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  if (Value w = getWeight()) {
+    auto t = tensorType(w);
+    if (t.getRank() != 1 || t.getDimSize(0) != x.getShape().back())
+      return emitOpError("weight must be [") << x.getShape().back() << "]";
+  }
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
+    return failure();
+  auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
+  if (getDq().getType() != q || getDk().getType() != k || getDv().getType() != v)
+    return emitOpError("gradients must have the types of q, k and v");
+  SmallVector<int64_t> out(q.getShape().take_front(3));
+  out.push_back(v.getShape().back());
+  if (getG().getType().getShape() != ArrayRef<int64_t>(out))
+    return emitOpError("g must have the attention output's shape");
+  return verifyRng(*this, getRng(), getDropoutP().convertToDouble() > 0.0);
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
+    return failure();
+  if (getType() != getLogits().getType())
+    return emitOpError("result must have the logits' type");
+  if (getG().getType().getRank() != 0)
+    return emitOpError("g must be a scalar");
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto g = getG().getType(), idx = getIndices().getType(), r = getType();
+  SmallVector<int64_t> expect(idx.getShape());
+  if (r.getRank() != 2)
+    return emitOpError("result must be [V, C]");
+  expect.push_back(r.getDimSize(1));
+  if (g.getShape() != ArrayRef<int64_t>(expect))
+    return emitOpError("g must be ") << shapeStr(expect);
   return success();
 }
 

@@ -9,13 +9,16 @@
 #define GPT_OPS_TD
 
 include "ir/GptDialect.td"
+include "ir/GptInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
+// Every op states its gradient (ir/GptVjp.cpp); backward ops say they have none.
 class Gpt_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Gpt_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+    : Op<Gpt_Dialect, mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Gpt_VjpOpInterface>])>;
 
 def Gpt_Tensor : RankedTensorOf<[F32, F64, BF16, I64, I1]>;
 def Gpt_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
@@ -163,22 +166,40 @@ def Gpt_ConvertOp : Gpt_Op<"convert"> {
   let hasVerifier = 1;
 }
 
-def Gpt_DropoutOp : Gpt_Op<"dropout", [SameOperandsAndResultType]> {
-  let summary = "Inverted dropout with a counter-based mask";
+def Gpt_DropoutOp : Gpt_Op<"dropout"> {
+  let summary = "Inverted dropout with a counter-based (Philox) mask";
   let description = [{
-    In training mode with p > 0, element i is zeroed when the Philox draw for
-    (seed, step, op id, i) falls below p, and the rest are scaled by 1/(1-p).
-    Otherwise it is the identity (and folds away).
+    In training mode with p > 0, element i is zeroed when the Philox-4x32-10
+    draw for key = seed and counter = (i, id, step) falls below p, and kept
+    elements are scaled by 1/(1-p). `rng` holds [seed, step]; `id` numbers the
+    random ops of a function, so the mask is a pure function of
+    (seed, step, id, i) on every target and thread count. The backward of a
+    dropout is the same dropout (same rng and id) applied to the gradient.
+    Otherwise it is the identity and folds away.
 
     ```mlir
-    %y = gpt.dropout %x {p = 1.000000e-01 : f64, train = true} : tensor<2x32x64xf32>
+    %y = gpt.dropout %x, %rng {id = 0 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<2x32x64xf32>, tensor<2xi64>) -> tensor<2x32x64xf32>
+    %z = gpt.dropout %x {id = 0 : i64, p = 1.000000e-01 : f64, train = false} : (tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
     ```
   }];
-  let arguments = (ins Gpt_FloatTensor:$x, F64Attr:$p, BoolAttr:$train);
+  let arguments = (ins Gpt_FloatTensor:$x, Optional<Gpt_IndexTensor>:$rng, F64Attr:$p,
+                   BoolAttr:$train, I64Attr:$id);
   let results = (outs Gpt_FloatTensor:$result);
-  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let assemblyFormat = "$x (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Gpt_StopGradientOp : Gpt_Op<"stop_gradient", [SameOperandsAndResultType]> {
+  let summary = "The identity whose gradient is zero (torch's detach)";
+  let description = [{
+    ```mlir
+    %y = gpt.stop_gradient %x : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$x);
+  let results = (outs Gpt_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -261,15 +282,19 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     (`order = #gpt.order<online_block32>`): for each query row, blocks of keys
     in increasing order update a running max, a running sum and the output
     accumulator. With is_causal, key j is visible to query i iff j <= i.
+    With dropout_p > 0 (and `rng` = [seed, step]) the probability of query i
+    for key j is dropped by the Philox draw for element ((b*H + h)*T + i)*S + j
+    of random op `id`, as gpt.dropout does.
 
     ```mlir
-    %y = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+    %y = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
-                   BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, Gpt_ReductionOrderAttr:$order);
+                   Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal, F64Attr:$dropout_p,
+                   F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order);
   let results = (outs Gpt_FloatTensor:$result);
-  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -396,6 +421,100 @@ def Gpt_BroadcastOp : Gpt_Op<"broadcast"> {
   let arguments = (ins Gpt_Tensor:$x);
   let results = (outs Gpt_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops: the gradients the autodiff pass builds that are not simple
+// compositions of forward ops. Each fixes its reduction order like the
+// forward op it differentiates.
+//===----------------------------------------------------------------------===//
+
+def Gpt_GeluGradOp : Gpt_Op<"gelu_grad"> {
+  let summary = "dx = g * gelu'(x)";
+  let description = [{
+    ```mlir
+    %dx = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$g, Gpt_FloatTensor:$x, StrAttr:$approximate);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$g `,` $x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_LayerNormGradOp : Gpt_Op<"layer_norm_grad"> {
+  let summary = "Input gradient of layer_norm over the last dimension";
+  let description = [{
+    With xhat = (x - mean) * rstd (recomputed with layer_norm's order) and
+    dxhat = g * weight (or g): dx = rstd * (dxhat - mean(dxhat) - xhat *
+    mean(dxhat * xhat)); both means are canonical row reductions.
+
+    ```mlir
+    %dx = gpt.layer_norm_grad %g, %x, %w {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$g, Gpt_FloatTensor:$x, Optional<Gpt_FloatTensor>:$weight,
+                   F64Attr:$eps, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$g `,` $x (`,` $weight^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
+  let summary = "dq, dk, dv of gpt.attention";
+  let description = [{
+    Recomputes each query row's probabilities with the forward's online
+    algorithm, then: dv_j = sum_i p_ij g_i (queries in increasing order),
+    dp_ij = g_i . v_j, D_i = g_i . o_i, ds_ij = p_ij (dp_ij - D_i),
+    dq_i = scale * sum_j ds_ij k_j (keys in increasing order),
+    dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
+    sequential with fma. Dropout masks are regenerated from rng and id.
+
+    ```mlir
+    %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
+                   Gpt_FloatTensor:$g, Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal,
+                   F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
+                   Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$dq, Gpt_FloatTensor:$dk, Gpt_FloatTensor:$dv);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $g (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_CrossEntropyGradOp : Gpt_Op<"cross_entropy_grad"> {
+  let summary = "dlogits of the mean cross-entropy";
+  let description = [{
+    Row r: (softmax(logits_r) - onehot(target_r)) * g / kept, zero for rows
+    whose target is ignore_index; softmax with the forward's orders.
+
+    ```mlir
+    %d = gpt.cross_entropy_grad %logits, %t, %g {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x65xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x65xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$logits, Gpt_IndexTensor:$targets, Gpt_FloatTensor:$g,
+                   I64Attr:$ignore_index, Gpt_ReductionOrderAttr:$order);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $targets `,` $g attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Gpt_EmbeddingGradOp : Gpt_Op<"embedding_grad"> {
+  let summary = "Scatter-add of row gradients into the embedding table";
+  let description = [{
+    dweight[v, :] = sum of g[p, :] over positions p with indices[p] == v, in
+    increasing position order (never atomics), so the result does not
+    depend on how the work is split.
+
+    ```mlir
+    %dw = gpt.embedding_grad %g, %idx : (tensor<2x32x64xf32>, tensor<2x32xi64>) -> tensor<65x64xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$g, Gpt_IndexTensor:$indices);
+  let results = (outs Gpt_FloatTensor:$result);
+  let assemblyFormat = "$g `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -97,11 +97,12 @@ func.func @select_ops(%a: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
 // -----
 
 // CHECK-LABEL: func.func @norms
+// CHECK-SAME: %[[RNGARG:.*]]: tensor<2xi64> {gpt.kind = "input", gpt.name = "rng"}
 // CHECK: gpt.layer_norm %arg0, %arg1 {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>}
 // CHECK: gpt.softmax %{{.*}} {dim = 1 : i64, order = #gpt.order<canonical>}
 // CHECK: gpt.log_softmax %{{.*}} {dim = 1 : i64
 // CHECK: gpt.cross_entropy %{{.*}}, %arg2 {ignore_index = -1 : i64, order = #gpt.order<canonical>}
-// CHECK: gpt.dropout %{{.*}} {p = 1.000000e-01 : f64, train = true}
+// CHECK: gpt.dropout %{{.*}}, %[[RNG:.*]] {id = 0 : i64, p = 1.000000e-01 : f64, train = true}
 func.func @norms(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %t: tensor<8xi64>) -> (tensor<f32>, tensor<8x16xf32>) {
   %0 = "torch.aten.layer_norm.default"(%x, %w) {torch.operands = ["input", "weight"], normalized_shape = array<i64: 16>, eps = 1.0e-05 : f64, cudnn_enable = false} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
   %1 = "torch.aten.softmax.int"(%0) {torch.operands = ["self"], dim = -1 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -127,7 +128,7 @@ func.func @reductions(%x: tensor<8x16xf32>) -> (tensor<8x1xf32>, tensor<f32>, te
 // -----
 
 // CHECK-LABEL: func.func @attention
-// CHECK: gpt.attention %arg0, %arg0, %arg0 {dropout_p = 0.000000e+00 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 2.500000e-01 : f64}
+// CHECK: gpt.attention %arg0, %arg0, %arg0 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 2.500000e-01 : f64}
 func.func @attention(%q: tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32> {
   %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q) {torch.operands = ["query", "key", "value"], dropout_p = 0.0 : f64, is_causal = true} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
   return %0 : tensor<2x2x8x16xf32>

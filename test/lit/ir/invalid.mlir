@@ -60,7 +60,7 @@ func.func @softmax_dim(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
 
 func.func @attention_shapes(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x8xf32>) -> tensor<2x2x32x16xf32> {
   // expected-error @+1 {{do not agree}}
-  %0 = gpt.attention %q, %k, %q {dropout_p = 0.0 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32>
+  %0 = gpt.attention %q, %k, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32>
   return %0 : tensor<2x2x32x16xf32>
 }
 
@@ -148,7 +148,15 @@ func.func @gelu_mode(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func @dropout_p(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{p must be in [0, 1)}}
-  %0 = gpt.dropout %x {p = 1.5 : f64, train = true} : tensor<4xf32>
+  %0 = gpt.dropout %x {id = 0 : i64, p = 1.5 : f64, train = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_rng(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{needs an rng operand ([seed, step]) when it drops anything}}
+  %0 = gpt.dropout %x {id = 0 : i64, p = 0.5 : f64, train = true} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

@@ -3,7 +3,7 @@
 // Tests that every gpt op parses, verifies and prints back the same.
 
 // CHECK-LABEL: func.func @elementwise
-func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1>) -> tensor<2x3xf32> {
+func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1>, %rng: tensor<2xi64>) -> tensor<2x3xf32> {
   // CHECK: gpt.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %0 = gpt.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: gpt.sub
@@ -38,9 +38,13 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1
   %15 = gpt.where %m, %14, %a : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: gpt.masked_fill {{.*}} {value = 0xFFF0000000000000 : f64}
   %16 = gpt.masked_fill %15, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x3xf32>, tensor<2x3xi1>) -> tensor<2x3xf32>
-  // CHECK: gpt.dropout {{.*}} {p = 1.000000e-01 : f64, train = true}
-  %17 = gpt.dropout %16 {p = 0.1 : f64, train = true} : tensor<2x3xf32>
-  return %17 : tensor<2x3xf32>
+  // CHECK: gpt.dropout {{.*}} {id = 0 : i64, p = 1.000000e-01 : f64, train = false}
+  %17 = gpt.dropout %16 {id = 0 : i64, p = 0.1 : f64, train = false} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: gpt.dropout %{{.*}}, %{{.*}} {id = 1 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+  %18 = gpt.dropout %17, %rng {id = 1 : i64, p = 0.1 : f64, train = true} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+  // CHECK: gpt.stop_gradient
+  %19 = gpt.stop_gradient %18 : tensor<2x3xf32>
+  return %19 : tensor<2x3xf32>
 }
 
 // CHECK-LABEL: func.func @constants_and_types
@@ -78,7 +82,7 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
   // CHECK: gpt.transpose {{.*}} {perm = array<i64: 0, 2, 1, 3>}
   %tq = gpt.transpose %r {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x32x2x32xf32>) -> tensor<2x2x32x32xf32>
   // CHECK: gpt.attention {{.*}}is_causal = true, order = #gpt.order<online_block32>
-  %a = gpt.attention %tq, %q, %q {dropout_p = 0.0 : f64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+  %a = gpt.attention %tq, %q, %q {dropout_p = 0.0 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
   // CHECK: gpt.broadcast
   %b = gpt.broadcast %w : (tensor<64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.softmax {{.*}}dim = 1
@@ -94,4 +98,19 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
   // CHECK: gpt.cross_entropy {{.*}}ignore_index = -1 : i64
   %l = gpt.cross_entropy %lsm, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64xi64>) -> tensor<f32>
   return %qkv, %a, %l : tensor<2x32x192xf32>, tensor<2x2x32x32xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
+  // CHECK: gpt.gelu_grad
+  %0 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  // CHECK: gpt.layer_norm_grad
+  %1 = gpt.layer_norm_grad %g, %x, %w {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
+  // CHECK: gpt.attention_grad {{.*}}, %{{.*}} {dropout_p = 1.000000e-01 : f64
+  %dq, %dk, %dv = gpt.attention_grad %q, %q, %q, %q, %rng {dropout_p = 0.1 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<2xi64>) -> (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>)
+  // CHECK: gpt.cross_entropy_grad
+  %2 = gpt.cross_entropy_grad %x, %t, %s {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x64xf32>
+  // CHECK: gpt.embedding_grad
+  %3 = gpt.embedding_grad %g, %idx : (tensor<64x64xf32>, tensor<64xi64>) -> tensor<65x64xf32>
+  return %0, %1, %dq, %2, %3 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>
 }

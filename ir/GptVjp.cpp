@@ -1,0 +1,453 @@
+//===- GptVjp.cpp - vector-Jacobian products of the gpt ops ---------------===//
+//
+// One buildVjp per op: the gradients of its operands from those of its
+// results, built with gpt ops right after the op. Reductions that a gradient
+// introduces (over broadcast dimensions, over tokens for a shared weight) use
+// the same canonical orders as the forward ops.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/GptDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+ReductionOrderAttr canonical(OpBuilder &b) {
+  return ReductionOrderAttr::get(b.getContext(), ReductionOrder::Canonical);
+}
+
+/// A rank-0 constant of `elem`.
+Value scalar(OpBuilder &b, Location loc, double v, Type elem) {
+  auto type = RankedTensorType::get({}, elem);
+  return ConstantOp::create(b, loc, type,
+                            DenseElementsAttr::get(type, b.getFloatAttr(elem, v).getValue()));
+}
+
+/// lhs `Op` rhs with the result shaped by numpy broadcasting.
+template <typename Op> Value binary(OpBuilder &b, Location loc, Value lhs, Value rhs) {
+  auto shape = broadcastShapes(tt(lhs).getShape(), tt(rhs).getShape());
+  return Op::create(b, loc, tt(lhs).clone(*shape), lhs, rhs);
+}
+Value mul(OpBuilder &b, Location loc, Value x, Value y) { return binary<MulOp>(b, loc, x, y); }
+Value add(OpBuilder &b, Location loc, Value x, Value y) { return binary<AddOp>(b, loc, x, y); }
+Value sub(OpBuilder &b, Location loc, Value x, Value y) { return binary<SubOp>(b, loc, x, y); }
+Value div(OpBuilder &b, Location loc, Value x, Value y) { return binary<DivOp>(b, loc, x, y); }
+Value mulScalar(OpBuilder &b, Location loc, Value x, double s) {
+  return mul(b, loc, x, scalar(b, loc, s, tt(x).getElementType()));
+}
+
+Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  if (tt(v).getShape() == shape)
+    return v;
+  return ReshapeOp::create(b, loc, tt(v).clone(shape), v);
+}
+
+/// Sums `g` over the dimensions that broadcasting added to reach it from
+/// `target`'s shape; the inverse of numpy broadcasting.
+Value reduceTo(OpBuilder &b, Location loc, Value g, RankedTensorType target) {
+  ArrayRef<int64_t> gs = tt(g).getShape(), ts = target.getShape();
+  int64_t lead = (int64_t)gs.size() - (int64_t)ts.size();
+  SmallVector<int64_t> dims, kept;
+  for (int64_t i = 0; i < (int64_t)gs.size(); ++i) {
+    if (i < lead || (ts[i - lead] == 1 && gs[i] != 1))
+      dims.push_back(i);
+    else
+      kept.push_back(gs[i]);
+  }
+  if (dims.empty())
+    return reshape(b, loc, g, ts);
+  Value s = ReduceSumOp::create(b, loc, tt(g).clone(kept), g, b.getDenseI64ArrayAttr(dims),
+                                b.getBoolAttr(false), canonical(b));
+  return reshape(b, loc, s, ts);
+}
+
+Value broadcastTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  if (tt(v).getShape() == shape)
+    return v;
+  return BroadcastOp::create(b, loc, tt(v).clone(shape), v);
+}
+
+Value zerosLike(OpBuilder &b, Location loc, RankedTensorType type) {
+  return broadcastTo(b, loc, scalar(b, loc, 0.0, type.getElementType()), type.getShape());
+}
+
+LogicalResult noGradient(Operation *op) {
+  return op->emitError("no gradient is defined for '") << op->getName() << "'";
+}
+
+/// For ops whose only differentiable operand is operand 0.
+LogicalResult unaryGrad(Operation *op, Value dx, SmallVectorImpl<Value> &grads) {
+  grads.assign(op->getNumOperands(), Value());
+  grads[0] = dx;
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  grads.assign({reduceTo(b, loc, g[0], getLhs().getType()), reduceTo(b, loc, g[0], getRhs().getType())});
+  return success();
+}
+
+LogicalResult SubOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value neg = NegOp::create(b, loc, g[0].getType(), g[0]);
+  grads.assign({reduceTo(b, loc, g[0], getLhs().getType()), reduceTo(b, loc, neg, getRhs().getType())});
+  return success();
+}
+
+LogicalResult MulOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  grads.assign({reduceTo(b, loc, mul(b, loc, g[0], getRhs()), getLhs().getType()),
+           reduceTo(b, loc, mul(b, loc, g[0], getLhs()), getRhs().getType())});
+  return success();
+}
+
+// d(a/b) = g/b, -g*(a/b)/b
+LogicalResult DivOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value da = div(b, loc, g[0], getRhs());
+  Value db = NegOp::create(b, loc, getType(), div(b, loc, mul(b, loc, g[0], getResult()), getRhs()));
+  grads.assign({reduceTo(b, loc, da, getLhs().getType()), reduceTo(b, loc, db, getRhs().getType())});
+  return success();
+}
+
+// d(a^b) = g*b*a^(b-1), g*a^b*log(a)
+LogicalResult PowOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Type e = getType().getElementType();
+  Value bm1 = sub(b, loc, getRhs(), scalar(b, loc, 1.0, e));
+  Value da = mul(b, loc, mul(b, loc, g[0], getRhs()), binary<PowOp>(b, loc, getLhs(), bm1));
+  Value loga = LogOp::create(b, loc, getLhs().getType(), getLhs());
+  Value db = mul(b, loc, mul(b, loc, g[0], getResult()), loga);
+  grads.assign({reduceTo(b, loc, da, getLhs().getType()), reduceTo(b, loc, db, getRhs().getType())});
+  return success();
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
+  return noGradient(*this);
+}
+
+LogicalResult NegOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, NegOp::create(b, getLoc(), getType(), g[0]), grads);
+}
+
+LogicalResult ExpOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, mul(b, getLoc(), g[0], getResult()), grads);
+}
+
+LogicalResult LogOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, div(b, getLoc(), g[0], getX()), grads);
+}
+
+// d tanh = g * (1 - y*y)
+LogicalResult TanhOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value one = scalar(b, loc, 1.0, getType().getElementType());
+  Value d = sub(b, loc, one, mul(b, loc, getResult(), getResult()));
+  return unaryGrad(*this, mul(b, loc, g[0], d), grads);
+}
+
+// d erf = g * 2/sqrt(pi) * exp(-x*x)
+LogicalResult ErfOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value negsq = NegOp::create(b, loc, getType(), mul(b, loc, getX(), getX()));
+  Value e = ExpOp::create(b, loc, getType(), negsq);
+  return unaryGrad(*this, mulScalar(b, loc, mul(b, loc, g[0], e), 2.0 / std::sqrt(M_PI)), grads);
+}
+
+// d sqrt = g / (2 y)
+LogicalResult SqrtOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  return unaryGrad(*this, div(b, loc, g[0], mulScalar(b, loc, getResult(), 2.0)), grads);
+}
+
+// d rsqrt = -0.5 g y^3
+LogicalResult RsqrtOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value y3 = mul(b, loc, mul(b, loc, getResult(), getResult()), getResult());
+  return unaryGrad(*this, mul(b, loc, mulScalar(b, loc, g[0], -0.5), y3), grads);
+}
+
+LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(
+      *this, GeluGradOp::create(b, getLoc(), getType(), g[0], getX(), getApproximateAttr()), grads);
+}
+
+LogicalResult WhereOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value zero = scalar(b, loc, 0.0, getType().getElementType());
+  Value da = WhereOp::create(b, loc, getType(), getCond(), g[0], zero);
+  Value db = WhereOp::create(b, loc, getType(), getCond(), zero, g[0]);
+  grads.assign({Value(), reduceTo(b, loc, da, tt(getA())), reduceTo(b, loc, db, tt(getB()))});
+  return success();
+}
+
+LogicalResult MaskedFillOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                     SmallVectorImpl<Value> &grads) {
+  Value dx = MaskedFillOp::create(b, getLoc(), getType(), g[0], getMask(), b.getF64FloatAttr(0.0));
+  return unaryGrad(*this, dx, grads);
+}
+
+LogicalResult ConvertOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  if (!isa<FloatType>(getX().getType().getElementType()))
+    return unaryGrad(*this, Value(), grads);
+  return unaryGrad(*this, ConvertOp::create(b, getLoc(), getX().getType(), g[0]), grads);
+}
+
+// The same mask (same rng and id) applied to the gradient.
+LogicalResult DropoutOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Value dx = DropoutOp::create(b, getLoc(), getType(), g[0], getRng(), getPAttr(), getTrainAttr(),
+                               getIdAttr());
+  return unaryGrad(*this, dx, grads);
+}
+
+LogicalResult StopGradientOp::buildVjp(OpBuilder &, ArrayRef<Value>,
+                                       SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, Value(), grads);
+}
+
+LogicalResult ConstantOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
+  grads.clear();
+  return success();
+}
+
+LogicalResult ArangeOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
+  grads.clear();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and the model ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  Value dw = EmbeddingGradOp::create(b, getLoc(), getWeight().getType(), g[0], getIndices());
+  grads.assign({dw, Value()});
+  return success();
+}
+
+// out = op(a) @ op(b) where op() transposes when the flag is set.
+LogicalResult MatmulOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value A = getLhs(), B = getRhs(), G = g[0];
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  auto order = ReductionOrderAttr::get(b.getContext(), ReductionOrder::Sequential);
+  auto mm = [&](Value x, Value y, bool tx, bool ty, RankedTensorType type) -> Value {
+    return MatmulOp::create(b, loc, type, x, y, b.getBoolAttr(tx), b.getBoolAttr(ty), order);
+  };
+  bool sharedRhs = tt(B).getRank() == 2 && tt(A).getRank() > 2;
+  if (ta && sharedRhs)
+    return emitError("no gradient for a transposed batched lhs against a shared rhs");
+  // dA: [.., M, K] = G @ op(B)^T, transposed back when ta.
+  Value dA = ta ? mm(B, G, tb, true, tt(A)) : mm(G, B, false, !tb, tt(A));
+  Value dB;
+  if (!sharedRhs) {
+    // [.., K, N] = op(A)^T @ G, or [.., N, K] = G^T @ op(A).
+    dB = tb ? mm(G, A, true, ta, tt(B)) : mm(A, G, !ta, false, tt(B));
+  } else {
+    // A shared weight: fold the batch into the rows, one contraction over all tokens.
+    int64_t k = tt(A).getShape().back(), n = tt(G).getShape().back();
+    int64_t rows = tt(A).getNumElements() / k;
+    Value A2 = reshape(b, loc, A, {rows, k}), G2 = reshape(b, loc, G, {rows, n});
+    dB = tb ? mm(G2, A2, true, false, tt(B)) : mm(A2, G2, true, false, tt(B));
+  }
+  grads.assign({dA, dB});
+  return success();
+}
+
+// dx from layer_norm_grad; dweight = sum over rows of g * xhat; dbias = sum of g.
+LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  auto x = getX().getType();
+  Value dx = LayerNormGradOp::create(b, loc, x, g[0], getX(), getWeight(), getEpsAttr(),
+                                     getOrderAttr());
+  grads.assign({dx, Value(), Value()});
+  SmallVector<int64_t> rows;
+  for (int64_t d = 0; d + 1 < x.getRank(); ++d)
+    rows.push_back(d);
+  auto vec = x.clone({x.getShape().back()});
+  auto sumRows = [&](Value v) -> Value {
+    return ReduceSumOp::create(b, loc, vec, v, b.getDenseI64ArrayAttr(rows), b.getBoolAttr(false),
+                               canonical(b));
+  };
+  if (getWeight()) {
+    Value xhat = LayerNormOp::create(b, loc, x, getX(), Value(), Value(), getEpsAttr(),
+                                     getOrderAttr());
+    grads[1] = sumRows(mul(b, loc, g[0], xhat));
+  }
+  if (getBias())
+    grads[getWeight() ? 2 : 1] = sumRows(g[0]);
+  return success();
+}
+
+// dx = y * (g - sum(g * y))
+LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  SmallVector<int64_t> kept(getType().getShape());
+  kept[getDim()] = 1;
+  Value s = ReduceSumOp::create(b, loc, getType().clone(kept), mul(b, loc, g[0], getResult()),
+                                b.getDenseI64ArrayAttr({(int64_t)getDim()}), b.getBoolAttr(true),
+                                canonical(b));
+  return unaryGrad(*this, mul(b, loc, getResult(), sub(b, loc, g[0], s)), grads);
+}
+
+// dx = g - exp(y) * sum(g)
+LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                     SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  SmallVector<int64_t> kept(getType().getShape());
+  kept[getDim()] = 1;
+  Value s = ReduceSumOp::create(b, loc, getType().clone(kept), g[0],
+                                b.getDenseI64ArrayAttr({(int64_t)getDim()}), b.getBoolAttr(true),
+                                canonical(b));
+  Value p = ExpOp::create(b, loc, getType(), getResult());
+  return unaryGrad(*this, sub(b, loc, g[0], mul(b, loc, p, s)), grads);
+}
+
+LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  auto grad = AttentionGradOp::create(b, getLoc(), getQ().getType(), getK().getType(),
+                                      getV().getType(), getQ(), getK(), getV(), g[0], getRng(),
+                                      getIsCausalAttr(), getDropoutPAttr(), getScaleAttr(),
+                                      getIdAttr(), getOrderAttr());
+  grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});
+  if (getRng())
+    grads.push_back(Value());
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                       SmallVectorImpl<Value> &grads) {
+  Value d = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(),
+                                       getTargets(), g[0], getIgnoreIndexAttr(), getOrderAttr());
+  grads.assign({d, Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and data movement
+//===----------------------------------------------------------------------===//
+
+/// g of a reduction, reshaped to keepdim form and broadcast back to x.
+static Value expandReduced(OpBuilder &b, Location loc, Value g, RankedTensorType x,
+                           ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t d : dims)
+    kept[d] = 1;
+  return broadcastTo(b, loc, reshape(b, loc, g, kept), x.getShape());
+}
+
+LogicalResult ReduceSumOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, expandReduced(b, getLoc(), g[0], getX().getType(), getDims()), grads);
+}
+
+LogicalResult ReduceMeanOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                     SmallVectorImpl<Value> &grads) {
+  int64_t n = getX().getType().getNumElements() / std::max<int64_t>(getType().getNumElements(), 1);
+  Value scaled = div(b, getLoc(), g[0], scalar(b, getLoc(), (double)n, getType().getElementType()));
+  return unaryGrad(*this, expandReduced(b, getLoc(), scaled, getX().getType(), getDims()), grads);
+}
+
+LogicalResult ReduceMaxOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
+  return noGradient(*this);
+}
+
+LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, reshape(b, getLoc(), g[0], getX().getType().getShape()), grads);
+}
+
+LogicalResult TransposeOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  Value dx = TransposeOp::create(b, getLoc(), getX().getType(), g[0],
+                                 b.getDenseI64ArrayAttr(inverse));
+  return unaryGrad(*this, dx, grads);
+}
+
+LogicalResult BroadcastOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, reduceTo(b, getLoc(), g[0], getX().getType()), grads);
+}
+
+/// Places `piece` at [start, start + size) of `dim` in zeros shaped `full`.
+static Value padAlong(OpBuilder &b, Location loc, Value piece, RankedTensorType full, int64_t dim,
+                      int64_t start) {
+  SmallVector<Value> parts;
+  int64_t size = tt(piece).getDimSize(dim), total = full.getDimSize(dim);
+  auto zeros = [&](int64_t n) {
+    SmallVector<int64_t> shape(full.getShape());
+    shape[dim] = n;
+    return zerosLike(b, loc, full.clone(shape));
+  };
+  if (start > 0)
+    parts.push_back(zeros(start));
+  parts.push_back(piece);
+  if (start + size < total)
+    parts.push_back(zeros(total - start - size));
+  if (parts.size() == 1)
+    return piece;
+  return ConcatOp::create(b, loc, full, parts, b.getI64IntegerAttr(dim));
+}
+
+LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  if (getStep() != 1)
+    return emitError("no gradient for a strided slice yet");
+  return unaryGrad(*this,
+                   padAlong(b, getLoc(), g[0], getX().getType(), getDim(), (int64_t)getStart()),
+                   grads);
+}
+
+LogicalResult SplitOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  SmallVector<Value> parts;
+  for (auto [r, gr] : llvm::zip(getResults(), g))
+    parts.push_back(gr ? gr : zerosLike(b, getLoc(), tt(r)));
+  Value dx = ConcatOp::create(b, getLoc(), getX().getType(), parts, getDimAttr());
+  return unaryGrad(*this, dx, grads);
+}
+
+LogicalResult ConcatOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  grads.clear();
+  int64_t start = 0, dim = getDim();
+  for (Value in : getInputs()) {
+    int64_t size = tt(in).getDimSize(dim);
+    grads.push_back(SliceOp::create(b, getLoc(), tt(in), g[0], getDimAttr(),
+                                    b.getI64IntegerAttr(start), b.getI64IntegerAttr(start + size),
+                                    b.getI64IntegerAttr(1)));
+    start += size;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops have no gradient of their own (no second derivatives).
+//===----------------------------------------------------------------------===//
+
+#define GPT_NO_VJP(Op)                                                                             \
+  LogicalResult Op::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {            \
+    return noGradient(*this);                                                                      \
+  }
+GPT_NO_VJP(GeluGradOp)
+GPT_NO_VJP(LayerNormGradOp)
+GPT_NO_VJP(AttentionGradOp)
+GPT_NO_VJP(CrossEntropyGradOp)
+GPT_NO_VJP(EmbeddingGradOp)
+#undef GPT_NO_VJP
