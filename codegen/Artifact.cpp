@@ -32,12 +32,12 @@ std::string dtypeName(Type t) {
   return "unknown";
 }
 
-llvm::json::Object tensorSpec(StringRef name, Type type) {
+llvm::json::Object tensorSpec(std::string name, Type type) {
   auto t = cast<RankedTensorType>(type);
   llvm::json::Array shape;
   for (int64_t d : t.getShape())
     shape.push_back(d);
-  return llvm::json::Object{{"name", name}, {"dtype", dtypeName(t.getElementType())},
+  return llvm::json::Object{{"name", std::move(name)}, {"dtype", dtypeName(t.getElementType())},
                             {"shape", std::move(shape)}};
 }
 
@@ -68,7 +68,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   llvm::sys::path::append(log, "compile.log");
   std::string include = "-I" + runtimeInclude.str();
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-march=native",
-                                 "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared",
+                                 "-ffp-contract=off", "-fno-fast-math", "-fopenmp", "-fPIC", "-shared",
                                  include, src, "-o", lib};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
@@ -101,11 +101,13 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
     auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
     llvm::json::Object spec =
-        tensorSpec(name ? name.getValue() : StringRef("arg" + std::to_string(i)), arg.getType());
+        tensorSpec(name ? name.getValue().str() : "arg" + std::to_string(i), arg.getType());
     spec["kind"] = kind ? kind.getValue().str() : std::string("input");
     args.push_back(std::move(spec));
   }
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+    if (fn.getResultAttr(i, "gpt.updates"))
+      continue; // written back into its argument by the entry, not returned
     auto name = fn.getResultAttrOfType<StringAttr>(i, "gpt.name");
     results.push_back(
         tensorSpec(name ? name.getValue().str() : "result" + std::to_string(i), type));

@@ -135,6 +135,54 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
   return exprs;
 }
 
+/// What attention and its gradient kernels need to know of their shapes.
+struct AttentionShape {
+  std::string elem, scale;
+  int64_t T, D, S, Dv;
+  bool causal, dropout;
+  int64_t id;
+  std::string dropP, dropScale;
+  int64_t rngOperand; // index of the rng operand (in<rngOperand>)
+
+  std::string keys() const {
+    if (!causal)
+      return std::to_string(S);
+    return "(t + 1 < " + std::to_string(S) + " ? t + 1 : " + std::to_string(S) + ")";
+  }
+  /// Loads the [seed, step] pair the dropout draws are keyed by.
+  std::string rngPrologue() const {
+    if (!dropout)
+      return "";
+    return "  const uint64_t seed = (uint64_t)in" + std::to_string(rngOperand) +
+           "[0], step = (uint64_t)in" + std::to_string(rngOperand) + "[1];\n";
+  }
+  /// 1/(1-p) if element `index` of this op's dropout is kept, else 0.
+  std::string keepFactor(const std::string &index) const {
+    return "(gptc::dropout_keep(seed, step, " + std::to_string(id) + ", (uint64_t)(" + index +
+           "), " + dropP + ") ? " + dropScale + " : " + elem + "(0))";
+  }
+};
+
+AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
+                              int64_t id, int64_t rngOperand) {
+  auto qt = ttype(q), kt = ttype(k), vt = ttype(v);
+  Type e = qt.getElementType();
+  AttentionShape a;
+  a.elem = *cType(e);
+  a.scale = literal(scale, e);
+  a.T = qt.getDimSize(2);
+  a.D = qt.getDimSize(3);
+  a.S = kt.getDimSize(2);
+  a.Dv = vt.getDimSize(3);
+  a.causal = causal;
+  a.dropout = p > 0.0;
+  a.id = id;
+  a.dropP = literal(p, Float32Type::get(q.getContext()));
+  a.dropScale = literal(1.0 / (1.0 - p), e);
+  a.rngOperand = rngOperand;
+  return a;
+}
+
 //===----------------------------------------------------------------------===//
 // The emitter
 //===----------------------------------------------------------------------===//
@@ -158,6 +206,13 @@ private:
   LogicalResult emitCrossEntropy(CrossEntropyOp op, raw_ostream &os);
   LogicalResult emitReduce(Operation *op, ArrayRef<int64_t> dims, StringRef kind,
                            raw_ostream &os);
+  LogicalResult emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os);
+  LogicalResult emitAttentionGrad(AttentionGradOp op, raw_ostream &os);
+  LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
+  LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
+  /// The online-softmax pass over the keys of query row t (attention and its
+  /// gradient share it, so both see the same max and sum bits).
+  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput);
 
   std::string elemType(Value v) { return *cType(ttype(v).getElementType()); }
   /// The C pointer expression through which the entry reaches `v`.
@@ -165,6 +220,7 @@ private:
 
   func::FuncOp fn;
   DenseMap<Value, std::string> pointers; // for args, constants and aliases
+  llvm::StringMap<int64_t> argByName;
   std::string constants;
   int64_t numConstants = 0;
 };
@@ -194,6 +250,8 @@ FailureOr<EmittedSource> Emitter::run() {
     if (!t || failed(cType(t.getElementType())))
       return fn.emitError("unsupported argument type ") << arg.getType(), failure();
     pointers[arg] = "(" + elemType(arg) + "*)args[" + std::to_string(i) + "]";
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+      argByName[name.getValue()] = i;
   }
 
   for (Operation &op : body) {
@@ -203,13 +261,27 @@ FailureOr<EmittedSource> Emitter::run() {
                    << ttype(v).getElementType() << " yet",
                failure();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (auto [j, v] : llvm::enumerate(ret.getOperands()))
-        cs << "  std::memcpy(results[" << j << "], " << pointerOf(v) << ", "
+      // Results that update a persistent argument (parameters, optimizer state) are
+      // written back into it; the others go to the caller's result buffers.
+      int64_t next = 0;
+      for (auto [j, v] : llvm::enumerate(ret.getOperands())) {
+        std::string dst = "results[" + std::to_string(next) + "]";
+        if (auto target = fn.getResultAttrOfType<StringAttr>(j, "gpt.updates")) {
+          auto it = argByName.find(target.getValue());
+          if (it == argByName.end())
+            return fn.emitError("result updates unknown argument '") << target.getValue() << "'",
+                   failure();
+          dst = "args[" + std::to_string(it->second) + "]";
+        } else {
+          ++next;
+        }
+        cs << "  std::memmove(" << dst << ", " << pointerOf(v) << ", "
            << ttype(v).getNumElements() << " * sizeof(" << elemType(v) << "));\n";
+      }
       continue;
     }
-    if (auto r = dyn_cast<ReshapeOp>(op)) {
-      pointers[r.getResult()] = pointerOf(r.getX());
+    if (isa<ReshapeOp, StopGradientOp>(op)) {
+      pointers[op.getResult(0)] = pointerOf(op.getOperand(0));
       continue;
     }
     if (auto c = dyn_cast<ConstantOp>(op)) {
@@ -253,6 +325,9 @@ FailureOr<EmittedSource> Emitter::run() {
      << "namespace {\n\n" << constants << (constants.empty() ? "" : "\n") << kernels
      << "} // namespace\n\n"
      << "GPTC_EXPORT int gptc_entry_abi(void) { return 1; }\n\n"
+     << "// Threads for the GPTC_FOR loops (0: one per core); results never depend on it.\n"
+     << "GPTC_EXPORT void gptc_set_num_threads(int n) {\n"
+     << "#ifdef _OPENMP\n  gptc::thread_count() = n;\n#else\n  (void)n;\n#endif\n}\n\n"
      << "GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, "
         "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
@@ -323,9 +398,25 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         return ew(t == "bool" ? "($0 != 0)" : "static_cast<" + t + ">($0)");
       })
       .Case([&](DropoutOp d) -> LogicalResult {
-        return d.emitError("training-mode dropout (p > 0) is not supported by the code "
-                           "generator yet; compile the model in eval mode or with dropout 0");
+        if (!d.getRng())
+          return emitElementwise(op, "$0", os);
+        std::string T = elemType(d.getResult());
+        double p = d.getP().convertToDouble();
+        os << "  const uint64_t seed = (uint64_t)in1[0], step = (uint64_t)in1[1];\n"
+           << "  GPTC_FOR(i, " << d.getType().getNumElements() << ") out0[i] = "
+           << "gptc::dropout_keep(seed, step, " << (int64_t)d.getId() << ", (uint64_t)i, "
+           << literal(p, Float32Type::get(op->getContext())) << ") ? in0[i] * "
+           << literal(1.0 / (1.0 - p), d.getType().getElementType()) << " : " << T << "(0);\n";
+        return success();
       })
+      .Case([&](GeluGradOp g) {
+        return ew(g.getApproximate() == "tanh" ? "gptc::gelu_tanh_grad($0, $1)"
+                                                : "gptc::gelu_erf_grad($0, $1)");
+      })
+      .Case([&](LayerNormGradOp l) { return emitLayerNormGrad(l, os); })
+      .Case([&](AttentionGradOp a) { return emitAttentionGrad(a, os); })
+      .Case([&](CrossEntropyGradOp c) { return emitCrossEntropyGrad(c, os); })
+      .Case([&](EmbeddingGradOp e) { return emitEmbeddingGrad(e, os); })
       .Case([&](ArangeOp a) {
         os << "  GPTC_FOR(i, " << a.getType().getNumElements() << ") out0[i] = static_cast<"
            << elemType(a) << ">(" << (int64_t)a.getStart() << "LL + i * " << (int64_t)a.getStep()
@@ -471,47 +562,113 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   return success();
 }
 
-/// Online softmax over key blocks of 32 (order online_block32), per query row.
-LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
-  if (op.getDropoutP().convertToDouble() != 0.0)
-    return op.emitError("attention dropout (dropout_p > 0) is not supported by the code "
-                        "generator yet; compile the model in eval mode");
-  auto q = op.getQ().getType(), k = op.getK().getType(), v = op.getV().getType();
-  int64_t T = q.getDimSize(2), D = q.getDimSize(3), S = k.getDimSize(2), Dv = v.getDimSize(3);
-  std::string E = elemType(op.getResult());
-  std::string keys = op.getIsCausal() ? "(t + 1 < " + std::to_string(S) + " ? t + 1 : " +
-                                            std::to_string(S) + ")"
-                                      : std::to_string(S);
-  os << "  GPTC_FOR(r, " << op.getType().getNumElements() / Dv << ") {\n"
-     << "    int64_t t = r % " << T << ", bh = r / " << T << ";\n"
-     << "    const " << E << "* qr = in0 + r * " << D << ";\n"
-     << "    const " << E << "* kb = in1 + bh * " << S * D << ";\n"
-     << "    const " << E << "* vb = in2 + bh * " << S * Dv << ";\n"
-     << "    " << E << "* y = out0 + r * " << Dv << ";\n"
-     << "    " << E << " m = -INFINITY, l = 0, acc[" << Dv << "], p[32];\n"
-     << "    for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n"
-     << "    const int64_t keys = " << keys << ";\n"
-     << "    for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
+/// The online-softmax pass over the keys of query row `t` (row index `r` among all
+/// B*H*T rows; `qr`, `kb`, `vb` point at the row's query and its head's keys and values).
+/// Leaves the final max `m` and sum `l`; with `withOutput`, also `acc`, the unnormalised
+/// output. Attention and its gradient both use it, so both see the same bits.
+void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput) {
+  const std::string &E = a.elem;
+  os << "    " << E << " m = -INFINITY, l = 0, p[32];\n";
+  if (withOutput)
+    os << "    " << E << " acc[" << a.Dv << "];\n"
+       << "    for (int64_t c = 0; c < " << a.Dv << "; ++c) acc[c] = 0;\n";
+  os << "    for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
      << "      const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
      << "      " << E << " mb = -INFINITY;\n"
      << "      for (int64_t j = 0; j < nb; ++j) {\n"
-     << "        const " << E << "* kr = kb + (j0 + j) * " << D << ";\n"
-     << "        p[j] = gptc::dot_seq<" << E << ">(" << D
-     << ", [&](int64_t c) { return qr[c]; }, [&](int64_t c) { return kr[c]; }) * "
-     << literal(op.getScale().convertToDouble(), q.getElementType()) << ";\n"
+     << "        const " << E << "* kr = kb + (j0 + j) * " << a.D << ";\n"
+     << "        p[j] = gptc::dot_seq<" << E << ">(" << a.D
+     << ", [&](int64_t c) { return qr[c]; }, [&](int64_t c) { return kr[c]; }) * " << a.scale
+     << ";\n"
      << "        mb = gptc::maximum(mb, p[j]);\n      }\n"
      << "      " << E << " mn = gptc::maximum(m, mb);\n"
      << "      " << E << " corr = gptc::exp(m - mn);\n"
      << "      " << E << " bsum = 0;\n"
      << "      for (int64_t j = 0; j < nb; ++j) { p[j] = gptc::exp(p[j] - mn); bsum = bsum + p[j]; }\n"
-     << "      l = l * corr + bsum;\n"
-     << "      for (int64_t c = 0; c < " << Dv << "; ++c) {\n"
-     << "        " << E << " s = 0;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) s = gptc::fma(p[j], vb[(j0 + j) * " << Dv
+     << "      l = l * corr + bsum;\n";
+  if (withOutput) {
+    if (a.dropout)
+      os << "      for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * " << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
+    os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) {\n"
+       << "        " << E << " s = 0;\n"
+       << "        for (int64_t j = 0; j < nb; ++j) s = gptc::fma(p[j], vb[(j0 + j) * " << a.Dv
+       << " + c], s);\n"
+       << "        acc[c] = acc[c] * corr + s;\n      }\n";
+  }
+  os << "      m = mn;\n    }\n";
+}
+
+/// Online softmax over key blocks of 32 (order online_block32), per query row.
+LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
+  AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
+                                    op.getScale().convertToDouble(),
+                                    op.getDropoutP().convertToDouble(), op.getId(), 3);
+  os << a.rngPrologue()
+     << "  GPTC_FOR(r, " << op.getType().getNumElements() / a.Dv << ") {\n"
+     << "    int64_t t = r % " << a.T << ", bh = r / " << a.T << ";\n"
+     << "    const " << a.elem << "* qr = in0 + r * " << a.D << ";\n"
+     << "    const " << a.elem << "* kb = in1 + bh * " << a.S * a.D << ";\n"
+     << "    const " << a.elem << "* vb = in2 + bh * " << a.S * a.Dv << ";\n"
+     << "    " << a.elem << "* y = out0 + r * " << a.Dv << ";\n"
+     << "    const int64_t keys = " << a.keys() << ";\n";
+  emitOnlineRow(os, a, /*withOutput=*/true);
+  os << "    for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n  }\n";
+  return success();
+}
+
+/// Per (batch, head), queries in increasing order: recompute the row's max and sum,
+/// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
+LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
+  AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
+                                    op.getScale().convertToDouble(),
+                                    op.getDropoutP().convertToDouble(), op.getId(), 4);
+  const std::string &E = a.elem;
+  std::string keep = a.dropout ? a.keepFactor("r * " + std::to_string(a.S) + " + j") : E + "(1)";
+  os << a.rngPrologue()
+     << "  GPTC_FOR(bh, " << op.getDq().getType().getNumElements() / (a.T * a.D) << ") {\n"
+     << "    const " << E << "* kb = in1 + bh * " << a.S * a.D << ";\n"
+     << "    const " << E << "* vb = in2 + bh * " << a.S * a.Dv << ";\n"
+     << "    " << E << "* dk = out1 + bh * " << a.S * a.D << ";\n"
+     << "    " << E << "* dv = out2 + bh * " << a.S * a.Dv << ";\n"
+     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = 0;\n"
+     << "    for (int64_t k = 0; k < " << a.S * a.Dv << "; ++k) dv[k] = 0;\n"
+     << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
+     << "    const int64_t r = bh * " << a.T << " + t;\n"
+     << "    const " << E << "* qr = in0 + r * " << a.D << ";\n"
+     << "    const " << E << "* gr = in3 + r * " << a.Dv << ";\n"
+     << "    " << E << "* dq = out0 + r * " << a.D << ";\n"
+     << "    const int64_t keys = " << a.keys() << ";\n";
+  emitOnlineRow(os, a, /*withOutput=*/false);
+  os << "    " << E << " P[" << a.S << "], dP[" << a.S << "], K[" << a.S << "];\n"
+     << "    for (int64_t j = 0; j < keys; ++j) {\n"
+     << "      const " << E << "* kr = kb + j * " << a.D << ";\n"
+     << "      const " << E << "* vr = vb + j * " << a.Dv << ";\n"
+     << "      " << E << " s = gptc::dot_seq<" << E << ">(" << a.D
+     << ", [&](int64_t c) { return qr[c]; }, [&](int64_t c) { return kr[c]; }) * " << a.scale
+     << ";\n"
+     << "      P[j] = gptc::exp(s - m) / l;\n"
+     << "      K[j] = " << keep << ";\n"
+     << "      dP[j] = gptc::dot_seq<" << E << ">(" << a.Dv
+     << ", [&](int64_t c) { return gr[c]; }, [&](int64_t c) { return vr[c]; }) * K[j];\n"
+     << "    }\n"
+     << "    " << E << " Dsum = 0;\n"
+     << "    for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
+     << "    for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
+     << "    for (int64_t c = 0; c < " << a.D << "; ++c) {\n"
+     << "      " << E << " s = 0;\n"
+     << "      for (int64_t j = 0; j < keys; ++j) s = gptc::fma(dP[j], kb[j * " << a.D
      << " + c], s);\n"
-     << "        acc[c] = acc[c] * corr + s;\n      }\n"
-     << "      m = mn;\n    }\n"
-     << "    for (int64_t c = 0; c < " << Dv << "; ++c) y[c] = acc[c] / l;\n  }\n";
+     << "      dq[c] = s * " << a.scale << ";\n    }\n"
+     << "    for (int64_t j = 0; j < keys; ++j) {\n"
+     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << a.D
+     << " + c] = gptc::fma(dP[j], qr[c], dk[j * " << a.D << " + c]);\n"
+     << "      const " << E << " pd = P[j] * K[j];\n"
+     << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << a.Dv
+     << " + c] = gptc::fma(pd, gr[c], dv[j * " << a.Dv << " + c]);\n"
+     << "    }\n"
+     << "    }\n"
+     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = dk[k] * " << a.scale
+     << ";\n  }\n";
   return success();
 }
 
@@ -537,6 +694,75 @@ LogicalResult Emitter::emitCrossEntropy(CrossEntropyOp op, raw_ostream &os) {
      << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
      << "    return gptc::log(s) + m - x[t];\n  });\n"
      << "  out0[0] = total / " << T << "(kept);\n";
+  return success();
+}
+
+/// Per row: recompute mean, rstd and xhat as layer_norm does; dxhat = g * weight;
+/// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+LogicalResult Emitter::emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os) {
+  auto t = op.getType();
+  int64_t c = t.getShape().back(), rows = t.getNumElements() / c;
+  std::string T = elemType(op.getResult());
+  std::string dxhat = op.getWeight() ? "g[k] * in2[k]" : "g[k]";
+  os << "  GPTC_FOR(row, " << rows << ") {\n"
+     << "    const " << T << "* g = in0 + row * " << c << ";\n"
+     << "    const " << T << "* x = in1 + row * " << c << ";\n"
+     << "    " << T << "* dx = out0 + row * " << c << ";\n"
+     << "    " << T << " mean = gptc::reduce_sum<" << T << ">(" << c
+     << ", [&](int64_t k) { return x[k]; }) / " << T << "(" << c << ");\n"
+     << "    " << T << " var = gptc::reduce_sum<" << T << ">(" << c
+     << ", [&](int64_t k) { " << T << " d = x[k] - mean; return d * d; }) / " << T << "(" << c
+     << ");\n"
+     << "    " << T << " rstd = " << T << "(1) / gptc::sqrt(var + "
+     << literal(op.getEps().convertToDouble(), t.getElementType()) << ");\n"
+     << "    " << T << " a = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return "
+     << dxhat << "; }) / " << T << "(" << c << ");\n"
+     << "    " << T << " b = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return ("
+     << dxhat << ") * ((x[k] - mean) * rstd); }) / " << T << "(" << c << ");\n"
+     << "    for (int64_t k = 0; k < " << c << "; ++k)\n"
+     << "      dx[k] = rstd * ((" << dxhat << ") - a - ((x[k] - mean) * rstd) * b);\n  }\n";
+  return success();
+}
+
+/// Row r: (softmax(row) - onehot(target)) * g / kept; ignored rows get zeros.
+LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os) {
+  auto l = op.getLogits().getType();
+  int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
+  std::string T = elemType(op.getResult());
+  os << "  int64_t kept = 0;\n"
+     << "  for (int64_t r = 0; r < " << n << "; ++r) kept += in1[r] != " << ignore << "LL;\n"
+     << "  const " << T << " scale = in2[0] / " << T << "(kept);\n"
+     << "  GPTC_FOR(r, " << n << ") {\n"
+     << "    const " << T << "* x = in0 + r * " << v << ";\n"
+     << "    " << T << "* d = out0 + r * " << v << ";\n"
+     << "    const int64_t t = in1[r];\n"
+     << "    if (t == " << ignore << "LL || t < 0 || t >= " << v << ") {\n"
+     << "      if (t != " << ignore << "LL) gptc::report_error(\"cross_entropy target out of range\");\n"
+     << "      for (int64_t k = 0; k < " << v << "; ++k) d[k] = 0;\n"
+     << "      continue;\n    }\n"
+     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << v
+     << ", [&](int64_t k) { return x[k]; });\n"
+     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << v
+     << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
+     << "    for (int64_t k = 0; k < " << v << "; ++k)\n"
+     << "      d[k] = (gptc::exp(x[k] - m) / s - (k == t ? " << T << "(1) : " << T
+     << "(0))) * scale;\n  }\n";
+  return success();
+}
+
+/// dW[row] += g[p] for positions p in increasing order (one column per iteration of the
+/// parallel loop, so the split never changes the order of a sum).
+LogicalResult Emitter::emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os) {
+  int64_t v = op.getType().getDimSize(0), c = op.getType().getDimSize(1);
+  int64_t n = op.getIndices().getType().getNumElements();
+  os << "  GPTC_FOR(col, " << c << ") {\n"
+     << "    for (int64_t r = 0; r < " << v << "; ++r) out0[r * " << c << " + col] = 0;\n"
+     << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
+     << "      const int64_t row = in1[p];\n"
+     << "      if (row < 0 || row >= " << v << ") { gptc::report_error(\"embedding index out of "
+        "range\"); continue; }\n"
+     << "      out0[row * " << c << " + col] = out0[row * " << c << " + col] + in0[p * " << c
+     << " + col];\n    }\n  }\n";
   return success();
 }
 

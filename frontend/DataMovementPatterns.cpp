@@ -34,6 +34,11 @@ Value buildTranspose(OpBuilder &b, Location loc, RankedTensorType type, Value x,
   return TransposeOp::create(b, loc, type, x, b.getDenseI64ArrayAttr(perm));
 }
 
+LogicalResult convertDetach(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  out.push_back(StopGradientOp::create(b, op.loc(), op.resultType(), op.operand("self")));
+  return success();
+}
+
 LogicalResult convertTransposeInt(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   Value x = op.operand("self");
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
@@ -155,6 +160,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   for (StringRef n : {"aten.to.dtype", "aten.to.dtype_layout", "aten._to_copy.default",
                       "aten.type_as.default"})
     t[n] = identity; // a dtype change becomes gpt.convert
+  t["aten.detach.default"] = convertDetach;
   t["aten.transpose.int"] = convertTransposeInt;
   t["aten.permute.default"] = convertPermute;
   t["aten.t.default"] = convertT;

@@ -21,8 +21,15 @@ inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
 /// Where the pipeline stops (`gptc compile --emit=...`).
 enum class Stage { Gpt, Kernels };
 
+/// What to compile: the forward only, its gradients, or a whole training step.
+struct PipelineOptions {
+  Stage stopAfter = Stage::Kernels;
+  enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
+  AdamWOptions adamw;
+};
+
 /// The whole compile pipeline, one stage per line.
-void buildPipeline(OpPassManager &pm, Stage stopAfter);
+void buildPipeline(OpPassManager &pm, const PipelineOptions &options);
 
 } // namespace mlir::gpt
 

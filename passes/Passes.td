@@ -29,4 +29,58 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
   }];
 }
 
+def Autodiff : Pass<"gpt-autodiff", "mlir::func::FuncOp"> {
+  let summary = "Append the gradient of the loss with respect to every parameter";
+  let description = [{
+    Reverse-mode differentiation over the gpt dialect. Seeds the loss result
+    (`loss-index`, by default the last scalar result) with 1, visits the ops in
+    reverse program order and asks each op for its vector-Jacobian product
+    (VjpOpInterface); the backward ops are placed before the return. A value
+    used several times (a tied weight) gets the sum of its uses' gradients in
+    increasing program order of the uses: ((g1 + g2) + g3). Appends one result
+    per `gpt.kind = "param"` argument, named `grad.<param>` with
+    `gpt.grad_of = "<param>"`; a parameter no path reaches gets zeros.
+
+    Before:
+    ```mlir
+    func.func @f(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"}, %x: tensor<4xf32>) -> tensor<f32> {
+      %0 = gpt.mul %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %1 = gpt.reduce_sum %0 {...} : (tensor<4xf32>) -> tensor<f32>
+      return %1 : tensor<f32>
+    }
+    ```
+    After: the same, then the broadcast of the seed and `gpt.mul %g, %x`,
+    returned as a second result `{gpt.grad_of = "w", gpt.name = "grad.w"}`.
+  }];
+  let options = [
+    Option<"lossIndex", "loss-index", "int64_t", "-1",
+           "Which result is the loss (-1: the last scalar floating-point result)">
+  ];
+}
+
+def AdamW : Pass<"gpt-adamw", "mlir::func::FuncOp"> {
+  let summary = "Replace gradients by a clipped AdamW update of the parameters";
+  let description = [{
+    Consumes the `gpt.grad_of` results of gpt-autodiff and builds, as gpt ops,
+    torch.nn.utils.clip_grad_norm_ followed by torch.optim.AdamW's update:
+    total = sqrt(sum_i ||g_i||^2) (each tensor's sum of squares a canonical
+    reduction, then tensors in parameter order); g *= min(clip / (total +
+    1e-6), 1); then per parameter, with decay only for tensors of rank >= 2:
+    p *= 1 - lr wd; m += (g - m)(1 - b1); v = v b2 + (1 - b2) g g;
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    Adds the inputs `lr` and `step` (f64 scalars, t = step), one `state`
+    argument per moment (`exp_avg.<p>`, `exp_avg_sq.<p>`, zero at first), the
+    results updating each parameter and moment in place (`gpt.updates`), and a
+    `grad_norms` result: each parameter's gradient norm before clipping, for
+    the gradient-flow check.
+  }];
+  let options = [
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.01", "decoupled weight decay (rank >= 2 tensors)">,
+    Option<"gradClip", "grad-clip", "double", "0.0", "max total gradient norm (0: no clipping)">
+  ];
+}
+
 #endif

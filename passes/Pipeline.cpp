@@ -7,13 +7,21 @@
 
 using namespace mlir;
 
-void mlir::gpt::buildPipeline(OpPassManager &pm, Stage stopAfter) {
+void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  using Mode = PipelineOptions::Mode;
   // aten -> gpt: every captured torch op becomes gpt ops, or a located error.
   pm.addPass(createConvertAtenToGpt());
   // Fold identities (eval-mode dropout, same-shape reshape), drop dead ops.
   pm.addPass(createCanonicalizerPass());
+  // Reverse-mode gradients of the loss for every parameter.
+  if (options.mode != Mode::Forward)
+    pm.addNestedPass<func::FuncOp>(createAutodiff());
+  // Clipping and AdamW as IR: the step updates parameters and moments in place.
+  if (options.mode == Mode::Train)
+    pm.addNestedPass<func::FuncOp>(createAdamW(options.adamw));
+  pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (stopAfter == Stage::Gpt)
+  if (options.stopAfter == Stage::Gpt)
     return;
   // One kernel per op (fusion comes later); give each result an arena slot.
   pm.addNestedPass<func::FuncOp>(createPlanMemory());

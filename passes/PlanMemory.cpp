@@ -97,8 +97,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     unsigned index = 0;
     for (Operation &op : body) {
       position[&op] = index;
-      if (auto r = dyn_cast<ReshapeOp>(op))
-        owner[r.getResult()] = ownerOf(r.getX());
+      if (isa<ReshapeOp, StopGradientOp>(op))
+        owner[op.getResult(0)] = ownerOf(op.getOperand(0));
       for (Value operand : op.getOperands())
         lastUse[ownerOf(operand)] = index;
       ++index;
@@ -107,7 +107,7 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     FreeList arena;
     DenseMap<Value, int64_t> slot;
     for (Operation &op : body) {
-      if (isa<ReshapeOp, ConstantOp>(op) || op.getNumResults() == 0) {
+      if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.getNumResults() == 0) {
         // no storage of their own
       } else {
         SmallVector<int64_t> offsets;

@@ -54,6 +54,7 @@ class Captured:
     results: list  # TensorSpec per function result
     out_spec: object = None  # pytree spec to rebuild the model's outputs
     const_outputs: dict = field(default_factory=dict)  # flat index -> Python value
+    tied: dict = field(default_factory=dict)  # other name of a tied parameter -> its arg name
 
 
 def _dtype(t: torch.dtype, where: str) -> str:
@@ -181,6 +182,11 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
         arg_specs.append(TensorSpec(name, kind, _DTYPES[val.dtype], tuple(val.shape)))
     for alias, first in aliases.items():
         values[alias] = values[first]
+    tied = {}
+    for pname, p in model.named_parameters(remove_duplicate=False):
+        first = canonical.get(id(p))
+        if first is not None and first != pname:
+            tied[pname] = first
 
     counter = 0
     for node in ep.graph.nodes:
@@ -259,7 +265,7 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             "}"]
     return Captured(mlir="\n".join(text) + "\n", weights=weights, args=arg_specs,
                     results=result_specs, out_spec=ep.call_spec.out_spec,
-                    const_outputs=const_outputs)
+                    const_outputs=const_outputs, tied=tied)
 
 
 def save(captured: Captured, mlir_path: str) -> str:

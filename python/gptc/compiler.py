@@ -66,19 +66,35 @@ class CompiledModel:
     def num_kernels(self) -> int:
         return int(self.manifest["kernels"])
 
+    def input_array(self, name: str, x) -> np.ndarray:
+        """`x` as the contiguous numpy array the runtime expects for input `name`."""
+        spec = next(a for a in self.inputs if a.name == name)
+        if not isinstance(x, torch.Tensor):
+            raise GptcError(f"input '{spec.name}' must be a torch.Tensor")
+        if tuple(x.shape) != spec.shape:
+            raise GptcError(f"input '{spec.name}' has shape {tuple(x.shape)}, "
+                            f"compiled for {spec.shape}")
+        return np.ascontiguousarray(x.detach().cpu().numpy(), dtype=_NUMPY[spec.dtype])
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads for the kernels' parallel loops (0: one per core); results never change."""
+        self.runtime.set_num_threads(int(n))
+
+    def load_state_dict(self, state: dict) -> None:
+        """Copy parameters (by PyTorch name) into the compiled model."""
+        for a in self.captured.args:
+            if a.kind != "param":
+                continue
+            if a.name not in state:
+                raise GptcError(f"state_dict has no entry '{a.name}'")
+            self.runtime.set_param(a.name, np.ascontiguousarray(
+                state[a.name].detach().cpu().numpy(), dtype=_NUMPY[a.dtype]))
+
     def __call__(self, *inputs):
         if len(inputs) != len(self.inputs):
             raise GptcError(f"expected {len(self.inputs)} inputs "
                             f"({', '.join(a.name for a in self.inputs)}), got {len(inputs)}")
-        arrays = []
-        for spec, x in zip(self.inputs, inputs):
-            if not isinstance(x, torch.Tensor):
-                raise GptcError(f"input '{spec.name}' must be a torch.Tensor")
-            if tuple(x.shape) != spec.shape:
-                raise GptcError(f"input '{spec.name}' has shape {tuple(x.shape)}, "
-                                f"compiled for {spec.shape}")
-            arrays.append(np.ascontiguousarray(x.detach().cpu().numpy(),
-                                               dtype=_NUMPY[spec.dtype]))
+        arrays = [self.input_array(spec.name, x) for spec, x in zip(self.inputs, inputs)]
         try:
             outs = self.runtime.run(arrays)
         except (RuntimeError, ValueError) as e:
@@ -92,6 +108,14 @@ class CompiledModel:
         return pytree.tree_unflatten(flat, self.captured.out_spec)
 
 
+def _input_names(model, example_inputs):
+    """The forward's parameter names for the example inputs (idx, targets, ...)."""
+    try:
+        return list(inspect.signature(model.forward).parameters)[:len(example_inputs)]
+    except (TypeError, ValueError):
+        return None
+
+
 def compile(model: torch.nn.Module, example_inputs, *,
             workdir: str | None = None) -> CompiledModel:
     """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
@@ -100,11 +124,7 @@ def compile(model: torch.nn.Module, example_inputs, *,
     Shapes are static: call the result with inputs shaped like the examples.
     """
     example_inputs = tuple(example_inputs)
-    try:
-        names = list(inspect.signature(model.forward).parameters)[:len(example_inputs)]
-    except (TypeError, ValueError):
-        names = None
-    captured = capture(model, example_inputs, input_names=names)
+    captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
     workdir = workdir or tempfile.mkdtemp(prefix="gptc-")
     os.makedirs(workdir, exist_ok=True)
     mlir_path = os.path.join(workdir, "model.mlir")

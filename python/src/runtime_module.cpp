@@ -146,6 +146,8 @@ PYBIND11_MODULE(_runtime, mod) {
           },
           py::arg("name"), py::arg("value"),
           "Overwrite a parameter (same dtype and shape). Not while run() is in progress.")
+      .def("set_num_threads", &Model::set_num_threads, py::arg("n"),
+           "Threads for the kernels' parallel loops (0: one per core); bits never change.")
       .def("save_weights", &Model::save_weights, py::arg("path"),
            "Write all parameters to a safetensors file, atomically.")
       .def("__repr__", [](const Model& m) {

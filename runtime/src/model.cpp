@@ -83,6 +83,7 @@ struct Model::Impl {
   EntryFn entry = nullptr;
   std::vector<AlignedBuf> param_bufs;   // parallel to Model::params_
   std::vector<bool> arg_is_param;       // manifest args order
+  std::vector<bool> param_is_state;     // parallel to Model::params_
   std::vector<size_t> arg_index;        // index into params_ or inputs_
   AlignedBuf arena;
   std::mutex run_mutex;                 // one run at a time: the arena is shared
@@ -138,16 +139,19 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     std::string where = "args[" + std::to_string(i) + "]";
     TensorSpec s = parse_spec(a, where, mpath);
     std::string kind = a.is_object() ? a.value("kind", "") : "";
-    if (kind == "param") {
+    if (kind == "param" || kind == "state") {
+      // Both persist between runs; "state" (optimizer moments) starts at zero when the
+      // weights file does not hold it.
       impl.arg_is_param.push_back(true);
       impl.arg_index.push_back(model->params_.size());
+      impl.param_is_state.push_back(kind == "state");
       model->params_.push_back(std::move(s));
     } else if (kind == "input") {
       impl.arg_is_param.push_back(false);
       impl.arg_index.push_back(model->inputs_.size());
       model->inputs_.push_back(std::move(s));
     } else {
-      throw bad(where + ": \"kind\" must be \"param\" or \"input\"");
+      throw bad(where + ": \"kind\" must be \"param\", \"state\" or \"input\"");
     }
   }
   for (size_t j = 0; j < m["results"].size(); ++j)
@@ -167,21 +171,30 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     throw Error(lpath + ": entry ABI version " + std::to_string(v) + ", this runtime needs 1");
 
   // --- weights.safetensors -------------------------------------------------------------
-  if (!model->params_.empty()) {
-    safetensors::Reader reader(dir + "/" + weights);
-    for (const TensorSpec& p : model->params_) {
-      const safetensors::TensorInfo* t = reader.find(p.name);
-      if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
-      std::string want = safetensors::from_manifest_dtype(p.dtype);
-      if (t->dtype != want)
-        throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
-                    " but the manifest says " + p.dtype + " (" + want + ")");
-      if (t->shape != p.shape)
-        throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
-                    " but the manifest says " + shape_str(p.shape));
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
-      reader.read(*t, impl.param_bufs.back().get());
+  bool needWeights = false;
+  for (bool state : impl.param_is_state) needWeights |= !state;
+  std::unique_ptr<safetensors::Reader> readerPtr;
+  if (needWeights || std::ifstream(dir + "/" + weights).good())
+    readerPtr = std::make_unique<safetensors::Reader>(dir + "/" + weights);
+  for (size_t i = 0; i < model->params_.size(); ++i) {
+    const TensorSpec& p = model->params_[i];
+    const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
+    if (!t && impl.param_is_state[i]) {
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));
+      std::memset(impl.param_bufs.back().get(), 0, p.nbytes);
+      continue;
     }
+    safetensors::Reader& reader = *readerPtr;
+    if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
+    std::string want = safetensors::from_manifest_dtype(p.dtype);
+    if (t->dtype != want)
+      throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
+                  " but the manifest says " + p.dtype + " (" + want + ")");
+    if (t->shape != p.shape)
+      throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
+                  " but the manifest says " + shape_str(p.shape));
+    impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
+    reader.read(*t, impl.param_bufs.back().get());
   }
 
   impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
@@ -209,6 +222,12 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
   std::lock_guard<std::mutex> lock(impl.run_mutex);
   if (const char* problem = impl.entry(args.data(), results.data(), impl.arena.get()))
     throw Error(std::string("run failed: ") + problem);
+}
+
+void Model::set_num_threads(int n) {
+  if (n < 0) throw Error(dir_ + ": thread count must be >= 0, got " + std::to_string(n));
+  using SetThreadsFn = void (*)(int);
+  if (auto fn = (SetThreadsFn)dlsym(impl_->lib, "gptc_set_num_threads")) fn(n);
 }
 
 void* Model::param_data(const std::string& name) {

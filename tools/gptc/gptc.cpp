@@ -35,6 +35,8 @@ static const char *kTool = "gptc";
 
 static const char *kUsage =
     "usage: gptc compile MODEL.mlir -o OUT [--emit=gpt|kernels|source] [--weights FILE]\n"
+    "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
+    "                                      [--weight-decay W] [--grad-clip C]]\n"
     "       gptc ops\n"
     "\n"
     "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
@@ -43,12 +45,25 @@ static const char *kUsage =
     "            gpt (the gpt dialect), kernels (one kernel per op, arena slots),\n"
     "            source (the generated C++)\n"
     "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"
+    "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
+    "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
+    "            step; parameters and moments are updated in place)\n"
     "  ops       list the aten overloads the frontend converts, one per line\n";
 
 namespace {
 struct CompileOptions {
   std::string input, output, emit, weights;
+  mlir::gpt::PipelineOptions pipeline;
 };
+
+/// A floating-point option value, or an error message.
+std::string parseDouble(const std::string &flag, const std::string &text, double &into) {
+  char *end = nullptr;
+  into = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    return "option '" + flag + "' needs a number, got '" + text + "'";
+  return "";
+}
 
 /// Parses `compile`'s arguments; returns an error message or "".
 std::string parseCompile(const std::vector<std::string> &args, CompileOptions &opts) {
@@ -64,8 +79,29 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
       into = args[++i];
       return "";
     };
-    std::string err;
-    if (a == "-o" || a.rfind("-o=", 0) == 0)
+    std::string err, text;
+    auto number = [&](const std::string &flag, double &into) {
+      std::string e = value(flag, text);
+      return e.empty() ? parseDouble(flag, text, into) : e;
+    };
+    auto is = [&](const std::string &flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
+    auto &adamw = opts.pipeline.adamw;
+    using Mode = mlir::gpt::PipelineOptions::Mode;
+    if (a == "--train")
+      opts.pipeline.mode = Mode::Train;
+    else if (a == "--grad")
+      opts.pipeline.mode = Mode::Gradients;
+    else if (is("--beta1"))
+      err = number("--beta1", adamw.beta1);
+    else if (is("--beta2"))
+      err = number("--beta2", adamw.beta2);
+    else if (is("--eps"))
+      err = number("--eps", adamw.eps);
+    else if (is("--weight-decay"))
+      err = number("--weight-decay", adamw.weightDecay);
+    else if (is("--grad-clip"))
+      err = number("--grad-clip", adamw.gradClip);
+    else if (a == "-o" || a.rfind("-o=", 0) == 0)
       err = value("-o", opts.output);
     else if (a == "--emit" || a.rfind("--emit=", 0) == 0)
       err = value("--emit", opts.emit);
@@ -114,9 +150,10 @@ int compile(const CompileOptions &opts) {
     return gptc::fail(kTool, opts.input + ": expected exactly one func.func, found " +
                                  std::to_string(fns.size()));
 
-  gpt::Stage stage = opts.emit == "gpt" ? gpt::Stage::Gpt : gpt::Stage::Kernels;
+  gpt::PipelineOptions pipeline = opts.pipeline;
+  pipeline.stopAfter = opts.emit == "gpt" ? gpt::Stage::Gpt : gpt::Stage::Kernels;
   PassManager pm(&ctx);
-  gpt::buildPipeline(pm, stage);
+  gpt::buildPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
 

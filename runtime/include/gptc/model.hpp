@@ -47,7 +47,9 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const std::string& dir() const { return dir_; }
-  const std::vector<TensorSpec>& params() const { return params_; }    // kind "param"
+  // Persistent tensors: kind "param" (from the weights) and "state" (optimizer moments,
+  // zero unless the weights file holds them), in manifest order.
+  const std::vector<TensorSpec>& params() const { return params_; }
   const std::vector<TensorSpec>& inputs() const { return inputs_; }    // kind "input", in order
   const std::vector<TensorSpec>& results() const { return results_; }
   size_t arena_bytes() const { return arena_bytes_; }
@@ -55,6 +57,9 @@ class Model {
   // inputs[i] -> inputs()[i] (read only), results[j] -> results()[j] (filled). Calls on one
   // Model are serialized (they share the arena); different Models run concurrently.
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& results);
+
+  // Threads for the kernels' parallel loops (0: one per core). Results never depend on it.
+  void set_num_threads(int n);
 
   // The runtime-owned buffer of a parameter (64-byte aligned, params()[i].nbytes long);
   // read or overwrite it between runs. Throws Error for an unknown name.

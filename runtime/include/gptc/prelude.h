@@ -38,8 +38,26 @@
 #define GPTC_HD
 #endif
 
-// GPTC_FOR(i, n): `for (int64_t i = 0; i < n; ++i)`, n evaluated once.
+// GPTC_FOR(i, n): a loop of int64_t i over [0, n) whose iterations are independent. Built
+// with OpenMP (generated kernels are), it is split statically over gptc::thread_count()
+// threads; each iteration computes its outputs alone, in its own fixed order, so the
+// thread count never changes a bit. Without OpenMP it is a plain loop.
+#if defined(_OPENMP) && !defined(__CUDACC__)
+#include <omp.h>
+namespace gptc {
+// 0: OpenMP's default (one thread per core).
+inline int& thread_count() {
+  static int n = 0;
+  return n;
+}
+inline int threads_for_loop() { return thread_count() > 0 ? thread_count() : omp_get_max_threads(); }
+}  // namespace gptc
+#define GPTC_FOR(i, n)                                                                    \
+  _Pragma("omp parallel for schedule(static) num_threads(gptc::threads_for_loop())")      \
+  for (int64_t i = 0; i < (int64_t)(n); ++i)
+#else
 #define GPTC_FOR(i, n) for (int64_t i = 0, gptc_for_end_##i = (n); i < gptc_for_end_##i; ++i)
+#endif
 
 // GPTC_EXPORT: marks the extern "C" entry points of a generated kernels.so as visible.
 #if defined(__GNUC__)
@@ -459,18 +477,17 @@ template <> GPTC_HD inline int32_t max_identity<int32_t>() { return INT32_MIN; }
 // safe value, so nothing reads out of bounds; the entry returns the first message to the
 // runtime, which fails the run with it. (CPU only; CUDA gets a device flag later.)
 // ---------------------------------------------------------------------------------------
+// One slot per kernels.so, shared by the threads of a GPTC_FOR: the first report wins.
 inline const char*& error_slot() {
-  static thread_local const char* slot = nullptr;
+  static const char* slot = nullptr;
   return slot;
 }
 inline void report_error(const char* message) {
-  if (!error_slot()) error_slot() = message;
+  const char* expected = nullptr;
+  __atomic_compare_exchange_n(&error_slot(), &expected, message, false, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
 }
-inline const char* take_error() {
-  const char* message = error_slot();
-  error_slot() = nullptr;
-  return message;
-}
+inline const char* take_error() { return __atomic_exchange_n(&error_slot(), nullptr, __ATOMIC_SEQ_CST); }
 
 // ---------------------------------------------------------------------------------------
 // Canonical reductions. THIS ORDER IS THE NUMERICS CONTRACT: do not "improve" it.
@@ -526,6 +543,59 @@ GPTC_HD inline bf16 to_bf16(float f) {
 }
 // bf16 -> float, exact.
 GPTC_HD inline float to_float(bf16 b) { return detail::from_bits32((uint32_t)b.bits << 16); }
+
+// gelu's derivatives, for gpt.gelu_grad: g * d/dx gelu(x), same formulas on every target.
+template <class T>
+GPTC_HD inline T gelu_erf_grad(T g, T x) {
+  const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt_2pi = T(0.39894228040143267794);
+  T cdf = T(0.5) * (T(1) + gptc::erf(x * inv_sqrt2));
+  T pdf = inv_sqrt_2pi * gptc::exp(T(-0.5) * x * x);
+  return g * (cdf + x * pdf);
+}
+template <class T>
+GPTC_HD inline T gelu_tanh_grad(T g, T x) {
+  const T k = T(0.79788456080286535588), c = T(0.044715);
+  T t = gptc::tanh(k * (x + c * (x * x * x)));
+  T du = k * (T(1) + T(3) * c * (x * x));
+  return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+}
+
+// ---------------------------------------------------------------------------------------
+// Counter-based randomness: Philox-4x32-10 (Salmon et al., SC'11). The dropout mask bit of
+// element i of random op `id` at (seed, step) is a pure function of those four numbers:
+// key = (seed_lo, seed_hi), counter = (i_lo, i_hi, id, step); the first output word's top
+// 24 bits give u in [0, 1); the element is kept iff u >= p. Same bits on CPU and GPU,
+// whatever the thread count or the split of the work.
+// ---------------------------------------------------------------------------------------
+GPTC_HD inline void philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
+                                  uint32_t out[4]) {
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+GPTC_HD inline float dropout_uniform(uint64_t seed, uint64_t step, uint64_t id, uint64_t i) {
+  const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  const uint32_t counter[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)id, (uint32_t)step};
+  uint32_t out[4];
+  philox4x32_10(counter, key, out);
+  return (float)(out[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+GPTC_HD inline bool dropout_keep(uint64_t seed, uint64_t step, uint64_t id, uint64_t i, float p) {
+  return dropout_uniform(seed, step, id, i) >= p;
+}
 
 }  // namespace gptc
 

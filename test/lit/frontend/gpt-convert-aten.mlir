@@ -162,3 +162,12 @@ func.func @data_movement(%x: tensor<2x12xf32>) -> (tensor<2x2x2xf32>, tensor<2x2
   %10 = "torch.aten.contiguous.default"(%3) {torch.operands = ["self"]} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
   return %1, %10, %4, %6, %7, %8, %9 : tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x5xf32>, tensor<4x12xf32>, tensor<3x12xf32>, tensor<12x2xf32>, tensor<2x12xf64>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @detach
+// CHECK: gpt.stop_gradient %arg0 : tensor<4xf32>
+func.func @detach(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "torch.aten.detach.default"(%x) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

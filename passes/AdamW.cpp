@@ -1,0 +1,193 @@
+//===- AdamW.cpp - the gpt-adamw pass -------------------------------------===//
+//
+// The optimizer as IR: gradient clipping and AdamW with PyTorch's semantics
+// (torch.nn.utils.clip_grad_norm_, torch.optim.AdamW's foreach update), built
+// from elementwise gpt ops. Scalars that PyTorch computes in Python doubles
+// (bias corrections, step size, decay factor) are computed here in f64 and
+// converted once, as PyTorch converts them when it applies them.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "ir/GptDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace mlir::gpt {
+#define GEN_PASS_DEF_ADAMW
+#include "passes/Passes.h.inc"
+} // namespace mlir::gpt
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+struct Builder {
+  OpBuilder &b;
+  Location loc;
+
+  RankedTensorType tt(Value v) { return cast<RankedTensorType>(v.getType()); }
+  Value scalar(double v, Type elem) {
+    auto type = RankedTensorType::get({}, elem);
+    return ConstantOp::create(b, loc, type,
+                              DenseElementsAttr::get(type, b.getFloatAttr(elem, v).getValue()));
+  }
+  template <typename Op> Value bin(Value x, Value y) {
+    auto shape = broadcastShapes(tt(x).getShape(), tt(y).getShape());
+    return Op::create(b, loc, tt(x).clone(*shape), x, y);
+  }
+  Value add(Value x, Value y) { return bin<AddOp>(x, y); }
+  Value sub(Value x, Value y) { return bin<SubOp>(x, y); }
+  Value mul(Value x, Value y) { return bin<MulOp>(x, y); }
+  Value div(Value x, Value y) { return bin<DivOp>(x, y); }
+  Value pow(Value x, Value y) { return bin<PowOp>(x, y); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x.getType(), x); }
+  Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
+  Value min(Value x, Value y) { return neg(bin<MaxOp>(neg(x), neg(y))); }
+  Value convert(Value x, Type elem) {
+    if (tt(x).getElementType() == elem)
+      return x;
+    return ConvertOp::create(b, loc, tt(x).clone(elem), x);
+  }
+  /// Sum of x*x over every element (canonical order, row-major).
+  Value sumOfSquares(Value x) {
+    auto t = tt(x);
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      dims.push_back(d);
+    return ReduceSumOp::create(b, loc, RankedTensorType::get({}, t.getElementType()), mul(x, x),
+                               b.getDenseI64ArrayAttr(dims), b.getBoolAttr(false),
+                               ReductionOrderAttr::get(b.getContext(), ReductionOrder::Canonical));
+  }
+};
+
+struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
+  using AdamWBase::AdamWBase;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    MLIRContext *ctx = &getContext();
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // Which results are gradients, of which parameter argument.
+    DenseMap<StringRef, unsigned> argByName;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto n = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+        argByName[n.getValue()] = i;
+    struct Param {
+      unsigned arg;
+      Value grad;
+      std::string name;
+    };
+    SmallVector<Param> params;
+    SmallVector<Value> kept;
+    SmallVector<DictionaryAttr> keptAttrs;
+    for (unsigned j = 0; j < ret.getNumOperands(); ++j) {
+      auto of = fn.getResultAttrOfType<StringAttr>(j, "gpt.grad_of");
+      if (!of) {
+        kept.push_back(ret.getOperand(j));
+        keptAttrs.push_back(fn.getResultAttrDict(j) ? fn.getResultAttrDict(j)
+                                                    : DictionaryAttr::get(ctx, {}));
+        continue;
+      }
+      if (!argByName.count(of.getValue())) {
+        fn.emitError("gpt-adamw: gradient of unknown parameter '") << of.getValue() << "'";
+        return signalPassFailure();
+      }
+      params.push_back({argByName[of.getValue()], ret.getOperand(j), of.getValue().str()});
+    }
+    if (params.empty()) {
+      fn.emitError("gpt-adamw: no gradients to apply (run gpt-autodiff first)");
+      return signalPassFailure();
+    }
+    Type elem = cast<RankedTensorType>(params.front().grad.getType()).getElementType();
+    Type f64 = Float64Type::get(ctx);
+    auto scalarF64 = RankedTensorType::get({}, f64);
+
+    // New arguments: lr and step (inputs), then the moments (state).
+    OpBuilder ab(ctx);
+    auto attrs = [&](StringRef kind, StringRef name) {
+      return ab.getDictionaryAttr({ab.getNamedAttr("gpt.kind", ab.getStringAttr(kind)),
+                                   ab.getNamedAttr("gpt.name", ab.getStringAttr(name))});
+    };
+    auto append = [&](Type type, StringRef kind, StringRef name) {
+      unsigned index = fn.getNumArguments();
+      (void)fn.insertArgument(index, type, attrs(kind, name), fn.getLoc());
+      return fn.getArgument(index);
+    };
+    Value lr = append(scalarF64, "input", "lr");
+    Value step = append(scalarF64, "input", "step");
+    SmallVector<Value> m, v;
+    for (Param &p : params) {
+      Type type = fn.getArgument(p.arg).getType();
+      m.push_back(append(type, "state", "exp_avg." + p.name));
+      v.push_back(append(type, "state", "exp_avg_sq." + p.name));
+    }
+
+    OpBuilder b(ret);
+    Builder B{b, fn.getLoc()};
+    // Gradient norms, before clipping: reported and used for the total.
+    SmallVector<Value> sq, norms;
+    for (Param &p : params) {
+      sq.push_back(B.sumOfSquares(p.grad));
+      norms.push_back(ReshapeOp::create(b, B.loc, RankedTensorType::get({1}, elem),
+                                        B.sqrt(sq.back())));
+    }
+    Value normVec = ConcatOp::create(b, B.loc, RankedTensorType::get({(int64_t)params.size()}, elem),
+                                     norms, b.getI64IntegerAttr(0));
+    if (gradClip > 0.0) {
+      // total = ||(norm_1, ..., norm_P)||, tensors in parameter order.
+      Value total = B.sqrt(B.sumOfSquares(normVec));
+      Value coef = B.div(B.scalar(gradClip, elem), B.add(total, B.scalar(1e-6, elem)));
+      Value clamped = B.min(coef, B.scalar(1.0, elem));
+      for (Param &p : params)
+        p.grad = B.mul(p.grad, clamped);
+    }
+
+    // Scalars in f64 (Python floats in PyTorch), converted where applied.
+    Value one = B.scalar(1.0, f64);
+    Value bc1 = B.sub(one, B.pow(B.scalar(beta1, f64), step));
+    Value bc2 = B.sub(one, B.pow(B.scalar(beta2, f64), step));
+    Value stepSize = B.convert(B.neg(B.div(lr, bc1)), elem);
+    Value bc2Sqrt = B.convert(B.sqrt(bc2), elem);
+    Value decay = B.convert(B.sub(one, B.mul(lr, B.scalar(weightDecay, f64))), elem);
+    Value oneMinusB1 = B.scalar(1.0 - beta1, elem), b2 = B.scalar(beta2, elem);
+    Value oneMinusB2 = B.scalar(1.0 - beta2, elem), epsV = B.scalar(eps, elem);
+
+    SmallVector<Value> results(kept);
+    SmallVector<Type> types;
+    for (Value k : kept)
+      types.push_back(k.getType());
+    SmallVector<DictionaryAttr> resultAttrs(keptAttrs);
+    auto update = [&](Value value, StringRef target) {
+      results.push_back(value);
+      types.push_back(value.getType());
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("gpt.name", b.getStringAttr(target)),
+           b.getNamedAttr("gpt.updates", b.getStringAttr(target))}));
+    };
+    for (auto [i, p] : llvm::enumerate(params)) {
+      Value param = fn.getArgument(p.arg);
+      bool decays = cast<RankedTensorType>(param.getType()).getRank() >= 2 && weightDecay != 0.0;
+      Value p1 = decays ? B.mul(param, decay) : param;
+      Value m1 = B.add(m[i], B.mul(B.sub(p.grad, m[i]), oneMinusB1));    // lerp(m, g, 1 - b1)
+      Value v1 = B.add(B.mul(v[i], b2), B.mul(B.mul(oneMinusB2, p.grad), p.grad));
+      Value denom = B.add(B.div(B.sqrt(v1), bc2Sqrt), epsV);
+      Value p2 = B.add(p1, B.mul(stepSize, B.div(m1, denom)));
+      update(p2, p.name);
+      update(m1, "exp_avg." + p.name);
+      update(v1, "exp_avg_sq." + p.name);
+    }
+    results.push_back(normVec);
+    types.push_back(normVec.getType());
+    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr("gpt.name",
+                                                              b.getStringAttr("grad_norms"))}));
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
+    fn.setAllResultAttrs(resultAttrs);
+  }
+};
+} // namespace

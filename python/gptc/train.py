@@ -1,0 +1,183 @@
+"""Training with gptc: one compiled program per step (forward, backward, clipping, AdamW).
+
+    step = gptc.compile_train_step(model, (x, y), optimizer=gptc.AdamW(lr=1e-3),
+                                   grad_clip=1.0, seed=1337)
+    loss = step(x, y, lr=...)          # parameters and moments stay in the runtime
+    step.save("ckpt.safetensors")      # atomic; step.load() resumes bit for bit
+
+The gradient comes from the compiler's autodiff pass, the update from its AdamW pass;
+PyTorch only captures the model.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .capture import capture, save as save_capture
+from .compiler import CompiledModel, GptcError, _input_names, run_compiler
+
+
+class GradientFlowError(GptcError):
+    """A trainable parameter got no gradient, or a non-finite one."""
+
+
+@dataclass
+class AdamW:
+    """torch.optim.AdamW's hyperparameters (decay applies to tensors of 2+ dims)."""
+    lr: float = 1e-3
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 1e-2
+
+
+def _flags(opt: AdamW, grad_clip: float | None) -> list[str]:
+    return ["--train", f"--beta1={opt.betas[0]!r}", f"--beta2={opt.betas[1]!r}",
+            f"--eps={opt.eps!r}", f"--weight-decay={opt.weight_decay!r}",
+            f"--grad-clip={float(grad_clip or 0.0)!r}"]
+
+
+def check_gradient_flow(names, norms) -> None:
+    """Raise GradientFlowError naming every parameter whose gradient is zero or not finite."""
+    bad = [f"{n} ({'no gradient' if v == 0 else 'non-finite gradient'})"
+           for n, v in zip(names, norms) if v == 0 or not math.isfinite(v)]
+    if bad:
+        raise GradientFlowError("gradient-flow check failed: " + ", ".join(bad))
+
+
+class TrainStep:
+    """A compiled training step; see compile_train_step."""
+
+    def __init__(self, captured, artifact_dir: str, optimizer: AdamW, seed: int,
+                 check_gradients: bool):
+        self.captured = captured
+        self.optimizer = optimizer
+        self.seed = int(seed)
+        self.num_steps = 0
+        self.check_gradients = check_gradients
+        self.model = CompiledModel(captured, artifact_dir)
+        rt = self.model.runtime
+        self._inputs = [name for name, _, _ in rt.inputs]
+        self._params = [a.name for a in captured.args if a.kind == "param"]
+        self._persistent = [name for name, _, _ in rt.params]  # params and moments
+        self._results = [name for name, _, _ in rt.results]
+        self.last_grad_norms = None
+
+    @property
+    def artifact_dir(self) -> str:
+        return self.model.artifact_dir
+
+    @property
+    def num_kernels(self) -> int:
+        return self.model.num_kernels
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads for the kernels' parallel loops (0: one per core); results never change."""
+        self.model.set_num_threads(n)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
+        """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
+        lr = self.optimizer.lr if lr is None else float(lr)
+        step = self.num_steps + 1
+        feed = {"rng": np.array([self.seed, step], dtype=np.int64),
+                "lr": np.array(lr, dtype=np.float64),
+                "step": np.array(float(step), dtype=np.float64)}
+        user = [n for n in self._inputs if n not in feed]
+        if len(user) != 2:
+            raise GptcError(f"the training step takes inputs {user}, expected (x, y)")
+        for name, t in zip(user, (x, y)):
+            feed[name] = self.model.input_array(name, t)
+        try:
+            outs = self.model.runtime.run([feed[n] for n in self._inputs])
+        except (RuntimeError, ValueError) as e:
+            raise GptcError(str(e)) from None
+        self.num_steps = step
+        results = dict(zip(self._results, outs))
+        self.last_grad_norms = torch.from_numpy(np.asarray(results["grad_norms"]))
+        if self.check_gradients:
+            check_gradient_flow(self._params, self.last_grad_norms.tolist())
+        loss = [o for n, o in results.items() if n != "grad_norms" and np.asarray(o).ndim == 0]
+        return torch.from_numpy(np.asarray(loss[-1]))
+
+    # -- state --------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Parameters by their PyTorch names, tied names included."""
+        out = {n: torch.from_numpy(self.model.runtime.param(n)) for n in self._params}
+        for alias, name in self.captured.tied.items():
+            out[alias] = out[name]
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        for n in self._params:
+            if n not in state:
+                raise GptcError(f"state_dict has no entry '{n}'")
+            self.model.runtime.set_param(n, np.ascontiguousarray(state[n].detach().cpu().numpy()))
+
+    def save(self, path: str) -> None:
+        """Parameters, AdamW moments and the step counter; written atomically."""
+        from safetensors.numpy import save_file
+        tensors = {n: self.model.runtime.param(n) for n in self._persistent}
+        meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
+                "seed": str(self.seed)}
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+        os.close(fd)
+        try:
+            save_file(tensors, tmp, metadata=meta)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def load(self, path: str) -> None:
+        """Restore a checkpoint written by save(); the next step continues bit for bit."""
+        from safetensors import safe_open
+        try:
+            with safe_open(path, framework="numpy") as f:
+                meta = f.metadata() or {}
+                if meta.get("format") != "gptc-train-checkpoint":
+                    raise GptcError(f"{path}: not a gptc training checkpoint")
+                missing = [n for n in self._persistent if n not in f.keys()]
+                if missing:
+                    raise GptcError(f"{path}: missing tensor '{missing[0]}'")
+                for n in self._persistent:
+                    self.model.runtime.set_param(n, f.get_tensor(n))
+        except GptcError:
+            raise
+        except Exception as e:  # corrupt or truncated file
+            raise GptcError(f"{path}: cannot read checkpoint ({str(e).splitlines()[0]})") from None
+        self.num_steps = int(meta["step"])
+        self.seed = int(meta.get("seed", self.seed))
+
+
+def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: AdamW | None = None,
+                       grad_clip: float | None = 1.0, seed: int = 0,
+                       check_gradients: bool = False, workdir: str | None = None) -> TrainStep:
+    """Compile one training step of `model` (in its current train/eval mode) for the CPU.
+
+    `example_inputs` is (x, y) shaped like every later batch; the model must return its
+    loss as a scalar output. With check_gradients, every step checks that each parameter
+    got a finite, non-zero gradient (the gradient-flow arbiter).
+    """
+    optimizer = optimizer or AdamW()
+    example_inputs = tuple(example_inputs)
+    captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
+    workdir = workdir or tempfile.mkdtemp(prefix="gptc-train-")
+    os.makedirs(workdir, exist_ok=True)
+    mlir_path = os.path.join(workdir, "model.mlir")
+    save_capture(captured, mlir_path)
+    out_dir = os.path.join(workdir, "artifact")
+    run_compiler(mlir_path, out_dir, *_flags(optimizer, grad_clip))
+    return TrainStep(captured, out_dir, optimizer, seed, check_gradients)

@@ -1,0 +1,30 @@
+// RUN: gptc-opt %s --pass-pipeline="builtin.module(func.func(gpt-adamw{beta1=0.9 beta2=0.99 eps=1e-8 weight-decay=0.1 grad-clip=1.0}))" | FileCheck %s
+
+// Tests the optimizer IR: new inputs lr/step, one state argument per moment,
+// the clipping coefficient, decay only for the 2-D tensor, in-place updates
+// and the per-parameter gradient norms.
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[LR:[a-z0-9]+]]: tensor<f64> {gpt.kind = "input", gpt.name = "lr"}
+// CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<f64> {gpt.kind = "input", gpt.name = "step"}
+// CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg.w"}
+// CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg_sq.w"}
+// CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg.b"}
+// CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg_sq.b"}
+// CHECK-SAME: -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.name = "w", gpt.updates = "w"}, tensor<4x4xf32> {gpt.name = "exp_avg.w", gpt.updates = "exp_avg.w"}, tensor<4x4xf32> {gpt.name = "exp_avg_sq.w", gpt.updates = "exp_avg_sq.w"}, tensor<4xf32> {gpt.name = "b", gpt.updates = "b"}, tensor<4xf32> {gpt.name = "exp_avg.b", gpt.updates = "exp_avg.b"}, tensor<4xf32> {gpt.name = "exp_avg_sq.b", gpt.updates = "exp_avg_sq.b"}, tensor<2xf32> {gpt.name = "grad_norms"})
+// Norms, clipping coefficient min(1 / (total + 1e-6), 1):
+// CHECK: %[[NORMS:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+// CHECK: gpt.constant dense<9.99999997E-7> : tensor<f32>
+// CHECK: gpt.max
+// Bias corrections in f64:
+// CHECK: gpt.pow %{{.*}}, %[[STEP]] : (tensor<f64>, tensor<f64>) -> tensor<f64>
+// CHECK: gpt.convert %{{.*}} : tensor<f64> -> tensor<f32>
+// Decay for the 2-D weight only:
+// CHECK: %[[DECAYED:.*]] = gpt.mul %arg0, %{{.*}} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+// CHECK: %[[NEWW:.*]] = gpt.add %[[DECAYED]], %{{.*}} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NOT: gpt.mul %arg1, %{{.*}} : (tensor<4xf32>, tensor<f32>)
+// CHECK: %[[NEWB:.*]] = gpt.add %arg1, %{{.*}} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %[[NEWW]], %{{.*}}, %{{.*}}, %[[NEWB]], %{{.*}}, %{{.*}}, %[[NORMS]]
+func.func @step(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %b: tensor<4xf32> {gpt.kind = "param", gpt.name = "b"}, %gw: tensor<4x4xf32>, %gb: tensor<4xf32>, %loss: tensor<f32>) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.grad_of = "w"}, tensor<4xf32> {gpt.grad_of = "b"}) {
+  return %loss, %gw, %gb : tensor<f32>, tensor<4x4xf32>, tensor<4xf32>
+}

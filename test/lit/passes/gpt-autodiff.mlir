@@ -1,0 +1,116 @@
+// RUN: gptc-opt %s -split-input-file -gpt-autodiff | FileCheck %s
+
+// Tests that a broadcast operand's gradient is summed back to its shape, and
+// that the seed is 1.
+// CHECK-LABEL: func.func @add_broadcast
+// CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {gpt.grad_of = "b", gpt.name = "grad.b"})
+// CHECK: %[[SEED:.*]] = gpt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[R:.*]] = gpt.reshape %[[SEED]] : (tensor<f32>) -> tensor<1x1xf32>
+// CHECK: %[[G:.*]] = gpt.broadcast %[[R]] : (tensor<1x1xf32>) -> tensor<2x3xf32>
+// CHECK: %[[S:.*]] = gpt.reduce_sum %[[G]] {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x3xf32>) -> tensor<3xf32>
+// CHECK: return %{{.*}}, %[[S]]
+func.func @add_broadcast(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %x: tensor<2x3xf32>) -> tensor<f32> {
+  %0 = gpt.add %x, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x3xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// Tests a linear layer's weight gradient: tokens folded into rows, one
+// contraction over all of them (x^T g, transposed because y = x w^T).
+// CHECK-LABEL: func.func @linear
+// CHECK: %[[X2:.*]] = gpt.reshape %arg1 : (tensor<2x5x8xf32>) -> tensor<10x8xf32>
+// CHECK: %[[G2:.*]] = gpt.reshape %{{.*}} : (tensor<2x5x4xf32>) -> tensor<10x4xf32>
+// CHECK: %[[DW:.*]] = gpt.matmul %[[G2]], %[[X2]] {order = #gpt.order<sequential>, transpose_lhs = true, transpose_rhs = false} : (tensor<10x4xf32>, tensor<10x8xf32>) -> tensor<4x8xf32>
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @linear(%w: tensor<4x8xf32> {gpt.kind = "param", gpt.name = "w"}, %x: tensor<2x5x8xf32>) -> tensor<f32> {
+  %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x5x8xf32>, tensor<4x8xf32>) -> tensor<2x5x4xf32>
+  %1 = gpt.reduce_mean %0 {dims = array<i64: 0, 1, 2>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x5x4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// Tests a tied weight (embedding and lm_head): the two contributions are
+// added in program order of the uses, the embedding's first.
+// CHECK-LABEL: func.func @tied
+// CHECK-DAG: %[[HEAD:.*]] = gpt.matmul %{{.*}}, %{{.*}} {order = #gpt.order<sequential>, transpose_lhs = true, transpose_rhs = false} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-DAG: %[[EMB:.*]] = gpt.embedding_grad %{{.*}}, %arg1 : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<5x3xf32>
+// CHECK: %[[SUM:.*]] = gpt.add %[[EMB]], %[[HEAD]] : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
+// CHECK: return %{{.*}}, %[[SUM]]
+func.func @tied(%wte: tensor<5x3xf32> {gpt.kind = "param", gpt.name = "wte"}, %idx: tensor<4xi64>, %t: tensor<4xi64>) -> tensor<f32> {
+  %e = gpt.embedding %wte, %idx : (tensor<5x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+  %l = gpt.matmul %e, %wte {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %loss = gpt.cross_entropy %l, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests layer_norm: the input gradient op, the weight gradient from the
+// recomputed normalised input, the bias gradient as a sum over rows.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK: gpt.layer_norm_grad %{{.*}}, %arg2, %arg0 {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>}
+// CHECK: %[[XHAT:.*]] = gpt.layer_norm %arg2 {eps = 1.000000e-05 : f64, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[GX:.*]] = gpt.mul %{{.*}}, %[[XHAT]]
+// CHECK: %[[DW:.*]] = gpt.reduce_sum %[[GX]] {dims = array<i64: 0>
+// CHECK: %[[DB:.*]] = gpt.reduce_sum %{{.*}} {dims = array<i64: 0>
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+func.func @layer_norm(%w: tensor<8xf32> {gpt.kind = "param", gpt.name = "w"}, %b: tensor<8xf32> {gpt.kind = "param", gpt.name = "b"}, %x: tensor<4x8xf32>) -> tensor<f32> {
+  %0 = gpt.layer_norm %x, %w, bias %b {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// Tests attention, gelu and dropout: the backward ops take the forward's
+// operands; the dropout of the gradient reuses the forward's rng and id.
+// CHECK-LABEL: func.func @attention_gelu_dropout
+// CHECK: gpt.dropout %{{.*}}, %arg2 {id = 4 : i64, p = 1.000000e-01 : f64, train = true}
+// CHECK: gpt.gelu_grad %{{.*}}, %{{.*}} {approximate = "none"}
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = gpt.attention_grad %arg0, %arg0, %arg0, %{{.*}}, %arg2 {dropout_p = 2.000000e-01 : f64, id = 3 : i64, is_causal = true
+// CHECK: gpt.add
+// CHECK: gpt.add
+func.func @attention_gelu_dropout(%q: tensor<1x2x8x4xf32> {gpt.kind = "param", gpt.name = "q"}, %t: tensor<8xi64>, %rng: tensor<2xi64>) -> tensor<f32> {
+  %a = gpt.attention %q, %q, %q, %rng {dropout_p = 0.2 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<2xi64>) -> tensor<1x2x8x4xf32>
+  %g = gpt.gelu %a {approximate = "none"} : tensor<1x2x8x4xf32>
+  %d = gpt.dropout %g, %rng {id = 4 : i64, p = 0.1 : f64, train = true} : (tensor<1x2x8x4xf32>, tensor<2xi64>) -> tensor<1x2x8x4xf32>
+  %r = gpt.reshape %d : (tensor<1x2x8x4xf32>) -> tensor<8x8xf32>
+  %l = gpt.cross_entropy %r, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that stop_gradient cuts the path and an unreached parameter gets
+// zeros (the gradient-flow check reports both).
+// CHECK-LABEL: func.func @cut
+// CHECK: %[[Z:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[ZEROS:.*]] = gpt.broadcast %[[Z]] : (tensor<f32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %[[ZEROS]]
+func.func @cut(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %0 = gpt.stop_gradient %w : tensor<4xf32>
+  %1 = gpt.exp %0 : tensor<4xf32>
+  %2 = gpt.reduce_sum %1 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+
+// -----
+
+// Tests split, transpose and softmax gradients: pieces are concatenated back
+// (zeros for the unused one), transposes inverted.
+// CHECK-LABEL: func.func @split_softmax
+// CHECK: gpt.reduce_sum {{.*}}keepdim = true
+// CHECK: gpt.transpose %{{.*}} {perm = array<i64: 1, 0>}
+// CHECK: %[[Z:.*]] = gpt.broadcast %{{.*}} : (tensor<f32>) -> tensor<4x2xf32>
+// CHECK: gpt.concat %{{.*}}, %[[Z]] {dim = 1 : i64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x4xf32>
+func.func @split_softmax(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %s:2 = gpt.split %w {dim = 1 : i64} : (tensor<4x4xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
+  %t = gpt.transpose %s#0 {perm = array<i64: 1, 0>} : (tensor<4x2xf32>) -> tensor<2x4xf32>
+  %p = gpt.softmax %t {dim = 1 : i64, order = #gpt.order<canonical>} : tensor<2x4xf32>
+  %l = gpt.log %p : tensor<2x4xf32>
+  %r = gpt.reduce_sum %l {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x4xf32>) -> tensor<f32>
+  return %r : tensor<f32>
+}

@@ -1,0 +1,189 @@
+"""Training steps compiled by gptc: parity with PyTorch, determinism, checkpoints,
+gradient checks and the gradient-flow arbiter."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gptc
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+
+
+def batches(n, cfg, batch=4, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+        y[0, :3] = -1  # ignore_index positions
+        out.append((x, y))
+    return out
+
+
+def torch_adamw(model):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": ADAMW["weight_decay"]},
+                              {"params": rest, "weight_decay": 0.0}],
+                             lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"])
+
+
+def lr_at(it, warmup=5, total=20, lr=1e-3, min_lr=1e-4):
+    import math
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    ratio = (it - warmup) / (total - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_twenty_steps_match_pytorch(bias, tmp_path):
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(bias=bias, dropout=0.0)
+    model = TinyGPT(cfg).train()
+    ref = copy.deepcopy(model)
+    data = batches(20, cfg)
+    step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
+                                   check_gradients=True, workdir=str(tmp_path))
+    opt = torch_adamw(ref)
+    print(f"\nbias={bias}: {step.num_kernels} kernels per step")
+    for it, (x, y) in enumerate(data):
+        lr = lr_at(it)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = step(x, y, lr=lr)
+        _, ref_loss = ref(x, y)
+        opt.zero_grad()
+        ref_loss.backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        opt.step()
+        sd = step.state_dict()
+        worst = max((sd[n] - p.detach()).abs().max().item() for n, p in ref.named_parameters())
+        rel = abs(loss.item() - ref_loss.item()) / abs(ref_loss.item())
+        print(f"step {it + 1:2d}: loss {loss.item():.7f} torch {ref_loss.item():.7f} "
+              f"rel {rel:.2e} worst param diff {worst:.2e}")
+        assert rel <= 1e-5
+        assert worst <= 1e-4
+    assert torch.equal(sd["lm_head.weight"], sd["transformer.wte.weight"])
+
+
+def run_steps(step, data, start=0):
+    for it in range(start, len(data)):
+        step(*data[it], lr=lr_at(it, total=len(data)))
+    return step.state_dict()
+
+
+def dropout_model():
+    torch.manual_seed(3)
+    cfg = TinyGPTConfig(dropout=0.1)
+    return TinyGPT(cfg).train(), cfg
+
+
+def test_dropout_runs_are_bitwise_identical_across_runs_and_threads(tmp_path):
+    model, cfg = dropout_model()
+    data = batches(50, cfg)
+    a = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                workdir=str(tmp_path / "a"))
+    b = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                workdir=str(tmp_path / "b"))
+    a.set_num_threads(1)
+    b.set_num_threads(2)
+    sa, sb = run_steps(a, data), run_steps(b, data)
+    for n in sa:
+        assert torch.equal(sa[n], sb[n]), n
+    # Dropout is really on: another seed gives other parameters.
+    c = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=8,
+                                workdir=str(tmp_path / "c"))
+    sc = run_steps(c, data[:5])
+    a5 = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                 workdir=str(tmp_path / "a5"))
+    sa5 = run_steps(a5, data[:5])
+    assert not torch.equal(sc["transformer.wte.weight"], sa5["transformer.wte.weight"])
+
+
+def test_save_and_resume_is_bitwise(tmp_path):
+    model, cfg = dropout_model()
+    data = batches(50, cfg)
+    whole = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                    workdir=str(tmp_path / "whole"))
+    expected = run_steps(whole, data)
+
+    first = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                    workdir=str(tmp_path / "first"))
+    for it in range(25):
+        first(*data[it], lr=lr_at(it, total=50))
+    ckpt = tmp_path / "ckpt.safetensors"
+    first.save(str(ckpt))
+    del first
+
+    resumed = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=0,
+                                      workdir=str(tmp_path / "resumed"))
+    resumed.load(str(ckpt))
+    assert resumed.num_steps == 25 and resumed.seed == 7
+    got = run_steps(resumed, data, start=25)
+    for n in expected:
+        assert torch.equal(expected[n], got[n]), n
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    model, cfg = dropout_model()
+    data = batches(1, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    with pytest.raises(gptc.GptcError, match="cannot read checkpoint"):
+        step.load(str(bad))
+    with pytest.raises(gptc.GptcError, match="cannot read checkpoint"):
+        step.load(str(tmp_path / "missing.safetensors"))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_gradcheck_f64(bias, tmp_path):
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(bias=bias)).train()
+    (x, y), = batches(1, TinyGPTConfig(), batch=2)
+    report = gptc.gradcheck(model, (x, y), workdir=str(tmp_path))
+    print(f"\nbias={bias}: worst relative error {max(report.values()):.2e}")
+    assert len(report) == len({id(p) for p in model.parameters()})
+    assert max(report.values()) <= 1e-6
+
+
+class Unreached(nn.Module):
+    """A parameter no path from the loss reaches."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(8, 4)
+        self.orphan = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.used(x), y)
+
+
+class Detached(nn.Module):
+    """A gradient cut by detach(): first's parameters get nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.second(torch.tanh(self.first(x)).detach()), y)
+
+
+@pytest.mark.parametrize("model,missing", [(Unreached(), ["orphan.weight", "orphan.bias"]),
+                                           (Detached(), ["first.weight", "first.bias"])])
+def test_gradient_flow_arbiter_names_the_parameter(model, missing, tmp_path):
+    x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    step = gptc.compile_train_step(model, (x, y), check_gradients=True, workdir=str(tmp_path))
+    with pytest.raises(gptc.GradientFlowError) as info:
+        step(x, y)
+    print("\n" + str(info.value))
+    for name in missing:
+        assert f"{name} (no gradient)" in str(info.value)
+    assert "second" not in str(info.value) and "used" not in str(info.value)
