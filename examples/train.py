@@ -57,7 +57,7 @@ def parse_args(argv=None):
     m.add_argument("--no-bias", action="store_true", help="no biases in Linear/LayerNorm")
     t = ap.add_argument_group("training")
     t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--iters", type=int, default=300, help="total training iterations")
+    t.add_argument("--iters", type=int, default=600, help="total training iterations")
     t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     t.add_argument("--min-lr", type=float, default=1e-4)
     t.add_argument("--warmup-iters", type=int, default=20)
@@ -249,7 +249,10 @@ def main(argv=None):
         if os.path.isfile(meta_old_path):
             with open(meta_old_path) as f:
                 old = json.load(f)
-            if old.get("vocab") != meta["vocab"] or old.get("config") != meta["config"]:
+            def shape(c):  # dropout may change between runs, the rest may not
+                return {k: v for k, v in (c or {}).items() if k != "dropout"}
+            if (old.get("vocab") != meta["vocab"]
+                    or shape(old.get("config")) != shape(meta["config"])):
                 raise UsageError(f"checkpoint {resume_path} was trained with another "
                                  f"vocabulary or model configuration (see {meta_old_path})")
 
@@ -284,7 +287,7 @@ def main(argv=None):
     start = step.num_steps
     # Replay the batch generator so a resumed run sees the batches of an uninterrupted one.
     for _ in range(min(start, args.iters)):
-        torch.randint(len(train_data) - args.block_size, (args.batch,), generator=gen)
+        get_batch(train_data, args.batch, args.block_size, gen)
 
     def evaluate():
         state = step.state_dict()

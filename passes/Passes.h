@@ -25,6 +25,7 @@ enum class Stage { Gpt, Kernels };
 struct PipelineOptions {
   Stage stopAfter = Stage::Kernels;
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
+  bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   AdamWOptions adamw;
 };
 

@@ -83,4 +83,16 @@ def AdamW : Pass<"gpt-adamw", "mlir::func::FuncOp"> {
   ];
 }
 
+def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {
+  let summary = "Compute a function in f64: every f32 tensor becomes f64";
+  let description = [{
+    Rewrites the types of arguments, results and every op result from f32 to
+    f64, and widens f32 constants exactly. gptc check --gradcheck runs it so
+    that any captured model has an f64 twin for central differences; the
+    runtime widens f32 weights when it loads them into f64 parameters.
+
+    Before: `%0 = gpt.exp %a : tensor<4xf32>`; after: `%0 = gpt.exp %a : tensor<4xf64>`.
+  }];
+}
+
 #endif

@@ -11,6 +11,9 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   using Mode = PipelineOptions::Mode;
   // aten -> gpt: every captured torch op becomes gpt ops, or a located error.
   pm.addPass(createConvertAtenToGpt());
+  // The f64 twin of the model, for gradient checks.
+  if (options.promoteF64)
+    pm.addNestedPass<func::FuncOp>(createPromoteF64());
   // Fold identities (eval-mode dropout, same-shape reshape), drop dead ops.
   pm.addPass(createCanonicalizerPass());
   // Reverse-mode gradients of the loss for every parameter.

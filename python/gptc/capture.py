@@ -55,6 +55,7 @@ class Captured:
     out_spec: object = None  # pytree spec to rebuild the model's outputs
     const_outputs: dict = field(default_factory=dict)  # flat index -> Python value
     tied: dict = field(default_factory=dict)  # other name of a tied parameter -> its arg name
+    example_inputs: dict = field(default_factory=dict)  # input name -> example tensor
 
 
 def _dtype(t: torch.dtype, where: str) -> str:
@@ -265,15 +266,20 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             "}"]
     return Captured(mlir="\n".join(text) + "\n", weights=weights, args=arg_specs,
                     results=result_specs, out_spec=ep.call_spec.out_spec,
-                    const_outputs=const_outputs, tied=tied)
+                    const_outputs=const_outputs, tied=tied,
+                    example_inputs={a.name: x for a, x in zip(
+                        [s for s in arg_specs if s.kind == "input"], example_inputs)})
 
 
 def save(captured: Captured, mlir_path: str) -> str:
-    """Write MODEL.mlir and MODEL.safetensors beside it; returns the weights path."""
+    """Write MODEL.mlir, MODEL.safetensors (weights) and MODEL.inputs.safetensors (the
+    example inputs, for `gptc check`) beside it; returns the weights path."""
     from safetensors.torch import save_file
-    weights_path = re.sub(r"\.mlir$", "", mlir_path) + ".safetensors"
+    stem = re.sub(r"\.mlir$", "", mlir_path)
     with open(mlir_path, "w") as f:
         f.write(captured.mlir)
     save_file({k: v.detach().clone().contiguous() for k, v in captured.weights.items()},
-              weights_path)
-    return weights_path
+              stem + ".safetensors")
+    save_file({k: v.detach().clone().contiguous() for k, v in captured.example_inputs.items()},
+              stem + ".inputs.safetensors")
+    return stem + ".safetensors"

@@ -30,14 +30,17 @@ INSTALL_HINT = ("install the default corpus with `apt-get install fortunes-min` 
 
 _OVERSTRIKE = re.compile(r"[^\n]\x08")
 _NOT_PLAIN = re.compile(r"[^\n\t\x20-\x7e]")
+_BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def fortune_files(directory: str = FORTUNES_DIR) -> list:
+def fortune_files(directory=None) -> list:
     """The fortune collections used for the default corpus, as paths in sorted name order.
 
     Plain text files directly in ``directory``: not the ``.dat`` indexes, not the ``.u8``
-    symlinks, not sub-directories (off/), not EXCLUDED_COLLECTIONS.
+    symlinks, not sub-directories (off/), not EXCLUDED_COLLECTIONS. ``directory`` defaults
+    to FORTUNES_DIR.
     """
+    directory = FORTUNES_DIR if directory is None else directory
     if not os.path.isdir(directory):
         return []
     paths = []
@@ -65,8 +68,8 @@ def _clean_fortune_text(raw: str) -> str:
 
 def split_fortunes(raw: str) -> list:
     """The fortunes of one collection: pieces between lines holding only '%', with trailing
-    whitespace removed from every line and blank lines trimmed at both ends; empty ones
-    dropped."""
+    whitespace removed from every line, blank lines trimmed at both ends and runs of blank
+    lines inside made one; empty ones dropped."""
     fortunes, current = [], []
     for line in _clean_fortune_text(raw).split("\n"):
         if line.strip() == "%":
@@ -77,14 +80,15 @@ def split_fortunes(raw: str) -> list:
     fortunes.append(current)
     out = []
     for lines in fortunes:
-        body = "\n".join(lines).strip("\n")
+        body = _BLANK_RUNS.sub("\n\n", "\n".join(lines).strip("\n"))
         if body.strip():
             out.append(body)
     return out
 
 
-def load_fortunes(directory: str = FORTUNES_DIR) -> str:
+def load_fortunes(directory=None) -> str:
     """Every fortune of fortune_files(directory), in that order, separated by blank lines."""
+    directory = FORTUNES_DIR if directory is None else directory
     paths = fortune_files(directory)
     if not paths:
         raise FileNotFoundError(

@@ -97,6 +97,11 @@ int gptc_model_run(gptc_model* m, const void* const* inputs, void* const* result
   });
 }
 
+int gptc_model_set_num_threads(gptc_model* m, int n) {
+  if (!m) return fail("gptc_model_set_num_threads: model is NULL");
+  return guarded([&] { m->model->set_num_threads(n); });
+}
+
 int gptc_model_save_weights(const gptc_model* m, const char* path) {
   if (!m || !path) return fail("gptc_model_save_weights: model or path is NULL");
   return guarded([&] { m->model->save_weights(path); });

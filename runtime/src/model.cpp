@@ -159,6 +159,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
 
   // --- kernels.so ----------------------------------------------------------------------
   const std::string lpath = dir + "/" + library;
+  // Kernels run their parallel loops on OpenMP; idle workers must sleep rather than spin,
+  // or they steal the cores from whatever else the process runs between steps (PyTorch).
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
   impl.lib = dlopen(lpath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!impl.lib) {
     const char* e = dlerror();
@@ -187,6 +190,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     safetensors::Reader& reader = *readerPtr;
     if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
     std::string want = safetensors::from_manifest_dtype(p.dtype);
+    if (t->dtype == "F32" && want == "F64" && t->shape == p.shape) {
+      // An f64 compile of an f32 model (gradient checks): widening is exact.
+      std::vector<float> narrow(p.numel);
+      reader.read(*t, narrow.data());
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
+      double* wide = static_cast<double*>(impl.param_bufs.back().get());
+      for (int64_t k = 0; k < p.numel; ++k) wide[k] = narrow[k];
+      continue;
+    }
     if (t->dtype != want)
       throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                   " but the manifest says " + p.dtype + " (" + want + ")");

@@ -187,3 +187,20 @@ def test_gradient_flow_arbiter_names_the_parameter(model, missing, tmp_path):
     for name in missing:
         assert f"{name} (no gradient)" in str(info.value)
     assert "second" not in str(info.value) and "used" not in str(info.value)
+
+
+def test_gptc_check_gradcheck_cli_on_an_f32_capture(tmp_path):
+    """`gptc check --gradcheck` builds the f64 twin itself (gpt-promote-f64)."""
+    import subprocess
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig()).train()
+    (x, y), = batches(1, TinyGPTConfig(), batch=2)
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(model, (x, y), input_names=["idx", "targets"]), str(mlir))
+    proc = subprocess.run([gptc.find_tool("gptc"), "check", "--gradcheck", str(mlir)],
+                          capture_output=True, text=True)
+    print("\n" + proc.stdout.splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("gradcheck ")]
+    assert len(lines) == len({id(p) for p in model.parameters()})
+    assert "tolerance 1.0e-06" in proc.stdout

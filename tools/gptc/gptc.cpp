@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Codegen.h"
 #include "frontend/AtenToGpt.h"
+#include "tools/gptc/Check.h"
 #include "passes/Passes.h"
 #include "tools/support/ToolSupport.h"
 
@@ -37,6 +38,8 @@ static const char *kUsage =
     "usage: gptc compile MODEL.mlir -o OUT [--emit=gpt|kernels|source] [--weights FILE]\n"
     "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
     "                                      [--weight-decay W] [--grad-clip C]]\n"
+    "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
+    "                  [--step H] [--tolerance T] [--seed S]\n"
     "       gptc ops\n"
     "\n"
     "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
@@ -48,6 +51,9 @@ static const char *kUsage =
     "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
     "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
     "            step; parameters and moments are updated in place)\n"
+    "  check     --gradcheck: compile the model's f64 twin with its gradients and compare\n"
+    "            each parameter's with central differences (inputs default to\n"
+    "            MODEL.inputs.safetensors, written by gptc.capture_save)\n"
     "  ops       list the aten overloads the frontend converts, one per line\n";
 
 namespace {
@@ -56,66 +62,74 @@ struct CompileOptions {
   mlir::gpt::PipelineOptions pipeline;
 };
 
-/// A floating-point option value, or an error message.
-std::string parseDouble(const std::string &flag, const std::string &text, double &into) {
-  char *end = nullptr;
-  into = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0')
-    return "option '" + flag + "' needs a number, got '" + text + "'";
-  return "";
-}
+/// Walks a subcommand's arguments: each call matches the current one (`--flag`,
+/// `--flag VALUE` or `--flag=VALUE`) and records the first error.
+class ArgCursor {
+public:
+  explicit ArgCursor(const std::vector<std::string> &args) : args(args) {}
+  bool next() { return error.empty() && ++i < args.size(); }
+  const std::string &current() const { return args[i]; }
+  bool flag(const std::string &f) const { return args[i] == f; }
+  bool value(const std::string &f, std::string &into) {
+    const std::string &a = args[i];
+    if (a.rfind(f + "=", 0) == 0) {
+      into = a.substr(f.size() + 1);
+      return true;
+    }
+    if (a != f)
+      return false;
+    if (i + 1 >= args.size())
+      error = "option '" + f + "' needs a value";
+    else
+      into = args[++i];
+    return true;
+  }
+  template <typename Number> bool number(const std::string &f, Number &into) {
+    std::string text;
+    if (!value(f, text))
+      return false;
+    char *end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (error.empty() && (text.empty() || *end != '\0'))
+      error = "option '" + f + "' needs a number, got '" + text + "'";
+    into = static_cast<Number>(v);
+    return true;
+  }
+  /// A positional argument into `into` (once), or an error for anything else.
+  void positional(std::string &into) {
+    const std::string &a = args[i];
+    if (a.size() > 1 && a[0] == '-')
+      error = "unknown option '" + a + "' (see gptc --help)";
+    else if (into.empty())
+      into = a;
+    else
+      error = "unexpected argument '" + a + "'";
+  }
+  std::string error;
+
+private:
+  const std::vector<std::string> &args;
+  size_t i = (size_t)-1;
+};
 
 /// Parses `compile`'s arguments; returns an error message or "".
 std::string parseCompile(const std::vector<std::string> &args, CompileOptions &opts) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &a = args[i];
-    auto value = [&](const std::string &flag, std::string &into) -> std::string {
-      if (a.rfind(flag + "=", 0) == 0) {
-        into = a.substr(flag.size() + 1);
-        return "";
-      }
-      if (i + 1 >= args.size())
-        return "option '" + flag + "' needs a value";
-      into = args[++i];
-      return "";
-    };
-    std::string err, text;
-    auto number = [&](const std::string &flag, double &into) {
-      std::string e = value(flag, text);
-      return e.empty() ? parseDouble(flag, text, into) : e;
-    };
-    auto is = [&](const std::string &flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
-    auto &adamw = opts.pipeline.adamw;
-    using Mode = mlir::gpt::PipelineOptions::Mode;
-    if (a == "--train")
+  ArgCursor c(args);
+  auto &adamw = opts.pipeline.adamw;
+  using Mode = mlir::gpt::PipelineOptions::Mode;
+  while (c.next()) {
+    if (c.flag("--train"))
       opts.pipeline.mode = Mode::Train;
-    else if (a == "--grad")
+    else if (c.flag("--grad"))
       opts.pipeline.mode = Mode::Gradients;
-    else if (is("--beta1"))
-      err = number("--beta1", adamw.beta1);
-    else if (is("--beta2"))
-      err = number("--beta2", adamw.beta2);
-    else if (is("--eps"))
-      err = number("--eps", adamw.eps);
-    else if (is("--weight-decay"))
-      err = number("--weight-decay", adamw.weightDecay);
-    else if (is("--grad-clip"))
-      err = number("--grad-clip", adamw.gradClip);
-    else if (a == "-o" || a.rfind("-o=", 0) == 0)
-      err = value("-o", opts.output);
-    else if (a == "--emit" || a.rfind("--emit=", 0) == 0)
-      err = value("--emit", opts.emit);
-    else if (a == "--weights" || a.rfind("--weights=", 0) == 0)
-      err = value("--weights", opts.weights);
-    else if (a.size() > 1 && a[0] == '-')
-      return "unknown option '" + a + "' (see gptc --help)";
-    else if (opts.input.empty())
-      opts.input = a;
-    else
-      return "unexpected argument '" + a + "'";
-    if (!err.empty())
-      return err;
+    else if (!(c.number("--beta1", adamw.beta1) || c.number("--beta2", adamw.beta2) ||
+               c.number("--eps", adamw.eps) || c.number("--weight-decay", adamw.weightDecay) ||
+               c.number("--grad-clip", adamw.gradClip) || c.value("-o", opts.output) ||
+               c.value("--emit", opts.emit) || c.value("--weights", opts.weights)))
+      c.positional(opts.input);
   }
+  if (!c.error.empty())
+    return c.error;
   if (opts.input.empty())
     return "no input file (usage: gptc compile MODEL.mlir -o OUT)";
   if (opts.output.empty())
@@ -123,6 +137,30 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
   if (!opts.emit.empty() && opts.emit != "gpt" && opts.emit != "kernels" && opts.emit != "source")
     return "unknown stage '" + opts.emit + "' for --emit (gpt, kernels or source)";
   return "";
+}
+
+/// Parses `check`'s arguments; returns an error message or "".
+std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions &opts) {
+  ArgCursor c(args);
+  while (c.next()) {
+    if (c.flag("--gradcheck"))
+      opts.gradcheck = true;
+    else if (!(c.value("--weights", opts.weights) || c.value("--inputs", opts.inputs) ||
+               c.number("--step", opts.step) || c.number("--tolerance", opts.tolerance) ||
+               c.number("--seed", opts.seed)))
+      c.positional(opts.input);
+  }
+  if (!c.error.empty())
+    return c.error;
+  if (opts.input.empty())
+    return "no input file (usage: gptc check --gradcheck MODEL.mlir)";
+  return "";
+}
+
+/// The folder holding gptc/prelude.h ($GPTC_RUNTIME_INCLUDE overrides the build's).
+std::string runtimeInclude() {
+  const char *include = std::getenv("GPTC_RUNTIME_INCLUDE");
+  return include && *include ? include : GPTC_RUNTIME_INCLUDE_DIR;
 }
 
 int writeText(const std::string &path, const std::string &text) {
@@ -179,10 +217,9 @@ int compile(const CompileOptions &opts) {
   } else if (!llvm::sys::fs::exists(weights)) {
     return gptc::fail(kTool, "weights file '" + weights + "' does not exist");
   }
-  const char *include = std::getenv("GPTC_RUNTIME_INCLUDE");
   std::string error;
-  if (failed(gpt::writeArtifact(fns.front(), *source, opts.output, weights,
-                                include && *include ? include : GPTC_RUNTIME_INCLUDE_DIR, error)))
+  if (failed(gpt::writeArtifact(fns.front(), *source, opts.output, weights, runtimeInclude(),
+                                error)))
     return gptc::fail(kTool, error);
   return 0;
 }
@@ -207,6 +244,14 @@ int main(int argc, char **argv) {
     for (const std::string &n : names)
       llvm::outs() << n << "\n";
     return 0;
+  }
+  if (args[0] == "check") {
+    gptc::CheckOptions opts;
+    opts.runtimeInclude = runtimeInclude();
+    std::string err = parseCheck({args.begin() + 1, args.end()}, opts);
+    if (!err.empty())
+      return gptc::fail(kTool, err);
+    return gptc::runCheck(opts, kTool);
   }
   if (args[0] == "compile") {
     CompileOptions opts;

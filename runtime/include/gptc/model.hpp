@@ -58,7 +58,8 @@ class Model {
   // Model are serialized (they share the arena); different Models run concurrently.
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& results);
 
-  // Threads for the kernels' parallel loops (0: one per core). Results never depend on it.
+  // Threads for the kernels' parallel loops (default 1; 0: one per core). Results never
+  // depend on it.
   void set_num_threads(int n);
 
   // The runtime-owned buffer of a parameter (64-byte aligned, params()[i].nbytes long);

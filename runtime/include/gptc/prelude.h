@@ -45,9 +45,9 @@
 #if defined(_OPENMP) && !defined(__CUDACC__)
 #include <omp.h>
 namespace gptc {
-// 0: OpenMP's default (one thread per core).
+// 1 until the runtime asks for more (Model::set_num_threads); 0: one per core.
 inline int& thread_count() {
-  static int n = 0;
+  static int n = 1;
   return n;
 }
 inline int threads_for_loop() { return thread_count() > 0 ? thread_count() : omp_get_max_threads(); }

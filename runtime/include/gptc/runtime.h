@@ -45,6 +45,8 @@ void* gptc_model_param_data(gptc_model* model, int i);
  * result j, filled by the call. */
 int gptc_model_run(gptc_model* model, const void* const* inputs, void* const* results);
 int gptc_model_save_weights(const gptc_model* model, const char* path);
+/* Threads for the kernels' parallel loops (default 1; 0: one per core). Never changes bits. */
+int gptc_model_set_num_threads(gptc_model* model, int n);
 
 #ifdef __cplusplus
 }

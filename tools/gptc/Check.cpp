@@ -1,0 +1,177 @@
+//===- Check.cpp - gptc check --gradcheck ----------------------------------===//
+//
+// Compiles the captured model's f64 twin with its gradients (gpt-promote-f64,
+// gpt-autodiff), runs it through the runtime on the example inputs, and for
+// every parameter tensor P compares the directional derivative <dL/dP, D>
+// along a random unit direction D with central differences
+// c(h) = (L(P + hD) - L(P - hD)) / 2h, Richardson-extrapolated: (4c(h/2) - c(h))/3. Prints one line per tensor; fails when the
+// worst relative error exceeds the tolerance.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/gptc/Check.h"
+
+#include "codegen/Codegen.h"
+#include "passes/Passes.h"
+#include "tools/support/ToolSupport.h"
+
+#include "gptc/model.hpp"
+#include "safetensors.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+using namespace mlir;
+
+namespace {
+
+std::string beside(const std::string &input, StringRef suffix) {
+  llvm::SmallString<256> path(input);
+  llvm::sys::path::replace_extension(path, "");
+  return (path + suffix).str();
+}
+
+int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
+  DialectRegistry registry;
+  gptc::registerDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto diagnostics = gptc::installOneLineDiagnostics(ctx, tool);
+  OwningOpRef<ModuleOp> module = gptc::parseModule(ctx, opts.input, tool);
+  if (!module)
+    return 1;
+  auto fns = llvm::to_vector(module->getOps<func::FuncOp>());
+  if (fns.size() != 1)
+    return gptc::fail(tool, opts.input + ": expected exactly one func.func");
+
+  gpt::PipelineOptions pipeline;
+  pipeline.mode = gpt::PipelineOptions::Mode::Gradients;
+  pipeline.promoteF64 = true;
+  PassManager pm(&ctx);
+  gpt::buildPipeline(pm, pipeline);
+  if (failed(pm.run(*module)))
+    return 1;
+  func::FuncOp fn = fns.front();
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"); name && name == "rng")
+      return gptc::fail(tool, "gradcheck needs a deterministic model: capture it with dropout 0");
+  auto source = gpt::emitSource(fn, gpt::Target::Cpu);
+  if (failed(source))
+    return 1;
+
+  std::string weights = opts.weights.empty() ? beside(opts.input, ".safetensors") : opts.weights;
+  std::string inputs = opts.inputs.empty() ? beside(opts.input, ".inputs.safetensors") : opts.inputs;
+  for (const std::string &f : {weights, inputs})
+    if (!llvm::sys::fs::exists(f))
+      return gptc::fail(tool, "'" + f + "' does not exist (gptc.capture_save writes it)");
+  llvm::SmallString<128> dir;
+  if (auto ec = llvm::sys::fs::createUniqueDirectory("gptc-gradcheck", dir))
+    return gptc::fail(tool, "cannot create a temporary folder: " + ec.message());
+  std::string error;
+  if (failed(gpt::writeArtifact(fn, *source, dir, weights, opts.runtimeInclude, error)))
+    return gptc::fail(tool, error);
+
+  try {
+    auto model = gptc::rt::Model::load(dir.str().str());
+    // Example inputs by name, as the capture saved them.
+    gptc::rt::safetensors::Reader reader(inputs);
+    std::vector<std::vector<char>> inputData;
+    std::vector<const void *> inputPtrs;
+    for (const auto &spec : model->inputs()) {
+      const auto *t = reader.find(spec.name);
+      if (!t || t->nbytes() != spec.nbytes)
+        throw gptc::rt::Error(inputs + ": no tensor '" + spec.name + "' of " +
+                              std::to_string(spec.nbytes) + " bytes");
+      inputData.emplace_back(t->nbytes());
+      reader.read(*t, inputData.back().data());
+      inputPtrs.push_back(inputData.back().data());
+    }
+    const auto &results = model->results();
+    std::vector<std::vector<char>> out(results.size());
+    std::vector<void *> outPtrs;
+    for (size_t j = 0; j < results.size(); ++j) {
+      out[j].resize(results[j].nbytes);
+      outPtrs.push_back(out[j].data());
+    }
+    size_t lossIndex = results.size();
+    for (size_t j = 0; j < results.size(); ++j)
+      if (results[j].shape.empty() && results[j].name.rfind("grad.", 0) != 0)
+        lossIndex = j;
+    if (lossIndex == results.size())
+      throw gptc::rt::Error("the model has no scalar loss result");
+    auto loss = [&] {
+      model->run(inputPtrs, outPtrs);
+      return *reinterpret_cast<const double *>(out[lossIndex].data());
+    };
+    loss();
+    std::map<std::string, std::vector<double>> grads;
+    for (size_t j = 0; j < results.size(); ++j)
+      if (results[j].name.rfind("grad.", 0) == 0) {
+        const double *g = reinterpret_cast<const double *>(out[j].data());
+        grads[results[j].name.substr(5)].assign(g, g + results[j].numel);
+      }
+
+    std::mt19937_64 rng(opts.seed);
+    std::normal_distribution<double> normal;
+    double worst = 0;
+    std::string worstName;
+    for (const auto &p : model->params()) {
+      auto it = grads.find(p.name);
+      if (it == grads.end())
+        continue;
+      double *data = static_cast<double *>(model->param_data(p.name));
+      std::vector<double> saved(data, data + p.numel), dir(p.numel);
+      double norm = 0;
+      for (double &d : dir) {
+        d = normal(rng);
+        norm += d * d;
+      }
+      double analytic = 0;
+      for (int64_t k = 0; k < p.numel; ++k) {
+        dir[k] /= std::sqrt(norm);
+        analytic += it->second[k] * dir[k];
+      }
+      auto central = [&](double h) {
+        for (int64_t k = 0; k < p.numel; ++k)
+          data[k] = saved[k] + h * dir[k];
+        double plus = loss();
+        for (int64_t k = 0; k < p.numel; ++k)
+          data[k] = saved[k] - h * dir[k];
+        double minus = loss();
+        std::copy(saved.begin(), saved.end(), data);
+        return (plus - minus) / (2 * h);
+      };
+      // Richardson extrapolation of two central differences: error O(h^4).
+      double numeric = (4 * central(opts.step / 2) - central(opts.step)) / 3;
+      double err = std::abs(analytic - numeric) /
+                   std::max({std::abs(analytic), std::abs(numeric), 1e-30});
+      llvm::outs() << llvm::format("gradcheck %-42s analytic %+.12e numeric %+.12e rel %.2e\n",
+                                   p.name.c_str(), analytic, numeric, err);
+      if (err > worst || worstName.empty()) {
+        worst = err;
+        worstName = p.name;
+      }
+    }
+    llvm::outs() << llvm::format("worst relative error %.2e (%s), tolerance %.1e\n", worst,
+                                 worstName.c_str(), opts.tolerance);
+    llvm::sys::fs::remove_directories(dir);
+    if (worst > opts.tolerance)
+      return gptc::fail(tool, "gradcheck failed: " + worstName + " off by " + std::to_string(worst));
+    return 0;
+  } catch (const gptc::rt::Error &e) {
+    return gptc::fail(tool, e.what());
+  }
+}
+
+} // namespace
+
+int gptc::runCheck(const CheckOptions &opts, const char *tool) {
+  if (!opts.gradcheck)
+    return fail(tool, "nothing to check (try gptc check --gradcheck MODEL.mlir)");
+  return gradcheck(opts, tool);
+}

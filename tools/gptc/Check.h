@@ -1,0 +1,21 @@
+//===- Check.h - gptc check ------------------------------------------------===//
+#ifndef GPTC_TOOLS_GPTC_CHECK_H
+#define GPTC_TOOLS_GPTC_CHECK_H
+
+#include <string>
+
+namespace gptc {
+
+struct CheckOptions {
+  std::string input, weights, inputs, runtimeInclude;
+  bool gradcheck = false;
+  double step = 1e-3, tolerance = 1e-6;
+  unsigned seed = 0;
+};
+
+/// `gptc check`: returns the process exit code; errors are one line on stderr.
+int runCheck(const CheckOptions &opts, const char *tool);
+
+} // namespace gptc
+
+#endif
