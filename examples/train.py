@@ -27,11 +27,8 @@ import gptc
 from gptc.data import CharTokenizer, get_batch, load_corpus, split
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
-# The errors that become one `gptc: error: ...` line (GradientFlowError is looked up by
-# name so that this script still reports errors cleanly against an older gptc).
-GPTC_ERRORS = tuple(getattr(gptc, name) for name in ("GptcError", "CaptureError",
-                                                      "GradientFlowError")
-                    if hasattr(gptc, name))
+# The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).
+GPTC_ERRORS = (gptc.GptcError, gptc.CaptureError)
 CSV_FIELDS = ("iter", "lr", "train_loss", "val_loss")
 
 

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-              pybind11-dev nlohmann-json3-dev libgtest-dev)
+              pybind11-dev nlohmann-json3-dev libgtest-dev
+              fortunes-min fortunes)  # fortunes: the main job's default English corpus
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

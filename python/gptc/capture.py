@@ -129,7 +129,10 @@ def _where(node) -> str:
 
 def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Captured:
     """Export `model` on `example_inputs` (a tuple) and return its MLIR text."""
-    example_inputs = tuple(example_inputs)
+    # torch.export merges an input passed twice (the same tensor object) into one
+    # placeholder; distinct copies keep one argument per input.
+    example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x
+                           for x in example_inputs)
     try:
         ep = torch.export.export(model, example_inputs)
     except Exception as e:  # torch's own message is the useful part

@@ -204,3 +204,29 @@ def test_gptc_check_gradcheck_cli_on_an_f32_capture(tmp_path):
     lines = [l for l in proc.stdout.splitlines() if l.startswith("gradcheck ")]
     assert len(lines) == len({id(p) for p in model.parameters()})
     assert "tolerance 1.0e-06" in proc.stdout
+
+
+def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import safetensors.numpy
+    model, cfg = dropout_model()
+    data = batches(2, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    ckpt = tmp_path / "ckpt.safetensors"
+    step.save(str(ckpt))
+    before = ckpt.read_bytes()
+
+    def crash(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    step(*data[1])
+    monkeypatch.setattr(safetensors.numpy, "save_file", crash)
+    with pytest.raises(OSError, match="disk full"):
+        step.save(str(ckpt))
+    assert ckpt.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ckpt-")] == []
+    monkeypatch.undo()
+    step.load(str(ckpt))
+    assert step.num_steps == 1
