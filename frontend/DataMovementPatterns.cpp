@@ -123,6 +123,38 @@ LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   return success();
 }
 
+/// index(self, [None.., idx]) with one constant 1-D index tensor: the selected
+/// slices along that dimension, concatenated (nanoGPT's `x[:, [-1], :]`).
+LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  Value x = op.operand("self");
+  SmallVector<Value> indices = op.operands("indices");
+  auto positions = op.getInts("indices_positions").value_or(SmallVector<int64_t>{0});
+  if (indices.size() != 1 || positions.size() != 1)
+    return op.unsupported("only one index tensor is supported");
+  auto cst = indices[0].getDefiningOp<ConstantOp>();
+  auto dense = cst ? dyn_cast<DenseIntElementsAttr>(cst.getValue()) : nullptr;
+  if (!dense || cast<RankedTensorType>(dense.getType()).getRank() != 1)
+    return op.unsupported("only a constant 1-D index tensor is supported");
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t dim = positions[0], size = xt.getDimSize(dim);
+  SmallVector<Value> pieces;
+  SmallVector<int64_t> shape(xt.getShape());
+  shape[dim] = 1;
+  for (APInt v : dense.getValues<APInt>()) {
+    int64_t i = v.getSExtValue();
+    if (i < 0)
+      i += size;
+    if (i < 0 || i >= size)
+      return op.unsupported("index out of range");
+    pieces.push_back(buildSlice(b, op.loc(), xt.clone(shape), x, dim, i, i + 1, 1));
+  }
+  if (pieces.size() == 1)
+    out.push_back(pieces.front());
+  else
+    out.push_back(ConcatOp::create(b, op.loc(), op.resultType(), pieces, b.getI64IntegerAttr(dim)));
+  return success();
+}
+
 LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   SmallVector<Value> inputs = op.operands("tensors");
   RankedTensorType type = op.resultType();
@@ -169,6 +201,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.slice.Tensor"] = convertSlice;
   t["aten.select.int"] = convertSelect;
   t["aten.cat.default"] = convertCat;
+  t["aten.index.Tensor"] = convertIndex;
   t["aten.expand.default"] = convertExpand;
   for (StringRef n : {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"})
     t[n] = convertArange;

@@ -149,6 +149,7 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
         canonical.setdefault(id(p), pname)
     aliases = {}  # placeholder -> placeholder of the same tensor seen first
     seen = {}
+    constants = {}  # placeholder -> small constant tensor emitted inline
     names, args, weights = {}, [], {}
     user_index = 0
     for spec in ep.graph_signature.input_specs:
@@ -158,6 +159,11 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             name = (input_names[user_index] if input_names and user_index < len(input_names)
                     else node_name)
             user_index += 1
+        elif (spec.kind == InputKind.CONSTANT_TENSOR and state[spec.target].numel() <= 4096
+              and state[spec.target].dtype in (torch.int64, torch.bool)):
+            # A small lifted constant (nanoGPT's `x[:, [-1], :]` index) goes inline.
+            constants[spec.arg.name] = state[spec.target].detach()
+            continue
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
             kind, name = "param", spec.target
             if spec.kind == InputKind.PARAMETER:
@@ -193,6 +199,16 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             tied[pname] = first
 
     counter = 0
+    for node_name, value in constants.items():
+        ssa = f"%c{len(values)}"
+        values[node_name] = [ssa]
+        ty = _tensor_type(value, f"for constant '{node_name}'")
+        elems = ", ".join(("true" if v else "false") if value.dtype == torch.bool else str(int(v))
+                          for v in value.flatten().tolist())
+        literal = f"dense<[{elems}]>" if value.dim() == 1 else f"dense<{elems}>"
+        if value.dim() > 1:
+            raise CaptureError(f"unsupported constant of shape {tuple(value.shape)}")
+        lines.append(f"    {ssa} = gpt.constant {literal} : {ty}")
     for node in ep.graph.nodes:
         if node.op != "call_function":
             continue
@@ -218,12 +234,18 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
                 continue
             v = bound[a.name]
             items = v if isinstance(v, (list, tuple)) and v and all(
-                isinstance(x, torch.fx.Node) for x in v) else None
+                isinstance(x, torch.fx.Node) or x is None for x in v) else None
             if isinstance(v, torch.fx.Node) or items:
                 for x in items or [v]:
+                    if x is None:
+                        continue
                     operands.append(values[x.name][0])
                     operand_types.append(_tensor_type(x.meta["val"], where))
                     operand_names.append(f'"{a.name}"')
+                if items and any(x is None for x in items):
+                    # aten.index's [None, idx]: which positions the tensors fill.
+                    pos = [i for i, x in enumerate(items) if x is not None]
+                    attrs.append(f"{a.name}_positions = " + _attr(pos, where))
                 continue
             text = _attr(v, f"for argument '{a.name}' of {node.target} {where}")
             if text is not None:

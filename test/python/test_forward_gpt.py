@@ -107,3 +107,18 @@ def test_wrong_input_shape_is_a_clear_error(tmp_path):
     compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path))
     with pytest.raises(gptc.GptcError, match="input 'idx' has shape"):
         compiled(idx[:, :16], targets)
+
+
+def test_generation_path_without_targets(tmp_path):
+    """nanoGPT's forward(idx) keeps the last position only: x[:, [-1], :], loss None."""
+    torch.manual_seed(5)
+    cfg = TinyGPTConfig()
+    model = TinyGPT(cfg).eval()
+    idx, _ = make_batch(cfg, batch=2)
+    with torch.no_grad():
+        ref_logits, ref_loss = model(idx)
+    compiled = gptc.compile(model, (idx,), workdir=str(tmp_path))
+    logits, loss = compiled(idx)
+    assert ref_loss is None and loss is None
+    assert logits.shape == ref_logits.shape == (2, 1, cfg.vocab_size)
+    assert (logits - ref_logits).abs().max().item() <= 1e-4

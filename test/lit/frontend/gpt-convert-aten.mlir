@@ -171,3 +171,14 @@ func.func @detach(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "torch.aten.detach.default"(%x) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @index_last
+// CHECK: gpt.slice %arg0 {dim = 1 : i64, end = 8 : i64, start = 7 : i64, step = 1 : i64} : (tensor<2x8x4xf32>) -> tensor<2x1x4xf32>
+// CHECK-NOT: torch.aten
+func.func @index_last(%x: tensor<2x8x4xf32>) -> tensor<2x1x4xf32> {
+  %c = gpt.constant dense<[-1]> : tensor<1xi64>
+  %0 = "torch.aten.index.Tensor"(%x, %c) {torch.operands = ["self", "indices"], indices_positions = array<i64: 1>} : (tensor<2x8x4xf32>, tensor<1xi64>) -> tensor<2x1x4xf32>
+  return %0 : tensor<2x1x4xf32>
+}
