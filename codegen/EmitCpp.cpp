@@ -511,6 +511,17 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   return success();
 }
 
+/// layer_norm's statistics of row `x` (C elements): mean, biased variance (canonical
+/// sums) and rstd; layer_norm and its gradient share them, so both see the same bits.
+std::string rowStats(const std::string &T, int64_t c, double eps, Type elem) {
+  std::string n = T + "(" + std::to_string(c) + ")", cs = std::to_string(c);
+  return "    " + T + " mean = gptc::reduce_sum<" + T + ">(" + cs +
+         ", [&](int64_t k) { return x[k]; }) / " + n + ";\n" + "    " + T +
+         " var = gptc::reduce_sum<" + T + ">(" + cs + ", [&](int64_t k) { " + T +
+         " d = x[k] - mean; return d * d; }) / " + n + ";\n" + "    " + T + " rstd = " + T +
+         "(1) / gptc::sqrt(var + " + literal(eps, elem) + ");\n";
+}
+
 /// Per row of C: mean, biased variance (canonical sums), normalize, affine.
 LogicalResult Emitter::emitLayerNorm(LayerNormOp op, raw_ostream &os) {
   auto t = op.getType();
@@ -521,13 +532,7 @@ LogicalResult Emitter::emitLayerNorm(LayerNormOp op, raw_ostream &os) {
   os << "  GPTC_FOR(row, " << rows << ") {\n"
      << "    const " << T << "* x = in0 + row * " << c << ";\n"
      << "    " << T << "* y = out0 + row * " << c << ";\n"
-     << "    " << T << " mean = gptc::reduce_sum<" << T << ">(" << c
-     << ", [&](int64_t k) { return x[k]; }) / " << T << "(" << c << ");\n"
-     << "    " << T << " var = gptc::reduce_sum<" << T << ">(" << c
-     << ", [&](int64_t k) { " << T << " d = x[k] - mean; return d * d; }) / " << T << "(" << c
-     << ");\n"
-     << "    " << T << " rstd = " << T << "(1) / gptc::sqrt(var + "
-     << literal(op.getEps().convertToDouble(), t.getElementType()) << ");\n"
+     << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
      << "    for (int64_t k = 0; k < " << c << "; ++k) {\n"
      << "      " << T << " v = (x[k] - mean) * rstd;\n";
   if (hasW)
@@ -708,13 +713,7 @@ LogicalResult Emitter::emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os) {
      << "    const " << T << "* g = in0 + row * " << c << ";\n"
      << "    const " << T << "* x = in1 + row * " << c << ";\n"
      << "    " << T << "* dx = out0 + row * " << c << ";\n"
-     << "    " << T << " mean = gptc::reduce_sum<" << T << ">(" << c
-     << ", [&](int64_t k) { return x[k]; }) / " << T << "(" << c << ");\n"
-     << "    " << T << " var = gptc::reduce_sum<" << T << ">(" << c
-     << ", [&](int64_t k) { " << T << " d = x[k] - mean; return d * d; }) / " << T << "(" << c
-     << ");\n"
-     << "    " << T << " rstd = " << T << "(1) / gptc::sqrt(var + "
-     << literal(op.getEps().convertToDouble(), t.getElementType()) << ");\n"
+     << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
      << "    " << T << " a = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return "
      << dxhat << "; }) / " << T << "(" << c << ");\n"
      << "    " << T << " b = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return ("

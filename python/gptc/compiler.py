@@ -123,12 +123,22 @@ def compile(model: torch.nn.Module, example_inputs, *,
     The artifact is written under `workdir` (a new temporary folder by default).
     Shapes are static: call the result with inputs shaped like the examples.
     """
+    captured, out_dir = capture_and_compile(model, example_inputs, workdir, "gptc-")
+    return CompiledModel(captured, out_dir)
+
+
+def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):
+    """Capture `model`, write WORKDIR/model.{mlir,safetensors,inputs.safetensors}, run
+    `gptc compile ... FLAGS` into WORKDIR/artifact; returns (captured, artifact dir).
+    `check(captured)` may refuse the capture before compiling."""
     example_inputs = tuple(example_inputs)
     captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
-    workdir = workdir or tempfile.mkdtemp(prefix="gptc-")
+    if check:
+        check(captured)
+    workdir = workdir or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(workdir, exist_ok=True)
     mlir_path = os.path.join(workdir, "model.mlir")
     save(captured, mlir_path)
     out_dir = os.path.join(workdir, "artifact")
-    run_compiler(mlir_path, out_dir)
-    return CompiledModel(captured, out_dir)
+    run_compiler(mlir_path, out_dir, *flags)
+    return captured, out_dir

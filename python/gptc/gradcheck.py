@@ -10,14 +10,11 @@ extrapolated as (4 c(h/2) - c(h)) / 3 (error O(h^4)). Each tensor's relative err
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 
 import numpy as np
 import torch
 
-from .capture import capture, save as save_capture
-from .compiler import CompiledModel, GptcError, _input_names, run_compiler
+from .compiler import CompiledModel, GptcError, capture_and_compile
 
 
 def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, seed: int = 0,
@@ -25,14 +22,13 @@ def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, see
     """Return {parameter name: worst relative error}; prints one line per tensor."""
     model64 = copy.deepcopy(model).double()
     inputs = tuple(example_inputs)
-    captured = capture(model64, inputs, input_names=_input_names(model64, inputs))
-    if any(a.kind == "input" and a.name == "rng" for a in captured.args):
-        raise GptcError("gradcheck needs a deterministic model: set dropout to 0")
-    workdir = workdir or tempfile.mkdtemp(prefix="gptc-gradcheck-")
-    mlir_path = os.path.join(workdir, "model.mlir")
-    save_capture(captured, mlir_path)
-    out_dir = os.path.join(workdir, "artifact")
-    run_compiler(mlir_path, out_dir, "--grad")
+
+    def deterministic(captured):
+        if any(a.kind == "input" and a.name == "rng" for a in captured.args):
+            raise GptcError("gradcheck needs a deterministic model: set dropout to 0")
+
+    captured, out_dir = capture_and_compile(model64, inputs, workdir, "gptc-gradcheck-",
+                                            "--grad", check=deterministic)
     compiled = CompiledModel(captured, out_dir)
     rt = compiled.runtime
     feeds = [compiled.input_array(a.name, x) for a, x in zip(compiled.inputs, inputs)]

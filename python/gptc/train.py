@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .capture import capture, save as save_capture
-from .compiler import CompiledModel, GptcError, _input_names, run_compiler
+from .compiler import CompiledModel, GptcError, capture_and_compile
 
 
 class GradientFlowError(GptcError):
@@ -172,12 +171,6 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     got a finite, non-zero gradient (the gradient-flow arbiter).
     """
     optimizer = optimizer or AdamW()
-    example_inputs = tuple(example_inputs)
-    captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
-    workdir = workdir or tempfile.mkdtemp(prefix="gptc-train-")
-    os.makedirs(workdir, exist_ok=True)
-    mlir_path = os.path.join(workdir, "model.mlir")
-    save_capture(captured, mlir_path)
-    out_dir = os.path.join(workdir, "artifact")
-    run_compiler(mlir_path, out_dir, *_flags(optimizer, grad_clip))
+    captured, out_dir = capture_and_compile(model, example_inputs, workdir, "gptc-train-",
+                                            *_flags(optimizer, grad_clip))
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients)

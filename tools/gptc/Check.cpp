@@ -42,21 +42,13 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   auto diagnostics = gptc::installOneLineDiagnostics(ctx, tool);
-  OwningOpRef<ModuleOp> module = gptc::parseModule(ctx, opts.input, tool);
-  if (!module)
-    return 1;
-  auto fns = llvm::to_vector(module->getOps<func::FuncOp>());
-  if (fns.size() != 1)
-    return gptc::fail(tool, opts.input + ": expected exactly one func.func");
-
   gpt::PipelineOptions pipeline;
   pipeline.mode = gpt::PipelineOptions::Mode::Gradients;
   pipeline.promoteF64 = true;
-  PassManager pm(&ctx);
-  gpt::buildPipeline(pm, pipeline);
-  if (failed(pm.run(*module)))
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp fn = gptc::lowerModule(ctx, module, opts.input, pipeline, tool);
+  if (!fn)
     return 1;
-  func::FuncOp fn = fns.front();
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"); name && name == "rng")
       return gptc::fail(tool, "gradcheck needs a deterministic model: capture it with dropout 0");

@@ -180,19 +180,11 @@ int compile(const CompileOptions &opts) {
   ctx.loadAllAvailableDialects();
   auto diagnostics = gptc::installOneLineDiagnostics(ctx, kTool);
 
-  OwningOpRef<ModuleOp> module = gptc::parseModule(ctx, opts.input, kTool);
-  if (!module)
-    return 1;
-  auto fns = llvm::to_vector(module->getOps<func::FuncOp>());
-  if (fns.size() != 1)
-    return gptc::fail(kTool, opts.input + ": expected exactly one func.func, found " +
-                                 std::to_string(fns.size()));
-
   gpt::PipelineOptions pipeline = opts.pipeline;
   pipeline.stopAfter = opts.emit == "gpt" ? gpt::Stage::Gpt : gpt::Stage::Kernels;
-  PassManager pm(&ctx);
-  gpt::buildPipeline(pm, pipeline);
-  if (failed(pm.run(*module)))
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp fn = gptc::lowerModule(ctx, module, opts.input, pipeline, kTool);
+  if (!fn)
     return 1;
 
   if (opts.emit == "gpt" || opts.emit == "kernels") {
@@ -202,7 +194,7 @@ int compile(const CompileOptions &opts) {
     os << "\n";
     return writeText(opts.output, text);
   }
-  auto source = gpt::emitSource(fns.front(), gpt::Target::Cpu);
+  auto source = gpt::emitSource(fn, gpt::Target::Cpu);
   if (failed(source))
     return 1;
   if (opts.emit == "source")
@@ -218,7 +210,7 @@ int compile(const CompileOptions &opts) {
     return gptc::fail(kTool, "weights file '" + weights + "' does not exist");
   }
   std::string error;
-  if (failed(gpt::writeArtifact(fns.front(), *source, opts.output, weights, runtimeInclude(),
+  if (failed(gpt::writeArtifact(fn, *source, opts.output, weights, runtimeInclude(),
                                 error)))
     return gptc::fail(kTool, error);
   return 0;

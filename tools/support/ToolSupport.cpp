@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -62,6 +63,24 @@ OwningOpRef<ModuleOp> gptc::parseModule(MLIRContext &ctx, const std::string &pat
   if (!module)
     return nullptr; // the diagnostic handler has printed the one-line error
   return module;
+}
+
+func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
+                               const std::string &path, const gpt::PipelineOptions &options,
+                               const char *tool) {
+  module = parseModule(ctx, path, tool);
+  if (!module)
+    return nullptr;
+  auto fns = llvm::to_vector(module->getOps<func::FuncOp>());
+  if (fns.size() != 1) {
+    fail(tool, path + ": expected exactly one func.func, found " + std::to_string(fns.size()));
+    return nullptr;
+  }
+  PassManager pm(&ctx);
+  gpt::buildPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return fns.front();
 }
 
 int gptc::fail(const char *tool, const std::string &message) {

@@ -8,6 +8,9 @@
 #ifndef GPTC_TOOLS_SUPPORT_TOOLSUPPORT_H
 #define GPTC_TOOLS_SUPPORT_TOOLSUPPORT_H
 
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -30,6 +33,12 @@ std::unique_ptr<mlir::ScopedDiagnosticHandler> installOneLineDiagnostics(mlir::M
 /// a missing file or malformed IR.
 mlir::OwningOpRef<mlir::ModuleOp> parseModule(mlir::MLIRContext &ctx, const std::string &path,
                                               const char *tool);
+
+/// Parses `path` into `module`, checks that it holds exactly one func.func and runs
+/// the compile pipeline on it. Returns that function, or null after a one-line error.
+mlir::func::FuncOp lowerModule(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp> &module,
+                               const std::string &path,
+                               const mlir::gpt::PipelineOptions &options, const char *tool);
 
 /// Prints "tool: error: message" and returns 1.
 int fail(const char *tool, const std::string &message);
