@@ -497,17 +497,9 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   int64_t aRow = op.getTransposeLhs() ? 1 : k, aK = op.getTransposeLhs() ? m : 1;
   int64_t bK = op.getTransposeRhs() ? 1 : n, bCol = op.getTransposeRhs() ? k : 1;
   int64_t bBatch = rb == 2 ? 0 : k * n;
-  os << "  GPTC_FOR(i, " << r.getNumElements() << ") {\n"
-     << "    int64_t col = i % " << n << ", row = (i / " << n << ") % " << m << ", bat = i / "
-     << m * n << ";\n"
-     << "    const " << elemType(op.getLhs()) << "* a = in0 + bat * " << m * k << " + row * "
-     << aRow << ";\n"
-     << "    const " << elemType(op.getRhs()) << "* b = in1 + bat * " << bBatch << " + col * "
-     << bCol << ";\n"
-     << "    out0[i] = gptc::dot_seq<" << elemType(op.getResult()) << ">(" << k
-     << ", [&](int64_t kk) { return a[kk * " << aK << "]; }, [&](int64_t kk) { return b[kk * "
-     << bK << "]; });\n  }\n";
-  (void)batch;
+  os << "  gptc::matmul(" << batch << ", " << m << ", " << n << ", " << k << ", in0, " << m * k
+     << ", " << aRow << ", " << aK << ", in1, " << bBatch << ", " << bK << ", " << bCol
+     << ", out0);\n";
   return success();
 }
 

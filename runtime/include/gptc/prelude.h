@@ -31,6 +31,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
 
 #if defined(__CUDACC__)
 #define GPTC_HD __host__ __device__
@@ -51,6 +55,7 @@ inline int& thread_count() {
   return n;
 }
 inline int threads_for_loop() { return thread_count() > 0 ? thread_count() : omp_get_max_threads(); }
+
 }  // namespace gptc
 #define GPTC_FOR(i, n)                                                                    \
   _Pragma("omp parallel for schedule(static) num_threads(gptc::threads_for_loop())")      \
@@ -595,6 +600,111 @@ GPTC_HD inline float dropout_uniform(uint64_t seed, uint64_t step, uint64_t id, 
 
 GPTC_HD inline bool dropout_keep(uint64_t seed, uint64_t step, uint64_t id, uint64_t i, float p) {
   return dropout_uniform(seed, step, id, i) >= p;
+}
+
+// ---------------------------------------------------------------------------------------
+// Matmul: C[b, m, n] = sum_{k<K} A(b, m, k) * B(b, k, n), k = 0..K-1 in increasing order
+// with one fma accumulator per element: the canonical matmul order, the same bits as
+// dot_seq whatever the tiling, vector width or thread count.
+//   A(b, m, k) = A[b*sab + m*sam + k*sak]    B(b, k, n) = B[b*sbb + k*sbk + n*sbn]
+//   C is dense [batch, M, N].
+// On AVX-512 a 6x32 register tile runs over a packed 32-column panel of B (each lane is
+// one output element, so vectorising never reorders a sum); elsewhere, dot_seq per element.
+// ---------------------------------------------------------------------------------------
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+constexpr int64_t kPanel = 32;  // columns per packed panel (two zmm registers)
+constexpr int64_t kRows = 6;    // rows per register tile (12 accumulators)
+
+// Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order.
+template <int R>
+inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
+                        const float* panel, float* C, int64_t ldc, int64_t cols) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_load_ps(panel + k * kPanel);
+    const __m512 b1 = _mm512_load_ps(panel + k * kPanel + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * sam + k * sak]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  alignas(64) float out[kPanel];
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(out, acc[r][0]);
+    _mm512_store_ps(out + 16, acc[r][1]);
+    for (int64_t j = 0; j < cols; ++j) C[r * ldc + j] = out[j];
+  }
+}
+
+// The packing panel of the calling thread, grown once to the largest K it has seen.
+inline float* panel_buffer(int64_t K) {
+  static thread_local float* buf = nullptr;
+  static thread_local int64_t size = 0;
+  if (size < K * kPanel) {
+    ::operator delete[](buf, std::align_val_t(64));
+    buf = static_cast<float*>(::operator new[](sizeof(float) * K * kPanel, std::align_val_t(64)));
+    size = K * kPanel;
+  }
+  return buf;
+}
+}  // namespace detail
+
+inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
+                   int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
+                   int64_t sbn, float* C) {
+  using namespace detail;
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  GPTC_FOR(t, batch * panels) {
+    const int64_t b = t / panels, n0 = (t % panels) * kPanel;
+    const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
+    float* panel = panel_buffer(K);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < kPanel; ++j)
+        panel[k * kPanel + j] = j < cols ? B[b * sbb + k * sbk + (n0 + j) * sbn] : 0.0f;
+    const float* Ab = A + b * sab;
+    float* Cb = C + b * M * N + n0;
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows)
+      matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols);
+    switch (M - m) {
+      case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+      case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+      case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+      case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+      case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+      default: break;
+    }
+  }
+}
+#endif
+
+// The reference (and non-AVX-512, and f64) path: dot_seq per output element.
+template <class T>
+inline void matmul_reference(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
+                             int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
+                             int64_t sbk, int64_t sbn, T* C) {
+  GPTC_FOR(i, batch * M * N) {
+    const int64_t n = i % N, m = (i / N) % M, b = i / (M * N);
+    const T* a = A + b * sab + m * sam;
+    const T* bb = B + b * sbb + n * sbn;
+    C[i] = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
+  }
+}
+
+#if !(defined(__AVX512F__) && !defined(__CUDACC__))
+inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
+                   int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
+                   int64_t sbn, float* C) {
+  matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+}
+#endif
+inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A, int64_t sab,
+                   int64_t sam, int64_t sak, const double* B, int64_t sbb, int64_t sbk,
+                   int64_t sbn, double* C) {
+  matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
 }
 
 }  // namespace gptc
