@@ -4,7 +4,11 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -52,8 +56,26 @@ LogicalResult writeFile(StringRef path, StringRef contents, std::string &error) 
   return success();
 }
 
+/// The compile cache: $GPTC_CACHE_DIR, else $XDG_CACHE_HOME/gptc, else ~/.cache/gptc;
+/// empty when GPTC_NO_CACHE is set or no folder can be made.
+std::string cacheDir() {
+  if (const char *off = std::getenv("GPTC_NO_CACHE"); off && *off)
+    return "";
+  SmallString<256> dir;
+  if (const char *d = std::getenv("GPTC_CACHE_DIR"); d && *d)
+    dir = d;
+  else if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    llvm::sys::path::append(dir, x, "gptc");
+  else if (const char *h = std::getenv("HOME"); h && *h)
+    llvm::sys::path::append(dir, h, ".cache", "gptc");
+  if (dir.empty() || llvm::sys::fs::create_directories(dir))
+    return "";
+  return dir.str().str();
+}
+
 /// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
-/// the determinism contract, docs/numerics.md).
+/// the determinism contract, docs/numerics.md). The library is cached by a hash of the
+/// source, the compiler and its flags, so an unchanged model is not rebuilt.
 LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::string &error) {
   const char *env = std::getenv("GPTC_CXX");
   std::string cxx = env && *env ? env : "c++";
@@ -70,6 +92,22 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-march=native",
                                  "-ffp-contract=off", "-fno-fast-math", "-fopenmp", "-fPIC", "-shared",
                                  include, src, "-o", lib};
+  // The key: the generated source, the prelude it includes, the compiler and the flags.
+  std::string key;
+  for (StringRef a : args)
+    if (a != src && a != lib)
+      key += a.str() + "\n";
+  for (StringRef file : {StringRef(src), StringRef(runtimeInclude.str() + "/gptc/prelude.h")})
+    if (auto buf = llvm::MemoryBuffer::getFile(file))
+      key += (*buf)->getBuffer().str();
+  std::string cache = cacheDir(), cached;
+  if (!cache.empty()) {
+    SmallString<256> p(cache);
+    llvm::sys::path::append(p, llvm::utohexstr(llvm::xxh3_64bits(key)) + ".so");
+    cached = p.str().str();
+    if (llvm::sys::fs::exists(cached) && !llvm::sys::fs::copy_file(cached, lib))
+      return success();
+  }
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
   int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &execError);
@@ -77,6 +115,13 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
     error = "host compiler failed on " + src.str().str() + " (see " + log.str().str() + ")" +
             (execError.empty() ? "" : ": " + execError);
     return failure();
+  }
+  if (!cached.empty()) {
+    // Publish atomically: a concurrent compile never sees half a library.
+    SmallString<256> tmp(cached + ".tmp");
+    tmp += std::to_string(llvm::sys::Process::getProcessId());
+    if (!llvm::sys::fs::copy_file(lib, tmp))
+      (void)llvm::sys::fs::rename(tmp, cached);
   }
   return success();
 }

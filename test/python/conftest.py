@@ -8,3 +8,8 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+# One compile cache for the whole test session, not the user's ~/.cache/gptc.
+import tempfile  # noqa: E402
+
+os.environ.setdefault("GPTC_CACHE_DIR", tempfile.mkdtemp(prefix="gptc-test-cache-"))

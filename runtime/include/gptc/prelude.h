@@ -621,10 +621,12 @@ template <int R>
 inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
                         const float* panel, float* C, int64_t ldc, int64_t cols) {
   __m512 acc[R][2];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
     const __m512 b0 = _mm512_load_ps(panel + k * kPanel);
     const __m512 b1 = _mm512_load_ps(panel + k * kPanel + 16);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(A[r * sam + k * sak]);
       acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);

@@ -1,0 +1,61 @@
+// matmul_bench — gptc's matmul micro-kernel (runtime prelude) on one core, against the
+// machine's measured fp32 FMA peak. Prints one JSON object.
+//   c++ -std=c++17 -O2 -march=native -ffp-contract=off -I runtime/include bench/matmul_bench.cpp
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "gptc/prelude.h"
+
+#if defined(__AVX512F__)
+// Peak: 12 independent fma chains on zmm registers (latency x ports needs 8).
+__attribute__((noinline)) static double fma_peak_gflops() {
+  // Distinct starting values, or the compiler folds the chains into one.
+#define GPTC_START(i) _mm512_set1_ps(1.0f + (i) * 1e-3f)
+  __m512 c0 = GPTC_START(0), c1 = GPTC_START(1), c2 = GPTC_START(2), c3 = GPTC_START(3),
+         c4 = GPTC_START(4), c5 = GPTC_START(5), c6 = GPTC_START(6), c7 = GPTC_START(7),
+         c8 = GPTC_START(8), c9 = GPTC_START(9), c10 = GPTC_START(10), c11 = GPTC_START(11);
+#undef GPTC_START
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  const long iters = 50000000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (long it = 0; it < iters; ++it) {
+    c0 = _mm512_fmadd_ps(c0, a, b); c1 = _mm512_fmadd_ps(c1, a, b);
+    c2 = _mm512_fmadd_ps(c2, a, b); c3 = _mm512_fmadd_ps(c3, a, b);
+    c4 = _mm512_fmadd_ps(c4, a, b); c5 = _mm512_fmadd_ps(c5, a, b);
+    c6 = _mm512_fmadd_ps(c6, a, b); c7 = _mm512_fmadd_ps(c7, a, b);
+    c8 = _mm512_fmadd_ps(c8, a, b); c9 = _mm512_fmadd_ps(c9, a, b);
+    c10 = _mm512_fmadd_ps(c10, a, b); c11 = _mm512_fmadd_ps(c11, a, b);
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
+  sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+  if (_mm512_reduce_add_ps(sum) == 12345.f) std::puts("");
+  return 2.0 * 16 * 12 * iters / s / 1e9;
+}
+#else
+static double fma_peak_gflops() { return 0; }
+#endif
+
+int main(int argc, char** argv) {
+  int64_t M = 384, N = 1536, K = 2048;  // rows x cols x depth of the product timed
+  if (argc == 4) { M = atol(argv[1]); N = atol(argv[2]); K = atol(argv[3]); }
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> A(M * K), B(K * N), C(M * N);
+  for (float& v : A) v = normal(rng);
+  for (float& v : B) v = normal(rng);
+  gptc::thread_count() = 1;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    gptc::matmul(1, M, N, K, A.data(), M * K, K, 1, B.data(), 0, N, 1, C.data());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double gflops = 2.0 * M * N * K / best / 1e9, peak = fma_peak_gflops();
+  std::printf("{\"M\": %ld, \"N\": %ld, \"K\": %ld, \"seconds\": %.6f, \"gflops\": %.2f, "
+              "\"fma_peak_gflops\": %.2f, \"fraction_of_peak\": %.3f}\n",
+              (long)M, (long)N, (long)K, best, gflops, peak, peak > 0 ? gflops / peak : 0.0);
+}

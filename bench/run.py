@@ -1,0 +1,90 @@
+"""gptc's benchmark: one command, one run, one machine.
+
+    python3 bench/run.py            # writes bench/results.json and prints a markdown table
+
+Times the training step (forward, backward, clipping, AdamW) of the test GPT at two sizes
+for gptc, PyTorch eager and torch.compile (each in its own process, same thread count),
+and gptc's matmul micro-kernel against the measured fp32 FMA peak and OpenBLAS's sgemm
+(numpy) on a 384x1536x2048 product. Not part of the tests: it takes minutes.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def run_json(cmd, env=None, timeout=1800):
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def matmul_bench():
+    exe = os.path.join("/tmp", "gptc_matmul_bench")
+    subprocess.run(["c++", "-std=c++17", "-O2", "-march=native", "-ffp-contract=off", "-fopenmp",
+                    "-I", os.path.join(REPO, "runtime", "include"),
+                    os.path.join(HERE, "matmul_bench.cpp"), "-o", exe], check=True)
+    return run_json([exe])
+
+
+def sgemm_bench():
+    """numpy's sgemm (OpenBLAS) on one thread, on the same shape."""
+    code = ("import json, time, numpy as np\n"
+            "a = np.random.default_rng(0).standard_normal((384, 2048), dtype=np.float32)\n"
+            "b = np.random.default_rng(1).standard_normal((2048, 1536), dtype=np.float32)\n"
+            "best = 1e9\n"
+            "for _ in range(5):\n"
+            "    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)\n"
+            "print(json.dumps({'seconds': best, 'gflops': 2 * 384 * 1536 * 2048 / best / 1e9}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return run_json([sys.executable, "-c", code], env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--sizes", default="tiny,shakespeare")
+    ap.add_argument("--frameworks", default="gptc,eager,compile")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    args = ap.parse_args()
+    results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads,
+               "machine": f"{os.cpu_count()} cores", "steps": []}
+    for size in args.sizes.split(","):
+        for fw in args.frameworks.split(","):
+            r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework", fw,
+                          "--size", size, "--threads", str(args.threads),
+                          "--steps", "20" if size == "tiny" else "5"])
+            r.setdefault("framework", fw)
+            r.setdefault("size", size)
+            print(json.dumps(r), flush=True)
+            results["steps"].append(r)
+    results["matmul"] = matmul_bench()
+    results["sgemm_openblas"] = sgemm_bench()
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=2)
+
+    print("\n| size | framework | ms/step median (min–max) | tokens/s | kernels/step | peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
+    for r in results["steps"]:
+        if "error" in r:
+            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | |")
+            continue
+        k = r.get("kernels_per_step")
+        print(f"| {r['size']} | {r['framework']} | {r['ms_median']:.1f} ({r['ms_min']:.1f}–"
+              f"{r['ms_max']:.1f}) | {r['tokens_per_s']:,.0f} | {k if k is not None else 'n/a'} | "
+              f"{r['peak_rss_mib']:.0f} |")
+    m, s = results["matmul"], results["sgemm_openblas"]
+    print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
+          f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "
+          f"GFLOP/s fp32 FMA peak); OpenBLAS sgemm {s.get('gflops', 0):.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Time one training step (forward, backward, clip_grad_norm_, AdamW) of a nanoGPT-style
+model in one framework, in this process alone, and print one JSON line.
+
+    python bench/train_step.py --framework gptc|eager|compile --size tiny|shakespeare
+
+Each framework runs in its own process (bench/run.py starts them), so peak memory (the
+process's maximum resident set) is its own. Thread counts are set explicitly and equal.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+import gptc  # noqa: E402
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
+
+SIZES = {
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
+    "shakespeare": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, batch=4),
+}
+HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+
+
+def count_eager_kernels(model, opt, x, y):
+    """aten ops dispatched by one eager step (each is at least one kernel launch)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        eager_step(model, opt, x, y)
+    return Count.n
+
+
+def eager_step(model, opt, x, y):
+    _, loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--framework", choices=["gptc", "eager", "compile"], required=True)
+    ap.add_argument("--size", choices=list(SIZES), required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg_args = dict(SIZES[args.size])
+    batch = cfg_args.pop("batch")
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(dropout=0.0, bias=False, **cfg_args)
+    model = TinyGPT(cfg).train()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+    y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+    out = dict(framework=args.framework, size=args.size, batch=batch,
+               block_size=cfg.block_size, threads=args.threads,
+               params=sum(p.numel() for p in model.parameters()))
+
+    t0 = time.perf_counter()
+    if args.framework == "gptc":
+        step = gptc.compile_train_step(model, (x, y), optimizer=gptc.AdamW(**HYPER),
+                                       grad_clip=1.0)
+        step.set_num_threads(args.threads)
+        run = lambda: step(x, y)  # noqa: E731
+        out["kernels_per_step"] = step.num_kernels
+    else:
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": HYPER["weight_decay"]},
+                                 {"params": rest, "weight_decay": 0.0}], lr=HYPER["lr"],
+                                betas=HYPER["betas"], eps=HYPER["eps"])
+        if args.framework == "eager":
+            out["kernels_per_step"] = count_eager_kernels(model, opt, x, y)
+            run = lambda: eager_step(model, opt, x, y)  # noqa: E731
+        else:
+            compiled = torch.compile(model)
+            run = lambda: eager_step(compiled, opt, x, y)  # noqa: E731
+            out["kernels_per_step"] = None
+    for _ in range(args.warmup):
+        run()
+    out["compile_and_warmup_s"] = time.perf_counter() - t0
+    times = []
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
+               tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
+               peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The compile cache: an unchanged model is not rebuilt by the host compiler."""
+import os
+import subprocess
+import time
+
+import torch
+
+import gptc
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+
+def compile_cli(mlir, out, cache, *flags):
+    env = dict(os.environ, GPTC_CACHE_DIR=str(cache))
+    t = time.perf_counter()
+    subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(out), *flags],
+                   check=True, env=env)
+    return time.perf_counter() - t
+
+
+def test_second_compile_hits_the_cache(tmp_path):
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig()
+    model = TinyGPT(cfg).train()
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(model, (x, x.clone())), str(mlir))
+    cache = tmp_path / "cache"
+    first = compile_cli(mlir, tmp_path / "a", cache, "--train")
+    second = compile_cli(mlir, tmp_path / "b", cache, "--train")
+    print(f"\ntraining step: first compile {first:.2f} s, second {second:.2f} s")
+    assert (tmp_path / "a" / "compile.log").exists()       # the host compiler ran
+    assert not (tmp_path / "b" / "compile.log").exists()   # it did not
+    assert (tmp_path / "a" / "kernels.so").read_bytes() == (tmp_path / "b" / "kernels.so").read_bytes()
+    assert len(list(cache.glob("*.so"))) == 1
+    # Another program (the forward only) is another entry.
+    compile_cli(mlir, tmp_path / "c", cache)
+    assert len(list(cache.glob("*.so"))) == 2
