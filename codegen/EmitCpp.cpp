@@ -144,6 +144,7 @@ struct AttentionShape {
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
 
+  int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
   std::string keys() const {
     if (!causal)
       return std::to_string(S);
@@ -559,57 +560,69 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   return success();
 }
 
-/// The online-softmax pass over the keys of query row `t` (row index `r` among all
-/// B*H*T rows; `qr`, `kb`, `vb` point at the row's query and its head's keys and values).
-/// Leaves the final max `m` and sum `l`; with `withOutput`, also `acc`, the unnormalised
-/// output. Attention and its gradient both use it, so both see the same bits.
+/// The online-softmax pass over the keys of one query row (`qr`; `kt` holds the head's
+/// keys transposed, `vb` its values, `keys` how many are visible, `r` the row's index
+/// among all B*H*T rows). Leaves the final max `m` and sum `l`; with `withOutput`, also
+/// `acc`, the unnormalised output. Attention and its gradient both use it, so both see
+/// the same bits. Scores come 32 keys at a time (gptc::block_dots: one lane per key, each
+/// summing over d in order), so vectorising never reorders a sum.
 void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput) {
   const std::string &E = a.elem;
-  os << "    " << E << " m = -INFINITY, l = 0, p[32];\n";
+  std::string Dv = std::to_string(a.Dv);
+  os << "      " << E << " m = -INFINITY, l = 0, p[32];\n";
   if (withOutput)
-    os << "    " << E << " acc[" << a.Dv << "];\n"
-       << "    for (int64_t c = 0; c < " << a.Dv << "; ++c) acc[c] = 0;\n";
-  os << "    for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
-     << "      const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
-     << "      " << E << " mb = -INFINITY;\n"
-     << "      for (int64_t j = 0; j < nb; ++j) {\n"
-     << "        const " << E << "* kr = kb + (j0 + j) * " << a.D << ";\n"
-     << "        p[j] = gptc::dot_seq<" << E << ">(" << a.D
-     << ", [&](int64_t c) { return qr[c]; }, [&](int64_t c) { return kr[c]; }) * " << a.scale
-     << ";\n"
-     << "        mb = gptc::maximum(mb, p[j]);\n      }\n"
-     << "      " << E << " mn = gptc::maximum(m, mb);\n"
-     << "      " << E << " corr = gptc::exp(m - mn);\n"
-     << "      " << E << " bsum = 0;\n"
-     << "      for (int64_t j = 0; j < nb; ++j) { p[j] = gptc::exp(p[j] - mn); bsum = bsum + p[j]; }\n"
-     << "      l = l * corr + bsum;\n";
+    os << "      " << E << " acc[" << Dv << "], sacc[" << Dv << "];\n"
+       << "      for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n";
+  os << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
+     << "        const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
+     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << a.Sp() << ", p);\n"
+     << "        " << E << " mb = -INFINITY;\n"
+     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = p[j] * " << a.scale
+     << "; mb = gptc::maximum(mb, p[j]); }\n"
+     << "        " << E << " mn = gptc::maximum(m, mb);\n"
+     << "        " << E << " corr = gptc::exp(m - mn);\n"
+     << "        " << E << " bsum = 0;\n"
+     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = gptc::exp(p[j] - mn); bsum = bsum + p[j]; }\n"
+     << "        l = l * corr + bsum;\n";
   if (withOutput) {
     if (a.dropout)
-      os << "      for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * " << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
-    os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) {\n"
-       << "        " << E << " s = 0;\n"
-       << "        for (int64_t j = 0; j < nb; ++j) s = gptc::fma(p[j], vb[(j0 + j) * " << a.Dv
-       << " + c], s);\n"
-       << "        acc[c] = acc[c] * corr + s;\n      }\n";
+      os << "        for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * "
+         << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
+    // Per output column c, keys j in increasing order: j outer, c inner (vectorises on c).
+    os << "        for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
+       << "        for (int64_t j = 0; j < nb; ++j) {\n"
+       << "          const " << E << "* vr = vb + (j0 + j) * " << Dv << ";\n"
+       << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = gptc::fma(p[j], vr[c], sacc[c]);\n"
+       << "        }\n"
+       << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = acc[c] * corr + sacc[c];\n";
   }
-  os << "      m = mn;\n    }\n";
+  os << "        m = mn;\n      }\n";
 }
 
-/// Online softmax over key blocks of 32 (order online_block32), per query row.
+/// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
+static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
+  os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
+     << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", in1 + bh * "
+     << a.S * a.D << ", " << a.Sp() << ", kt);\n"
+     << "    const " << a.elem << "* vb = in2 + bh * " << a.S * a.Dv << ";\n";
+}
+
+/// Online softmax over key blocks of 32 (order online_block32); one (batch, head) per
+/// iteration of the parallel loop, its queries in order.
 LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 3);
-  os << a.rngPrologue()
-     << "  GPTC_FOR(r, " << op.getType().getNumElements() / a.Dv << ") {\n"
-     << "    int64_t t = r % " << a.T << ", bh = r / " << a.T << ";\n"
-     << "    const " << a.elem << "* qr = in0 + r * " << a.D << ";\n"
-     << "    const " << a.elem << "* kb = in1 + bh * " << a.S * a.D << ";\n"
-     << "    const " << a.elem << "* vb = in2 + bh * " << a.S * a.Dv << ";\n"
-     << "    " << a.elem << "* y = out0 + r * " << a.Dv << ";\n"
-     << "    const int64_t keys = " << a.keys() << ";\n";
+  os << a.rngPrologue() << "  GPTC_FOR(bh, " << op.getType().getNumElements() / (a.T * a.Dv)
+     << ") {\n";
+  emitTransposedKeys(os, a);
+  os << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
+     << "      const int64_t r = bh * " << a.T << " + t;\n"
+     << "      const " << a.elem << "* qr = in0 + r * " << a.D << ";\n"
+     << "      " << a.elem << "* y = out0 + r * " << a.Dv << ";\n"
+     << "      const int64_t keys = " << a.keys() << ";\n";
   emitOnlineRow(os, a, /*withOutput=*/true);
-  os << "    for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n  }\n";
+  os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n    }\n  }\n";
   return success();
 }
 
@@ -620,49 +633,52 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 4);
   const std::string &E = a.elem;
+  std::string Sp = std::to_string(a.Sp());
   std::string keep = a.dropout ? a.keepFactor("r * " + std::to_string(a.S) + " + j") : E + "(1)";
   os << a.rngPrologue()
-     << "  GPTC_FOR(bh, " << op.getDq().getType().getNumElements() / (a.T * a.D) << ") {\n"
+     << "  GPTC_FOR(bh, " << op.getDq().getType().getNumElements() / (a.T * a.D) << ") {\n";
+  emitTransposedKeys(os, a);
+  os << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
+     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << Sp
+     << ", vt);\n"
      << "    const " << E << "* kb = in1 + bh * " << a.S * a.D << ";\n"
-     << "    const " << E << "* vb = in2 + bh * " << a.S * a.Dv << ";\n"
      << "    " << E << "* dk = out1 + bh * " << a.S * a.D << ";\n"
      << "    " << E << "* dv = out2 + bh * " << a.S * a.Dv << ";\n"
      << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = 0;\n"
      << "    for (int64_t k = 0; k < " << a.S * a.Dv << "; ++k) dv[k] = 0;\n"
      << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
-     << "    const int64_t r = bh * " << a.T << " + t;\n"
-     << "    const " << E << "* qr = in0 + r * " << a.D << ";\n"
-     << "    const " << E << "* gr = in3 + r * " << a.Dv << ";\n"
-     << "    " << E << "* dq = out0 + r * " << a.D << ";\n"
-     << "    const int64_t keys = " << a.keys() << ";\n";
+     << "      const int64_t r = bh * " << a.T << " + t;\n"
+     << "      const " << E << "* qr = in0 + r * " << a.D << ";\n"
+     << "      const " << E << "* gr = in3 + r * " << a.Dv << ";\n"
+     << "      " << E << "* dq = out0 + r * " << a.D << ";\n"
+     << "      const int64_t keys = " << a.keys() << ";\n";
   emitOnlineRow(os, a, /*withOutput=*/false);
-  os << "    " << E << " P[" << a.S << "], dP[" << a.S << "], K[" << a.S << "];\n"
-     << "    for (int64_t j = 0; j < keys; ++j) {\n"
-     << "      const " << E << "* kr = kb + j * " << a.D << ";\n"
-     << "      const " << E << "* vr = vb + j * " << a.Dv << ";\n"
-     << "      " << E << " s = gptc::dot_seq<" << E << ">(" << a.D
-     << ", [&](int64_t c) { return qr[c]; }, [&](int64_t c) { return kr[c]; }) * " << a.scale
-     << ";\n"
-     << "      P[j] = gptc::exp(s - m) / l;\n"
-     << "      K[j] = " << keep << ";\n"
-     << "      dP[j] = gptc::dot_seq<" << E << ">(" << a.Dv
-     << ", [&](int64_t c) { return gr[c]; }, [&](int64_t c) { return vr[c]; }) * K[j];\n"
-     << "    }\n"
-     << "    " << E << " Dsum = 0;\n"
-     << "    for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
-     << "    for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
-     << "    for (int64_t c = 0; c < " << a.D << "; ++c) {\n"
-     << "      " << E << " s = 0;\n"
-     << "      for (int64_t j = 0; j < keys; ++j) s = gptc::fma(dP[j], kb[j * " << a.D
-     << " + c], s);\n"
-     << "      dq[c] = s * " << a.scale << ";\n    }\n"
-     << "    for (int64_t j = 0; j < keys; ++j) {\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << a.D
+  os << "      " << E << " P[" << Sp << "], dP[" << Sp << "], K[" << Sp << "], qacc[" << a.D
+     << "];\n"
+     << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
+     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << Sp << ", P + j0);\n"
+     << "        gptc::block_dots<" << E << ">(" << a.Dv << ", gr, vt + j0, " << Sp
+     << ", dP + j0);\n      }\n"
+     << "      for (int64_t j = 0; j < keys; ++j) {\n"
+     << "        P[j] = gptc::exp(P[j] * " << a.scale << " - m) / l;\n"
+     << "        K[j] = " << keep << ";\n"
+     << "        dP[j] = dP[j] * K[j];\n      }\n"
+     << "      " << E << " Dsum = 0;\n"
+     << "      for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
+     << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
+     << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
+     << "      for (int64_t j = 0; j < keys; ++j) {\n"
+     << "        const " << E << "* kr = kb + j * " << a.D << ";\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = gptc::fma(dP[j], kr[c], qacc[c]);\n"
+     << "      }\n"
+     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
+     << "      for (int64_t j = 0; j < keys; ++j) {\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << a.D
      << " + c] = gptc::fma(dP[j], qr[c], dk[j * " << a.D << " + c]);\n"
-     << "      const " << E << " pd = P[j] * K[j];\n"
-     << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << a.Dv
+     << "        const " << E << " pd = P[j] * K[j];\n"
+     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << a.Dv
      << " + c] = gptc::fma(pd, gr[c], dv[j * " << a.Dv << " + c]);\n"
-     << "    }\n"
+     << "      }\n"
      << "    }\n"
      << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = dk[k] * " << a.scale
      << ";\n  }\n";

@@ -603,6 +603,46 @@ GPTC_HD inline bool dropout_keep(uint64_t seed, uint64_t step, uint64_t id, uint
 }
 
 // ---------------------------------------------------------------------------------------
+// Scratch: a per-thread buffer per slot, 64-byte aligned, grown once to the largest size a
+// kernel asked for (packing panels, transposed keys). No allocation in steady state.
+// ---------------------------------------------------------------------------------------
+template <class T>
+inline T* scratch(int slot, int64_t count) {
+  static thread_local void* bufs[4] = {nullptr, nullptr, nullptr, nullptr};
+  static thread_local int64_t sizes[4] = {0, 0, 0, 0};
+  const int64_t bytes = count * (int64_t)sizeof(T);
+  if (sizes[slot] < bytes) {
+    ::operator delete[](bufs[slot], std::align_val_t(64));
+    bufs[slot] = ::operator new[](bytes, std::align_val_t(64));
+    sizes[slot] = bytes;
+  }
+  return static_cast<T*>(bufs[slot]);
+}
+
+// Attention helpers: the scores of 32 keys at once, each lane one key, each lane summing
+// its dot product over c = 0..D-1 in increasing order with fma: the same bits as dot_seq
+// per key. kt is K transposed and padded: kt[c * ld + j] = K[j0 + j][c].
+template <class T>
+inline void block_dots(int64_t D, const T* q, const T* kt, int64_t ld, T* out) {
+  T acc[32];
+  for (int j = 0; j < 32; ++j) acc[j] = T(0);
+  for (int64_t c = 0; c < D; ++c) {
+    const T qc = q[c];
+    const T* row = kt + c * ld;
+    for (int j = 0; j < 32; ++j) acc[j] = gptc::fma(qc, row[j], acc[j]);
+  }
+  for (int j = 0; j < 32; ++j) out[j] = acc[j];
+}
+
+// dst[c * ld + j] = src[j * D + c] for j < S (zero up to ld): K (or V) of one head,
+// transposed so that block_dots reads 32 keys contiguously.
+template <class T>
+inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t ld, T* dst) {
+  for (int64_t c = 0; c < D; ++c)
+    for (int64_t j = 0; j < ld; ++j) dst[c * ld + j] = j < S ? src[j * D + c] : T(0);
+}
+
+// ---------------------------------------------------------------------------------------
 // Matmul: C[b, m, n] = sum_{k<K} A(b, m, k) * B(b, k, n), k = 0..K-1 in increasing order
 // with one fma accumulator per element: the canonical matmul order, the same bits as
 // dot_seq whatever the tiling, vector width or thread count.
@@ -641,17 +681,6 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
   }
 }
 
-// The packing panel of the calling thread, grown once to the largest K it has seen.
-inline float* panel_buffer(int64_t K) {
-  static thread_local float* buf = nullptr;
-  static thread_local int64_t size = 0;
-  if (size < K * kPanel) {
-    ::operator delete[](buf, std::align_val_t(64));
-    buf = static_cast<float*>(::operator new[](sizeof(float) * K * kPanel, std::align_val_t(64)));
-    size = K * kPanel;
-  }
-  return buf;
-}
 }  // namespace detail
 
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
@@ -662,7 +691,7 @@ inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
   GPTC_FOR(t, batch * panels) {
     const int64_t b = t / panels, n0 = (t % panels) * kPanel;
     const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
-    float* panel = panel_buffer(K);
+    float* panel = gptc::scratch<float>(0, K * kPanel);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < kPanel; ++j)
         panel[k * kPanel + j] = j < cols ? B[b * sbb + k * sbk + (n0 + j) * sbn] : 0.0f;
