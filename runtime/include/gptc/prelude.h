@@ -692,9 +692,15 @@ inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
     const int64_t b = t / panels, n0 = (t % panels) * kPanel;
     const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
     float* panel = gptc::scratch<float>(0, K * kPanel);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < kPanel; ++j)
-        panel[k * kPanel + j] = j < cols ? B[b * sbb + k * sbk + (n0 + j) * sbn] : 0.0f;
+    const float* Bb = B + b * sbb + n0 * sbn;
+    if (sbn == 1 && cols == kPanel) {  // rows of B are contiguous: copy them
+      for (int64_t k = 0; k < K; ++k)
+        std::memcpy(panel + k * kPanel, Bb + k * sbk, sizeof(float) * kPanel);
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < kPanel; ++j)
+          panel[k * kPanel + j] = j < cols ? Bb[k * sbk + j * sbn] : 0.0f;
+    }
     const float* Ab = A + b * sab;
     float* Cb = C + b * M * N + n0;
     int64_t m = 0;
