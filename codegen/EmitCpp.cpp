@@ -198,6 +198,8 @@ private:
   // parameter names in0.. (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
+  std::optional<std::string> scalarExpr(Operation *op);
+  LogicalResult emitFused(FusedOp op, raw_ostream &os);
   void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                     const Access &src);
   LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);
@@ -341,6 +343,16 @@ FailureOr<EmittedSource> Emitter::run() {
 // Kernel bodies
 //===----------------------------------------------------------------------===//
 
+/// Substitutes `$j` in `expr` by names[j].
+static std::string substitute(std::string expr, ArrayRef<std::string> names) {
+  for (size_t j = names.size(); j-- > 0;) {
+    std::string key = "$" + std::to_string(j);
+    for (size_t p; (p = expr.find(key)) != std::string::npos;)
+      expr.replace(p, key.size(), names[j]);
+  }
+  return expr;
+}
+
 /// out[i] = expr($0, $1, ...) over the result shape, operands broadcast.
 LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostream &os) {
   ArrayRef<int64_t> shape = ttype(op->getResult(0)).getShape();
@@ -349,13 +361,44 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
   os << "  GPTC_FOR(i, " << ttype(op->getResult(0)).getNumElements() << ") {\n";
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
-  std::string body = expr.str();
-  for (size_t j = 0; j < accesses.size(); ++j) {
-    std::string load = "in" + std::to_string(j) + "[" + offs[j] + "]", key = "$" + std::to_string(j);
-    for (size_t p; (p = body.find(key)) != std::string::npos;)
-      body.replace(p, key.size(), load);
+  SmallVector<std::string> loads;
+  for (size_t j = 0; j < accesses.size(); ++j)
+    loads.push_back("in" + std::to_string(j) + "[" + offs[j] + "]");
+  os << "    out0[i] = " << substitute(expr.str(), loads) << ";\n  }\n";
+  return success();
+}
+
+/// One loop over the elements: load each input (broadcast), evaluate the body's ops as
+/// scalars in order, store the yielded values.
+LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
+  ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
+  Block &body = op.getBody().front();
+  SmallVector<Access> accesses;
+  for (auto [j, v] : llvm::enumerate(op.getInputs()))
+    accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
+  os << "  GPTC_FOR(i, " << ttype(op.getResult(0)).getNumElements() << ") {\n";
+  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
+  DenseMap<Value, std::string> names;
+  for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+    names[arg] = "a" + std::to_string(j);
+    os << "    const " << elemType(arg) << " a" << j << " = in" << j << "[" << offs[j] << "];\n";
   }
-  os << "    out0[i] = " << body << ";\n  }\n";
+  int64_t next = 0;
+  for (Operation &inner : body.without_terminator()) {
+    std::optional<std::string> expr = scalarExpr(&inner);
+    if (!expr)
+      return inner.emitError("internal: '") << inner.getName() << "' inside gpt.fused", failure();
+    SmallVector<std::string> operands;
+    for (Value v : inner.getOperands())
+      operands.push_back(names.lookup(v));
+    std::string name = "v" + std::to_string(next++);
+    names[inner.getResult(0)] = name;
+    os << "    const " << elemType(inner.getResult(0)) << " " << name << " = "
+       << substitute(*expr, operands) << ";\n";
+  }
+  for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    os << "    out" << j << "[i] = " << names.lookup(v) << ";\n";
+  os << "  }\n";
   return success();
 }
 
@@ -369,35 +412,49 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
   os << "    " << dst.buf << "[" << offs[0] << "] = " << src.buf << "[" << offs[1] << "];\n  }\n";
 }
 
-LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
-  auto ew = [&](StringRef e) { return emitElementwise(op, e, os); };
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](AddOp) { return ew("($0 + $1)"); })
-      .Case([&](SubOp) { return ew("($0 - $1)"); })
-      .Case([&](MulOp) { return ew("($0 * $1)"); })
-      .Case([&](DivOp) { return ew("($0 / $1)"); })
-      .Case([&](PowOp) { return ew("gptc::pow($0, $1)"); })
-      .Case([&](MaxOp) { return ew("gptc::maximum($0, $1)"); })
-      .Case([&](NegOp) { return ew("(-$0)"); })
-      .Case([&](ExpOp) { return ew("gptc::exp($0)"); })
-      .Case([&](LogOp) { return ew("gptc::log($0)"); })
-      .Case([&](TanhOp) { return ew("gptc::tanh($0)"); })
-      .Case([&](ErfOp) { return ew("gptc::erf($0)"); })
-      .Case([&](SqrtOp) { return ew("gptc::sqrt($0)"); })
-      .Case([&](RsqrtOp) { return ew("gptc::rsqrt($0)"); })
-      .Case([&](GeluOp g) {
-        return ew(g.getApproximate() == "tanh" ? "gptc::gelu_tanh($0)" : "gptc::gelu_erf($0)");
+/// The scalar expression of an elementwise op: `$j` stands for operand j's element.
+/// Shared by one-op kernels and gpt.fused bodies, so both compute the same bits.
+std::optional<std::string> Emitter::scalarExpr(Operation *op) {
+  using R = std::optional<std::string>;
+  return llvm::TypeSwitch<Operation *, R>(op)
+      .Case([](AddOp) { return "($0 + $1)"; })
+      .Case([](SubOp) { return "($0 - $1)"; })
+      .Case([](MulOp) { return "($0 * $1)"; })
+      .Case([](DivOp) { return "($0 / $1)"; })
+      .Case([](PowOp) { return "gptc::pow($0, $1)"; })
+      .Case([](MaxOp) { return "gptc::maximum($0, $1)"; })
+      .Case([](NegOp) { return "(-$0)"; })
+      .Case([](ExpOp) { return "gptc::exp($0)"; })
+      .Case([](LogOp) { return "gptc::log($0)"; })
+      .Case([](TanhOp) { return "gptc::tanh($0)"; })
+      .Case([](ErfOp) { return "gptc::erf($0)"; })
+      .Case([](SqrtOp) { return "gptc::sqrt($0)"; })
+      .Case([](RsqrtOp) { return "gptc::rsqrt($0)"; })
+      .Case([](GeluOp g) -> R {
+        return g.getApproximate() == "tanh" ? "gptc::gelu_tanh($0)" : "gptc::gelu_erf($0)";
       })
-      .Case([&](BroadcastOp) { return ew("$0"); })
-      .Case([&](WhereOp) { return ew("($0 ? $1 : $2)"); })
-      .Case([&](MaskedFillOp m) {
-        return ew("($1 ? " + literal(m.getValue().convertToDouble(), m.getType().getElementType()) +
-                  " : $0)");
+      .Case([](GeluGradOp g) -> R {
+        return g.getApproximate() == "tanh" ? "gptc::gelu_tanh_grad($0, $1)"
+                                            : "gptc::gelu_erf_grad($0, $1)";
       })
-      .Case([&](ConvertOp c) {
+      .Case([](BroadcastOp) { return "$0"; })
+      .Case([](WhereOp) { return "($0 ? $1 : $2)"; })
+      .Case([](MaskedFillOp m) -> R {
+        return "($1 ? " + literal(m.getValue().convertToDouble(), m.getType().getElementType()) +
+               " : $0)";
+      })
+      .Case([&](ConvertOp c) -> R {
         std::string t = elemType(c.getResult());
-        return ew(t == "bool" ? "($0 != 0)" : "static_cast<" + t + ">($0)");
+        return t == "bool" ? "($0 != 0)" : "static_cast<" + t + ">($0)";
       })
+      .Default([](Operation *) -> R { return std::nullopt; });
+}
+
+LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
+  if (std::optional<std::string> expr = scalarExpr(op))
+    return emitElementwise(op, *expr, os);
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](FusedOp f) { return emitFused(f, os); })
       .Case([&](DropoutOp d) -> LogicalResult {
         if (!d.getRng())
           return emitElementwise(op, "$0", os);
@@ -409,10 +466,6 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
            << literal(p, Float32Type::get(op->getContext())) << ") ? in0[i] * "
            << literal(1.0 / (1.0 - p), d.getType().getElementType()) << " : " << T << "(0);\n";
         return success();
-      })
-      .Case([&](GeluGradOp g) {
-        return ew(g.getApproximate() == "tanh" ? "gptc::gelu_tanh_grad($0, $1)"
-                                                : "gptc::gelu_erf_grad($0, $1)");
       })
       .Case([&](LayerNormGradOp l) { return emitLayerNormGrad(l, os); })
       .Case([&](AttentionGradOp a) { return emitAttentionGrad(a, os); })

@@ -447,5 +447,21 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("needs one block argument per input");
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError("block argument types must match the inputs");
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yielded types must match the results");
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != cast<RankedTensorType>(getResultTypes()[0]).getShape())
+      return emitOpError("results must share one shape");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "ir/GptOps.cpp.inc"

@@ -518,4 +518,38 @@ def Gpt_EmbeddingGradOp : Gpt_Op<"embedding_grad"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Kernel-level ops: what fusion builds. One gpt.fused is one kernel.
+//===----------------------------------------------------------------------===//
+
+def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
+  let summary = "Elementwise ops computed in one kernel, one element at a time";
+  let description = [{
+    The body's ops all produce tensors of the result shape; block arguments
+    are the operands, read with numpy broadcasting; the yielded values are
+    the results. Each element is computed by the same scalar expressions, in
+    the same order, as the unfused ops, so fusion never changes a bit.
+
+    ```mlir
+    %r = gpt.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %0 = gpt.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %1 = gpt.tanh %0 : tensor<4x8xf32>
+      gpt.yield %1 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gpt_Tensor>:$inputs);
+  let results = (outs Variadic<Gpt_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+}
+
+def Gpt_YieldOp : Op<Gpt_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "The results of a gpt.fused body";
+  let arguments = (ins Variadic<Gpt_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+}
+
 #endif // GPT_OPS_TD

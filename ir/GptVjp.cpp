@@ -450,4 +450,5 @@ GPT_NO_VJP(LayerNormGradOp)
 GPT_NO_VJP(AttentionGradOp)
 GPT_NO_VJP(CrossEntropyGradOp)
 GPT_NO_VJP(EmbeddingGradOp)
+GPT_NO_VJP(FusedOp)
 #undef GPT_NO_VJP

@@ -14,6 +14,10 @@ namespace mlir::gpt {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// Ops that compute each element of their result from the same element of their
+/// (broadcast) operands alone: what gpt-fuse-elementwise puts into one kernel.
+bool isFusibleElementwise(Operation *op);
+
 /// Attribute names the passes leave for the code generator.
 inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
 inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
@@ -26,6 +30,7 @@ struct PipelineOptions {
   Stage stopAfter = Stage::Kernels;
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
+  bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
   AdamWOptions adamw;
 };
 

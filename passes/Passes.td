@@ -95,4 +95,25 @@ def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {
   }];
 }
 
+def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Fuse runs of elementwise ops of one shape into gpt.fused kernels";
+  let description = [{
+    Consecutive elementwise ops (arithmetic, math functions, gelu and its
+    gradient, convert, where, masked_fill, broadcast) whose results share a
+    shape become one gpt.fused op: one kernel that computes every element
+    through the same scalar expressions in the same order. Values used only
+    inside the run stay in registers; the others are the kernel's results.
+    No reduction is ever fused here, so no order changes: the fused program is
+    bitwise identical to the unfused one (gptc compile -O0 skips this pass).
+
+    Before:
+    ```mlir
+    %0 = gpt.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %1 = gpt.tanh %0 : tensor<4x8xf32>
+    ```
+    After: one `gpt.fused %x, %b` whose body holds the add and the tanh.
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 #endif

@@ -26,6 +26,9 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   pm.addPass(createCSEPass());
   if (options.stopAfter == Stage::Gpt)
     return;
-  // One kernel per op (fusion comes later); give each result an arena slot.
+  // Runs of elementwise ops become one kernel each; every other op is a kernel.
+  if (options.fuse)
+    pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+  // Give each kernel result an arena slot.
   pm.addNestedPass<func::FuncOp>(createPlanMemory());
 }

@@ -163,14 +163,17 @@ class TrainStep:
 
 def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: AdamW | None = None,
                        grad_clip: float | None = 1.0, seed: int = 0,
-                       check_gradients: bool = False, workdir: str | None = None) -> TrainStep:
+                       check_gradients: bool = False, fuse: bool = True,
+                       workdir: str | None = None) -> TrainStep:
     """Compile one training step of `model` (in its current train/eval mode) for the CPU.
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
     loss as a scalar output. With check_gradients, every step checks that each parameter
-    got a finite, non-zero gradient (the gradient-flow arbiter).
+    got a finite, non-zero gradient (the gradient-flow arbiter). fuse=False compiles
+    one kernel per op (gptc compile -O0): slower, and bit for bit the same results.
     """
     optimizer = optimizer or AdamW()
     captured, out_dir = capture_and_compile(model, example_inputs, workdir, "gptc-train-",
-                                            *_flags(optimizer, grad_clip))
+                                            *_flags(optimizer, grad_clip),
+                                            *([] if fuse else ["-O0"]))
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients)

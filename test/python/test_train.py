@@ -230,3 +230,21 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
     monkeypatch.undo()
     step.load(str(ckpt))
     assert step.num_steps == 1
+
+
+def test_fused_and_unfused_programs_are_bitwise_identical(tmp_path):
+    """-O0 (one kernel per op) and -O3 (fused) after 20 steps with dropout 0.1."""
+    model, cfg = dropout_model()
+    data = batches(20, cfg)
+    fused = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                    workdir=str(tmp_path / "o3"))
+    unfused = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                      fuse=False, workdir=str(tmp_path / "o0"))
+    print(f"\nkernels per step: {unfused.num_kernels} unfused, {fused.num_kernels} fused")
+    assert fused.num_kernels < unfused.num_kernels
+    losses_f = [fused(x, y, lr=lr_at(i)).item() for i, (x, y) in enumerate(data)]
+    losses_u = [unfused(x, y, lr=lr_at(i)).item() for i, (x, y) in enumerate(data)]
+    assert losses_f == losses_u
+    sf, su = fused.state_dict(), unfused.state_dict()
+    for n in sf:
+        assert torch.equal(sf[n], su[n]), n

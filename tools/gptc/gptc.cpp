@@ -35,7 +35,7 @@ using namespace mlir;
 static const char *kTool = "gptc";
 
 static const char *kUsage =
-    "usage: gptc compile MODEL.mlir -o OUT [--emit=gpt|kernels|source] [--weights FILE]\n"
+    "usage: gptc compile MODEL.mlir -o OUT [-O0|-O3] [--emit=gpt|kernels|source] [--weights FILE]\n"
     "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
     "                                      [--weight-decay W] [--grad-clip C]]\n"
     "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
@@ -47,6 +47,7 @@ static const char *kUsage =
     "  --emit    stop after a stage and write its text to OUT (- for stdout):\n"
     "            gpt (the gpt dialect), kernels (one kernel per op, arena slots),\n"
     "            source (the generated C++)\n"
+    "  -O0, -O3  without / with fusion (default -O3); both give the same bits\n"
     "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"
     "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
     "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
@@ -122,6 +123,10 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
       opts.pipeline.mode = Mode::Train;
     else if (c.flag("--grad"))
       opts.pipeline.mode = Mode::Gradients;
+    else if (c.flag("-O0"))
+      opts.pipeline.fuse = false;
+    else if (c.flag("-O3"))
+      opts.pipeline.fuse = true;
     else if (!(c.number("--beta1", adamw.beta1) || c.number("--beta2", adamw.beta2) ||
                c.number("--eps", adamw.eps) || c.number("--weight-decay", adamw.weightDecay) ||
                c.number("--grad-clip", adamw.gradClip) || c.value("-o", opts.output) ||

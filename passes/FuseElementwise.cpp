@@ -1,0 +1,91 @@
+//===- FuseElementwise.cpp - the gpt-fuse-elementwise pass ----------------===//
+//
+// Greedy over program order: a run of consecutive fusible ops with one result
+// shape becomes one gpt.fused op. Consecutive runs only, so moving the ops into
+// a region never reorders anything against the rest of the function.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "ir/GptDialect.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::gpt {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace mlir::gpt
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+bool mlir::gpt::isFusibleElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
+             RsqrtOp, GeluOp, GeluGradOp, ConvertOp, WhereOp, MaskedFillOp, BroadcastOp>(op);
+}
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Operation *op) {
+  return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+}
+
+/// Replaces the consecutive ops of `run` by one gpt.fused op.
+void fuse(ArrayRef<Operation *> run) {
+  llvm::SmallPtrSet<Operation *, 16> inRun(run.begin(), run.end());
+  llvm::SetVector<Value> inputs;
+  SmallVector<Value> outputs;
+  for (Operation *op : run) {
+    for (Value v : op->getOperands())
+      if (!v.getDefiningOp() || !inRun.contains(v.getDefiningOp()))
+        inputs.insert(v);
+    for (Value r : op->getResults())
+      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !inRun.contains(u); }))
+        outputs.push_back(r);
+  }
+  OpBuilder b(run.front());
+  SmallVector<Type> types;
+  for (Value o : outputs)
+    types.push_back(o.getType());
+  auto fused = FusedOp::create(b, run.front()->getLoc(), types, inputs.getArrayRef());
+  Block *body = b.createBlock(&fused.getBody());
+  IRMapping map;
+  for (Value in : inputs)
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  for (Operation *op : run)
+    b.clone(*op, map);
+  SmallVector<Value> yielded;
+  for (Value o : outputs)
+    yielded.push_back(map.lookup(o));
+  YieldOp::create(b, run.back()->getLoc(), yielded);
+  for (auto [o, r] : llvm::zip(outputs, fused.getResults()))
+    o.replaceAllUsesWith(r);
+  for (Operation *op : llvm::reverse(run))
+    op->erase();
+}
+
+struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    SmallVector<SmallVector<Operation *>> runs;
+    SmallVector<Operation *> run;
+    auto flush = [&] {
+      if (run.size() >= 2)
+        runs.push_back(run);
+      run.clear();
+    };
+    for (Operation &op : getOperation().getBody().front()) {
+      if (!isFusibleElementwise(&op)) {
+        flush();
+        continue;
+      }
+      if (!run.empty() && shapeOf(run.front()) != shapeOf(&op))
+        flush();
+      run.push_back(&op);
+    }
+    flush();
+    for (auto &r : runs)
+      fuse(r);
+  }
+};
+} // namespace

@@ -1,0 +1,60 @@
+// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-fuse-elementwise))" | FileCheck %s
+
+// Tests that a run of elementwise ops of one shape becomes one kernel, values
+// used only inside stay inside, and values used later are results.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[F:.*]]:2 = gpt.fused %arg0, %arg1 : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK:   gpt.add
+// CHECK:   gpt.tanh
+// CHECK:   gpt.mul
+// CHECK:   gpt.yield
+// CHECK: gpt.reduce_sum %[[F]]#0
+// CHECK: return %[[F]]#1,
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+  %0 = gpt.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.tanh %0 : tensor<4x8xf32>
+  %2 = gpt.mul %1, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = gpt.reduce_sum %1 {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  return %2, %3 : tensor<4x8xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a reduction, a matmul or a change of shape ends a run, and that
+// a run of one op stays as it is.
+// CHECK-LABEL: func.func @breaks
+// CHECK: gpt.exp
+// CHECK-NEXT: gpt.matmul
+// CHECK-NEXT: gpt.fused
+// CHECK: gpt.neg
+// CHECK: gpt.sqrt
+// CHECK: gpt.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: gpt.broadcast
+// CHECK-NOT: gpt.fused
+func.func @breaks(%x: tensor<4x4xf32>, %v: tensor<4xf32>) -> tensor<2x4x4xf32> {
+  %0 = gpt.exp %x : tensor<4x4xf32>
+  %1 = gpt.matmul %0, %0 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %2 = gpt.neg %1 : tensor<4x4xf32>
+  %3 = gpt.sqrt %2 : tensor<4x4xf32>
+  %4 = gpt.broadcast %3 : (tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  return %4 : tensor<2x4x4xf32>
+}
+
+// -----
+
+// Tests AdamW's update: one kernel writing the parameter and both moments.
+// CHECK-LABEL: func.func @adam
+// CHECK: %{{.*}}:3 = gpt.fused
+// CHECK-NOT: gpt.fused
+func.func @adam(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %s: tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = gpt.sub %g, %m : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = gpt.mul %0, %s : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %2 = gpt.add %m, %1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = gpt.mul %g, %g : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = gpt.add %v, %3 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %5 = gpt.sqrt %4 : tensor<8xf32>
+  %6 = gpt.div %2, %5 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %7 = gpt.sub %p, %6 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %7, %2, %4 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
