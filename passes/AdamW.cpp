@@ -128,22 +128,20 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
 
     OpBuilder b(ret);
     Builder B{b, fn.getLoc()};
-    // Gradient norms, before clipping: reported and used for the total.
-    SmallVector<Value> sq, norms;
-    for (Param &p : params) {
-      sq.push_back(B.sumOfSquares(p.grad));
-      norms.push_back(ReshapeOp::create(b, B.loc, RankedTensorType::get({1}, elem),
-                                        B.sqrt(sq.back())));
-    }
-    Value normVec = ConcatOp::create(b, B.loc, RankedTensorType::get({(int64_t)params.size()}, elem),
-                                     norms, b.getI64IntegerAttr(0));
+    // Gradient norms, before clipping: reported and used for the total. The squared sums
+    // are gathered first so that one kernel takes all the square roots.
+    SmallVector<Value> sq;
+    for (Param &p : params)
+      sq.push_back(ReshapeOp::create(b, B.loc, RankedTensorType::get({1}, elem),
+                                     B.sumOfSquares(p.grad)));
+    Value normVec = B.sqrt(ConcatOp::create(
+        b, B.loc, RankedTensorType::get({(int64_t)params.size()}, elem), sq, b.getI64IntegerAttr(0)));
+    Value clamped;
     if (gradClip > 0.0) {
       // total = ||(norm_1, ..., norm_P)||, tensors in parameter order.
       Value total = B.sqrt(B.sumOfSquares(normVec));
       Value coef = B.div(B.scalar(gradClip, elem), B.add(total, B.scalar(1e-6, elem)));
-      Value clamped = B.min(coef, B.scalar(1.0, elem));
-      for (Param &p : params)
-        p.grad = B.mul(p.grad, clamped);
+      clamped = B.min(coef, B.scalar(1.0, elem));
     }
 
     // Scalars in f64 (Python floats in PyTorch), converted where applied.
@@ -169,6 +167,9 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
            b.getNamedAttr("gpt.updates", b.getStringAttr(target))}));
     };
     for (auto [i, p] : llvm::enumerate(params)) {
+      // Clipping right before the update, so that both land in one fused kernel.
+      if (clamped)
+        p.grad = B.mul(p.grad, clamped);
       Value param = fn.getArgument(p.arg);
       bool decays = cast<RankedTensorType>(param.getType()).getRank() >= 2 && weightDecay != 0.0;
       Value p1 = decays ? B.mul(param, decay) : param;

@@ -13,7 +13,8 @@
 // CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg_sq.b"}
 // CHECK-SAME: -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.name = "w", gpt.updates = "w"}, tensor<4x4xf32> {gpt.name = "exp_avg.w", gpt.updates = "exp_avg.w"}, tensor<4x4xf32> {gpt.name = "exp_avg_sq.w", gpt.updates = "exp_avg_sq.w"}, tensor<4xf32> {gpt.name = "b", gpt.updates = "b"}, tensor<4xf32> {gpt.name = "exp_avg.b", gpt.updates = "exp_avg.b"}, tensor<4xf32> {gpt.name = "exp_avg_sq.b", gpt.updates = "exp_avg_sq.b"}, tensor<2xf32> {gpt.name = "grad_norms"})
 // Norms, clipping coefficient min(1 / (total + 1e-6), 1):
-// CHECK: %[[NORMS:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+// CHECK: %[[SQ:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+// CHECK: %[[NORMS:.*]] = gpt.sqrt %[[SQ]] : tensor<2xf32>
 // CHECK: gpt.constant dense<9.99999997E-7> : tensor<f32>
 // CHECK: gpt.max
 // Bias corrections in f64:
