@@ -54,7 +54,7 @@ def parse_args(argv=None):
     m.add_argument("--no-bias", action="store_true", help="no biases in Linear/LayerNorm")
     t = ap.add_argument_group("training")
     t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--iters", type=int, default=600, help="total training iterations")
+    t.add_argument("--iters", type=int, default=2000, help="total training iterations")
     t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     t.add_argument("--min-lr", type=float, default=1e-4)
     t.add_argument("--warmup-iters", type=int, default=20)
@@ -67,7 +67,7 @@ def parse_args(argv=None):
     t.add_argument("--seed", type=int, default=1337)
     t.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     e = ap.add_argument_group("evaluation and sampling")
-    e.add_argument("--eval-interval", type=int, default=100)
+    e.add_argument("--eval-interval", type=int, default=250)
     e.add_argument("--eval-batches", type=int, default=4,
                    help="fixed batches per split for the loss estimate")
     e.add_argument("--prompt", default=None,
