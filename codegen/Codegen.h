@@ -41,6 +41,10 @@ LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef
                             StringRef weightsPath, StringRef runtimeInclude,
                             std::string &error);
 
+/// `gptc compile --stats`: one line per kernel (op, FLOPs, bytes moved, source line)
+/// and the totals (kernels per call, arena peak, persistent bytes).
+void printStats(func::FuncOp fn, raw_ostream &os);
+
 } // namespace mlir::gpt
 
 #endif

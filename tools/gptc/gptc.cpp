@@ -21,11 +21,13 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "mlir/Support/FileUtilities.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -35,7 +37,8 @@ using namespace mlir;
 static const char *kTool = "gptc";
 
 static const char *kUsage =
-    "usage: gptc compile MODEL.mlir -o OUT [-O0|-O3] [--emit=gpt|kernels|source] [--weights FILE]\n"
+    "usage: gptc compile MODEL.mlir -o OUT [-O0|-O3] [--stats] [--emit=gpt|kernels|source]\n"
+    "                    [--weights FILE]\n"
     "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
     "                                      [--weight-decay W] [--grad-clip C]]\n"
     "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
@@ -48,6 +51,8 @@ static const char *kUsage =
     "            gpt (the gpt dialect), kernels (one kernel per op, arena slots),\n"
     "            source (the generated C++)\n"
     "  -O0, -O3  without / with fusion (default -O3); both give the same bits\n"
+    "  --stats   print each kernel's FLOPs and bytes moved, the kernels per call, the\n"
+    "            arena peak and the compile time per stage\n"
     "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"
     "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
     "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
@@ -60,6 +65,7 @@ static const char *kUsage =
 namespace {
 struct CompileOptions {
   std::string input, output, emit, weights;
+  bool stats = false;
   mlir::gpt::PipelineOptions pipeline;
 };
 
@@ -123,6 +129,8 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
       opts.pipeline.mode = Mode::Train;
     else if (c.flag("--grad"))
       opts.pipeline.mode = Mode::Gradients;
+    else if (c.flag("--stats"))
+      opts.stats = true;
     else if (c.flag("-O0"))
       opts.pipeline.fuse = false;
     else if (c.flag("-O3"))
@@ -188,9 +196,11 @@ int compile(const CompileOptions &opts) {
   gpt::PipelineOptions pipeline = opts.pipeline;
   pipeline.stopAfter = opts.emit == "gpt" ? gpt::Stage::Gpt : gpt::Stage::Kernels;
   OwningOpRef<ModuleOp> module;
+  auto start = std::chrono::steady_clock::now();
   func::FuncOp fn = gptc::lowerModule(ctx, module, opts.input, pipeline, kTool);
   if (!fn)
     return 1;
+  auto lowered = std::chrono::steady_clock::now();
 
   if (opts.emit == "gpt" || opts.emit == "kernels") {
     std::string text;
@@ -214,10 +224,19 @@ int compile(const CompileOptions &opts) {
   } else if (!llvm::sys::fs::exists(weights)) {
     return gptc::fail(kTool, "weights file '" + weights + "' does not exist");
   }
+  auto emitted = std::chrono::steady_clock::now();
   std::string error;
   if (failed(gpt::writeArtifact(fn, *source, opts.output, weights, runtimeInclude(),
                                 error)))
     return gptc::fail(kTool, error);
+  if (opts.stats) {
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    gpt::printStats(fn, llvm::outs());
+    llvm::outs() << llvm::format("compile time: parse + passes %.0f ms, codegen %.0f ms, host "
+                                 "compiler (or cache) %.0f ms\n",
+                                 ms(start, lowered), ms(lowered, emitted),
+                                 ms(emitted, std::chrono::steady_clock::now()));
+  }
   return 0;
 }
 } // namespace
