@@ -74,6 +74,8 @@ class CompiledModel:
         if tuple(x.shape) != spec.shape:
             raise GptcError(f"input '{spec.name}' has shape {tuple(x.shape)}, "
                             f"compiled for {spec.shape}")
+        if x.dtype.is_floating_point != (spec.dtype in ("f32", "f64", "bf16")):
+            raise GptcError(f"input '{spec.name}' has dtype {x.dtype}, compiled for {spec.dtype}")
         return np.ascontiguousarray(x.detach().cpu().numpy(), dtype=_NUMPY[spec.dtype])
 
     def set_num_threads(self, n: int) -> None:

@@ -122,3 +122,26 @@ def test_generation_path_without_targets(tmp_path):
     assert ref_loss is None and loss is None
     assert logits.shape == ref_logits.shape == (2, 1, cfg.vocab_size)
     assert (logits - ref_logits).abs().max().item() <= 1e-4
+
+
+def test_bad_inputs_are_clear_errors(tmp_path):
+    """Out-of-range token ids and targets, and float token ids: one clear error each."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig()
+    model = TinyGPT(cfg).eval()
+    idx, targets = make_batch(cfg)
+    compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path))
+    bad_idx = idx.clone()
+    bad_idx[1, 3] = cfg.vocab_size  # one past the table
+    with pytest.raises(gptc.GptcError, match="embedding index out of range"):
+        compiled(bad_idx, targets)
+    bad_targets = targets.clone()
+    bad_targets[2, 0] = 1000
+    with pytest.raises(gptc.GptcError, match="cross_entropy target out of range"):
+        compiled(idx, bad_targets)
+    with pytest.raises(gptc.GptcError, match="input 'idx' has dtype torch.float32"):
+        compiled(idx.float(), targets)
+    # The model still works after the errors.
+    with torch.no_grad():
+        ref = model(idx, targets)[1].item()
+    assert abs(compiled(idx, targets)[1].item() - ref) <= 1e-5 * abs(ref)
