@@ -65,7 +65,8 @@ def parse_args(argv=None):
     t.add_argument("--weight-decay", type=float, default=0.1)
     t.add_argument("--grad-clip", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=1337)
-    t.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    t.add_argument("--threads", type=int, default=2,
+                   help="threads for gptc's kernels (and torch.set_num_threads)")
     e = ap.add_argument_group("evaluation and sampling")
     e.add_argument("--eval-interval", type=int, default=250)
     e.add_argument("--eval-batches", type=int, default=4,
@@ -272,9 +273,10 @@ def main(argv=None):
         grad_clip=args.grad_clip, seed=args.seed)
     t1 = time.perf_counter()
     eval_fwd = gptc.compile(model.eval(), eval_sets["val"][0])
-    # Two distinct tensors: torch.export merges an example tensor passed twice into one input.
-    gen_fwd = gptc.compile(model.eval(), (torch.zeros(1, args.block_size, dtype=torch.long),
-                                          torch.zeros(1, args.block_size, dtype=torch.long)))
+    context = torch.zeros(1, args.block_size, dtype=torch.long)
+    gen_fwd = gptc.compile(model.eval(), (context, context))
+    for compiled in (step, eval_fwd, gen_fwd):
+        compiled.set_num_threads(args.threads)
     t2 = time.perf_counter()
     print(f"compiled: training step in {t1 - t0:.1f} s, eval forwards in {t2 - t1:.1f} s")
 
