@@ -14,6 +14,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
 
@@ -92,8 +93,9 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-march=native",
                                  "-ffp-contract=off", "-fno-fast-math", "-fopenmp", "-fPIC", "-shared",
                                  include, src, "-o", lib};
-  // The key: the generated source, the prelude it includes, the compiler and the flags.
-  std::string key;
+  // The key: the generated source, the prelude it includes, the compiler, the flags and
+  // the host CPU (-march=native).
+  std::string key = llvm::sys::getHostCPUName().str() + "\n";
   for (StringRef a : args)
     if (a != src && a != lib)
       key += a.str() + "\n";
