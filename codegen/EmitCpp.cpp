@@ -200,6 +200,9 @@ private:
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
+  LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
+  FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
+                                                        raw_ostream &os, StringRef indent);
   void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                     const Access &src);
   LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);
@@ -368,23 +371,26 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   return success();
 }
 
-/// One loop over the elements: load each input (broadcast), evaluate the body's ops as
-/// scalars in order, store the yielded values.
-LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
-  ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
+/// Inside a loop whose linear index over `shape` is `i`: loads each input of `op`
+/// (broadcast) and evaluates the body's elementwise ops as scalars, in order. Stops at a
+/// trailing gpt.reduce_sum. Returns the C name of every body value it computed.
+FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
+                                                               raw_ostream &os, StringRef indent) {
   Block &body = op.getBody().front();
   SmallVector<Access> accesses;
   for (auto [j, v] : llvm::enumerate(op.getInputs()))
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
-  os << "  GPTC_FOR(i, " << ttype(op.getResult(0)).getNumElements() << ") {\n";
-  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
+  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
   DenseMap<Value, std::string> names;
   for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
     names[arg] = "a" + std::to_string(j);
-    os << "    const " << elemType(arg) << " a" << j << " = in" << j << "[" << offs[j] << "];\n";
+    os << indent << "const " << elemType(arg) << " a" << j << " = in" << j << "[" << offs[j]
+       << "];\n";
   }
   int64_t next = 0;
   for (Operation &inner : body.without_terminator()) {
+    if (isa<ReduceSumOp>(inner))
+      break;
     std::optional<std::string> expr = scalarExpr(&inner);
     if (!expr)
       return inner.emitError("internal: '") << inner.getName() << "' inside gpt.fused", failure();
@@ -393,12 +399,54 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
       operands.push_back(names.lookup(v));
     std::string name = "v" + std::to_string(next++);
     names[inner.getResult(0)] = name;
-    os << "    const " << elemType(inner.getResult(0)) << " " << name << " = "
+    os << indent << "const " << elemType(inner.getResult(0)) << " " << name << " = "
        << substitute(*expr, operands) << ";\n";
   }
-  for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
-    os << "    out" << j << "[i] = " << names.lookup(v) << ";\n";
+  return names;
+}
+
+/// One loop over the elements, the body evaluated per element, the yielded values stored;
+/// or, for a body that ends in gpt.reduce_sum, the reduction's loop with the body as the
+/// element it sums (the canonical order, as the unfused reduce_sum).
+LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
+  Block &body = op.getBody().front();
+  Operation *yield = body.getTerminator();
+  if (auto red = yield->getOperand(0).getDefiningOp<ReduceSumOp>())
+    return emitFusedReduce(op, red, os);
+  ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
+  os << "  GPTC_FOR(i, " << ttype(op.getResult(0)).getNumElements() << ") {\n";
+  auto names = emitFusedBody(op, shape, os, "    ");
+  if (failed(names))
+    return failure();
+  for (auto [j, v] : llvm::enumerate(yield->getOperands()))
+    os << "    out" << j << "[i] = " << names->lookup(v) << ";\n";
   os << "  }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os) {
+  auto x = red.getX().getType();
+  std::string T = elemType(red.getResult());
+  SmallVector<int64_t> strides = rowMajorStrides(x.getShape());
+  SmallVector<int64_t> keptShape, keptStrides, redShape, redStrides;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    bool reduced = llvm::is_contained(red.getDims(), d);
+    (reduced ? redShape : keptShape).push_back(x.getDimSize(d));
+    (reduced ? redStrides : keptStrides).push_back(strides[d]);
+  }
+  int64_t outN = red.getType().getNumElements();
+  int64_t redN = x.getNumElements() / std::max<int64_t>(outN, 1);
+  os << "  GPTC_FOR(i, " << outN << ") {\n";
+  SmallVector<std::string> base = emitOffsets(os, keptShape, {{"", 0, keptStrides}}, "    ");
+  os << "    const int64_t base = " << base[0] << ";\n"
+     << "    out0[i] = gptc::reduce_sum<" << T << ">(" << redN << ", [&](int64_t i) {\n";
+  SmallVector<std::string> inner = emitOffsets(os, redShape, {{"", 0, redStrides}}, "      ");
+  os << "      const int64_t e = base + " << inner[0] << ";\n"
+     << "      {\n        const int64_t i = e;\n";
+  auto names = emitFusedBody(op, x.getShape(), os, "        ");
+  if (failed(names))
+    return failure();
+  os << "        return " << names->lookup(red.getX()) << ";\n      }\n    });\n  }\n";
   return success();
 }
 

@@ -460,6 +460,11 @@ LogicalResult FusedOp::verify() {
   for (Type t : getResultTypes())
     if (cast<RankedTensorType>(t).getShape() != cast<RankedTensorType>(getResultTypes()[0]).getShape())
       return emitOpError("results must share one shape");
+  // A body may end in one gpt.reduce_sum (the kernel's only result); all else is
+  // elementwise over one shape.
+  for (Operation &op : body.without_terminator())
+    if (isa<ReduceSumOp>(op) && (getNumResults() != 1 || yield.getValues()[0] != op.getResult(0)))
+      return emitOpError("a reduce_sum in the body must be the only result");
   return success();
 }
 

@@ -525,9 +525,10 @@ def Gpt_EmbeddingGradOp : Gpt_Op<"embedding_grad"> {
 def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
   let summary = "Elementwise ops computed in one kernel, one element at a time";
   let description = [{
-    The body's ops all produce tensors of the result shape; block arguments
-    are the operands, read with numpy broadcasting; the yielded values are
-    the results. Each element is computed by the same scalar expressions, in
+    The body's ops all produce tensors of one shape; block arguments are the
+    operands, read with numpy broadcasting; the yielded values are the
+    results. A body may end in one gpt.reduce_sum, then the kernel's only
+    result: the body is the element the (canonical) sum adds. Each element is computed by the same scalar expressions, in
     the same order, as the unfused ops, so fusion never changes a bit.
 
     ```mlir

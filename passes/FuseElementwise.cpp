@@ -65,6 +65,17 @@ void fuse(ArrayRef<Operation *> run) {
     op->erase();
 }
 
+/// Whether every value of `run` is used only inside `run` or by `red`.
+bool onlyFeeds(ArrayRef<Operation *> run, Operation *red) {
+  llvm::SmallPtrSet<Operation *, 16> inside(run.begin(), run.end());
+  inside.insert(red);
+  for (Operation *op : run)
+    for (Operation *user : op->getUsers())
+      if (!inside.contains(user))
+        return false;
+  return true;
+}
+
 struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     SmallVector<SmallVector<Operation *>> runs;
@@ -75,6 +86,16 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
       run.clear();
     };
     for (Operation &op : getOperation().getBody().front()) {
+      // A sum over the run's last value, when nothing else of the run is used elsewhere:
+      // the run becomes the element the reduction sums (no intermediate in memory).
+      if (auto red = dyn_cast<ReduceSumOp>(op); red && !run.empty() &&
+                                                red.getX().getDefiningOp() == run.back() &&
+                                                onlyFeeds(run, red)) {
+        run.push_back(&op);
+        runs.push_back(run);
+        run.clear();
+        continue;
+      }
       if (!isFusibleElementwise(&op)) {
         flush();
         continue;

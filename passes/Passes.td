@@ -103,8 +103,11 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     shape become one gpt.fused op: one kernel that computes every element
     through the same scalar expressions in the same order. Values used only
     inside the run stay in registers; the others are the kernel's results.
-    No reduction is ever fused here, so no order changes: the fused program is
-    bitwise identical to the unfused one (gptc compile -O0 skips this pass).
+    A run whose last value only feeds a gpt.reduce_sum (and nothing else of the
+    run is used elsewhere) takes the reduction in as the kernel's result: the
+    body becomes the element the canonical sum adds, so the order of the sum is
+    the unfused one. The fused program is bitwise identical to the unfused one
+    (gptc compile -O0 skips this pass).
 
     Before:
     ```mlir

@@ -58,3 +58,33 @@ func.func @adam(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: ten
   %7 = gpt.sub %p, %6 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %7, %2, %4 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that a sum over a run's last value takes the run in (the sum of squares of
+// a gradient norm): one kernel whose body ends in the reduce_sum.
+// CHECK-LABEL: func.func @sum_of_squares
+// CHECK: %[[S:.*]] = gpt.fused %arg0 : (tensor<4x8xf32>) -> tensor<f32> {
+// CHECK:   gpt.mul
+// CHECK:   gpt.reduce_sum {{.*}}dims = array<i64: 0, 1>
+// CHECK:   gpt.yield
+// CHECK: return %[[S]]
+func.func @sum_of_squares(%g: tensor<4x8xf32>) -> tensor<f32> {
+  %0 = gpt.mul %g, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// Tests that the reduction stays out when another value of the run is used
+// elsewhere (a kernel has one result shape).
+// CHECK-LABEL: func.func @escapes
+// CHECK: gpt.mul
+// CHECK-NEXT: gpt.reduce_sum
+// CHECK-NOT: gpt.fused
+func.func @escapes(%g: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %0 = gpt.mul %g, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<f32>
+  return %1, %0 : tensor<f32>, tensor<4x8xf32>
+}
