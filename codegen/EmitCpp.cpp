@@ -7,7 +7,7 @@
 // is the one the op's `order` attribute names.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Codegen.h"
+#include "codegen/Emitter.h"
 
 #include "ir/GptDialect.h"
 #include "passes/Passes.h"
@@ -22,7 +22,7 @@
 using namespace mlir;
 using namespace mlir::gpt;
 
-namespace {
+namespace mlir::gpt::emit {
 
 //===----------------------------------------------------------------------===//
 // Types, shapes and literals
@@ -90,11 +90,6 @@ std::string describeLoc(Location loc) {
 // Affine accesses: offset = base + sum_d index_d * strides[d]
 //===----------------------------------------------------------------------===//
 
-struct Access {
-  std::string buf;
-  int64_t base = 0;
-  SmallVector<int64_t> strides; // one per dim of the loop shape
-};
 
 /// Strides of `operand` (shape `from`) seen through numpy broadcasting to `to`.
 SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
@@ -135,101 +130,6 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
   return exprs;
 }
 
-/// What attention and its gradient kernels need to know of their shapes.
-struct AttentionShape {
-  std::string elem, scale;
-  int64_t T, D, S, Dv;
-  bool causal, dropout;
-  int64_t id;
-  std::string dropP, dropScale;
-  int64_t rngOperand; // index of the rng operand (in<rngOperand>)
-
-  int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
-  std::string keys() const {
-    if (!causal)
-      return std::to_string(S);
-    return "(t + 1 < " + std::to_string(S) + " ? t + 1 : " + std::to_string(S) + ")";
-  }
-  /// Loads the [seed, step] pair the dropout draws are keyed by.
-  std::string rngPrologue() const {
-    if (!dropout)
-      return "";
-    return "  const uint64_t seed = (uint64_t)in" + std::to_string(rngOperand) +
-           "[0], step = (uint64_t)in" + std::to_string(rngOperand) + "[1];\n";
-  }
-  /// 1/(1-p) if element `index` of this op's dropout is kept, else 0.
-  std::string keepFactor(const std::string &index) const {
-    return "(gptc::dropout_keep(seed, step, " + std::to_string(id) + ", (uint64_t)(" + index +
-           "), " + dropP + ") ? " + dropScale + " : " + elem + "(0))";
-  }
-};
-
-AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand) {
-  auto qt = ttype(q), kt = ttype(k), vt = ttype(v);
-  Type e = qt.getElementType();
-  AttentionShape a;
-  a.elem = *cType(e);
-  a.scale = literal(scale, e);
-  a.T = qt.getDimSize(2);
-  a.D = qt.getDimSize(3);
-  a.S = kt.getDimSize(2);
-  a.Dv = vt.getDimSize(3);
-  a.causal = causal;
-  a.dropout = p > 0.0;
-  a.id = id;
-  a.dropP = literal(p, Float32Type::get(q.getContext()));
-  a.dropScale = literal(1.0 / (1.0 - p), e);
-  a.rngOperand = rngOperand;
-  return a;
-}
-
-//===----------------------------------------------------------------------===//
-// The emitter
-//===----------------------------------------------------------------------===//
-
-class Emitter {
-public:
-  explicit Emitter(func::FuncOp fn) : fn(fn) {}
-  FailureOr<EmittedSource> run();
-
-private:
-  // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
-  // parameter names in0.. (operands) and out0.. (results).
-  LogicalResult emitKernel(Operation *op, raw_ostream &os);
-  LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
-  std::optional<std::string> scalarExpr(Operation *op);
-  LogicalResult emitFused(FusedOp op, raw_ostream &os);
-  LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
-  FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
-                                                        raw_ostream &os, StringRef indent);
-  void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
-                    const Access &src);
-  LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);
-  LogicalResult emitLayerNorm(LayerNormOp op, raw_ostream &os);
-  LogicalResult emitSoftmax(Operation *op, int64_t dim, bool log, raw_ostream &os);
-  LogicalResult emitAttention(AttentionOp op, raw_ostream &os);
-  LogicalResult emitCrossEntropy(CrossEntropyOp op, raw_ostream &os);
-  LogicalResult emitReduce(Operation *op, ArrayRef<int64_t> dims, StringRef kind,
-                           raw_ostream &os);
-  LogicalResult emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os);
-  LogicalResult emitAttentionGrad(AttentionGradOp op, raw_ostream &os);
-  LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
-  LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
-  /// The online-softmax pass over the keys of query row t (attention and its
-  /// gradient share it, so both see the same max and sum bits).
-  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput);
-
-  std::string elemType(Value v) { return *cType(ttype(v).getElementType()); }
-  /// The C pointer expression through which the entry reaches `v`.
-  std::string pointerOf(Value v);
-
-  func::FuncOp fn;
-  DenseMap<Value, std::string> pointers; // for args, constants and aliases
-  llvm::StringMap<int64_t> argByName;
-  std::string constants;
-  int64_t numConstants = 0;
-};
 
 std::string Emitter::pointerOf(Value v) {
   auto it = pointers.find(v);
@@ -347,7 +247,7 @@ FailureOr<EmittedSource> Emitter::run() {
 //===----------------------------------------------------------------------===//
 
 /// Substitutes `$j` in `expr` by names[j].
-static std::string substitute(std::string expr, ArrayRef<std::string> names) {
+std::string substitute(std::string expr, ArrayRef<std::string> names) {
   for (size_t j = names.size(); j-- > 0;) {
     std::string key = "$" + std::to_string(j);
     for (size_t p; (p = expr.find(key)) != std::string::npos;)
@@ -605,275 +505,6 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   return success();
 }
 
-/// layer_norm's statistics of row `x` (C elements): mean, biased variance (canonical
-/// sums) and rstd; layer_norm and its gradient share them, so both see the same bits.
-std::string rowStats(const std::string &T, int64_t c, double eps, Type elem) {
-  std::string n = T + "(" + std::to_string(c) + ")", cs = std::to_string(c);
-  return "    " + T + " mean = gptc::reduce_sum<" + T + ">(" + cs +
-         ", [&](int64_t k) { return x[k]; }) / " + n + ";\n" + "    " + T +
-         " var = gptc::reduce_sum<" + T + ">(" + cs + ", [&](int64_t k) { " + T +
-         " d = x[k] - mean; return d * d; }) / " + n + ";\n" + "    " + T + " rstd = " + T +
-         "(1) / gptc::sqrt(var + " + literal(eps, elem) + ");\n";
-}
-
-/// Per row of C: mean, biased variance (canonical sums), normalize, affine.
-LogicalResult Emitter::emitLayerNorm(LayerNormOp op, raw_ostream &os) {
-  auto t = op.getType();
-  int64_t c = t.getShape().back(), rows = t.getNumElements() / c;
-  std::string T = elemType(op.getResult());
-  bool hasW = (bool)op.getWeight(), hasB = (bool)op.getBias();
-  std::string w = hasW ? "in1" : "", bias = hasB ? (hasW ? "in2" : "in1") : "";
-  os << "  GPTC_FOR(row, " << rows << ") {\n"
-     << "    const " << T << "* x = in0 + row * " << c << ";\n"
-     << "    " << T << "* y = out0 + row * " << c << ";\n"
-     << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
-     << "    for (int64_t k = 0; k < " << c << "; ++k) {\n"
-     << "      " << T << " v = (x[k] - mean) * rstd;\n";
-  if (hasW)
-    os << "      v = v * " << w << "[k];\n";
-  if (hasB)
-    os << "      v = v + " << bias << "[k];\n";
-  os << "      y[k] = v;\n    }\n  }\n";
-  return success();
-}
-
-/// Along `dim` (size D, inner stride I): max, sum of exp(x - max), normalize.
-LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ostream &os) {
-  auto t = ttype(op->getResult(0));
-  std::string T = elemType(op->getResult(0));
-  int64_t d = t.getDimSize(dim), inner = rowMajorStrides(t.getShape())[dim];
-  int64_t rows = t.getNumElements() / d;
-  os << "  GPTC_FOR(r, " << rows << ") {\n"
-     << "    int64_t base = (r / " << inner << ") * " << d * inner << " + r % " << inner << ";\n"
-     << "    const " << T << "* x = in0 + base;\n    " << T << "* y = out0 + base;\n"
-     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << d << ", [&](int64_t k) { return x[k * "
-     << inner << "]; });\n"
-     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << d
-     << ", [&](int64_t k) { return gptc::exp(x[k * " << inner << "] - m); });\n";
-  if (log)
-    os << "    " << T << " ls = gptc::log(s);\n"
-       << "    for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner << "] = x[k * " << inner
-       << "] - m - ls;\n";
-  else
-    os << "    for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner
-       << "] = gptc::exp(x[k * " << inner << "] - m) / s;\n";
-  os << "  }\n";
-  return success();
-}
-
-/// The online-softmax pass over the keys of one query row (`qr`; `kt` holds the head's
-/// keys transposed, `vb` its values, `keys` how many are visible, `r` the row's index
-/// among all B*H*T rows). Leaves the final max `m` and sum `l`; with `withOutput`, also
-/// `acc`, the unnormalised output. Attention and its gradient both use it, so both see
-/// the same bits. Scores come 32 keys at a time (gptc::block_dots: one lane per key, each
-/// summing over d in order), so vectorising never reorders a sum.
-void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput) {
-  const std::string &E = a.elem;
-  std::string Dv = std::to_string(a.Dv);
-  os << "      " << E << " m = -INFINITY, l = 0, p[32];\n";
-  if (withOutput)
-    os << "      " << E << " acc[" << Dv << "], sacc[" << Dv << "];\n"
-       << "      for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n";
-  os << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
-     << "        const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
-     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << a.Sp() << ", p);\n"
-     << "        " << E << " mb = -INFINITY;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = p[j] * " << a.scale
-     << "; mb = gptc::maximum(mb, p[j]); }\n"
-     << "        " << E << " mn = gptc::maximum(m, mb);\n"
-     << "        " << E << " corr = gptc::exp(m - mn);\n"
-     << "        " << E << " bsum = 0;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = gptc::exp(p[j] - mn); bsum = bsum + p[j]; }\n"
-     << "        l = l * corr + bsum;\n";
-  if (withOutput) {
-    if (a.dropout)
-      os << "        for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * "
-         << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
-    // Per output column c, keys j in increasing order: j outer, c inner (vectorises on c).
-    os << "        for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
-       << "        for (int64_t j = 0; j < nb; ++j) {\n"
-       << "          const " << E << "* vr = vb + (j0 + j) * " << Dv << ";\n"
-       << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = gptc::fma(p[j], vr[c], sacc[c]);\n"
-       << "        }\n"
-       << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = acc[c] * corr + sacc[c];\n";
-  }
-  os << "        m = mn;\n      }\n";
-}
-
-/// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
-static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
-  os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", in1 + bh * "
-     << a.S * a.D << ", " << a.Sp() << ", kt);\n"
-     << "    const " << a.elem << "* vb = in2 + bh * " << a.S * a.Dv << ";\n";
-}
-
-/// Online softmax over key blocks of 32 (order online_block32); one (batch, head) per
-/// iteration of the parallel loop, its queries in order.
-LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
-  AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
-                                    op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 3);
-  os << a.rngPrologue() << "  GPTC_FOR(bh, " << op.getType().getNumElements() / (a.T * a.Dv)
-     << ") {\n";
-  emitTransposedKeys(os, a);
-  os << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
-     << "      const int64_t r = bh * " << a.T << " + t;\n"
-     << "      const " << a.elem << "* qr = in0 + r * " << a.D << ";\n"
-     << "      " << a.elem << "* y = out0 + r * " << a.Dv << ";\n"
-     << "      const int64_t keys = " << a.keys() << ";\n";
-  emitOnlineRow(os, a, /*withOutput=*/true);
-  os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n    }\n  }\n";
-  return success();
-}
-
-/// Per (batch, head), queries in increasing order: recompute the row's max and sum,
-/// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
-LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
-  AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
-                                    op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 4);
-  const std::string &E = a.elem;
-  std::string Sp = std::to_string(a.Sp());
-  std::string keep = a.dropout ? a.keepFactor("r * " + std::to_string(a.S) + " + j") : E + "(1)";
-  os << a.rngPrologue()
-     << "  GPTC_FOR(bh, " << op.getDq().getType().getNumElements() / (a.T * a.D) << ") {\n";
-  emitTransposedKeys(os, a);
-  os << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << Sp
-     << ", vt);\n"
-     << "    const " << E << "* kb = in1 + bh * " << a.S * a.D << ";\n"
-     << "    " << E << "* dk = out1 + bh * " << a.S * a.D << ";\n"
-     << "    " << E << "* dv = out2 + bh * " << a.S * a.Dv << ";\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = 0;\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.Dv << "; ++k) dv[k] = 0;\n"
-     << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
-     << "      const int64_t r = bh * " << a.T << " + t;\n"
-     << "      const " << E << "* qr = in0 + r * " << a.D << ";\n"
-     << "      const " << E << "* gr = in3 + r * " << a.Dv << ";\n"
-     << "      " << E << "* dq = out0 + r * " << a.D << ";\n"
-     << "      const int64_t keys = " << a.keys() << ";\n";
-  emitOnlineRow(os, a, /*withOutput=*/false);
-  os << "      " << E << " P[" << Sp << "], dP[" << Sp << "], K[" << Sp << "], qacc[" << a.D
-     << "];\n"
-     << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
-     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << Sp << ", P + j0);\n"
-     << "        gptc::block_dots<" << E << ">(" << a.Dv << ", gr, vt + j0, " << Sp
-     << ", dP + j0);\n      }\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        P[j] = gptc::exp(P[j] * " << a.scale << " - m) / l;\n"
-     << "        K[j] = " << keep << ";\n"
-     << "        dP[j] = dP[j] * K[j];\n      }\n"
-     << "      " << E << " Dsum = 0;\n"
-     << "      for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
-     << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        const " << E << "* kr = kb + j * " << a.D << ";\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = gptc::fma(dP[j], kr[c], qacc[c]);\n"
-     << "      }\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << a.D
-     << " + c] = gptc::fma(dP[j], qr[c], dk[j * " << a.D << " + c]);\n"
-     << "        const " << E << " pd = P[j] * K[j];\n"
-     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << a.Dv
-     << " + c] = gptc::fma(pd, gr[c], dv[j * " << a.Dv << " + c]);\n"
-     << "      }\n"
-     << "    }\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = dk[k] * " << a.scale
-     << ";\n  }\n";
-  return success();
-}
-
-/// loss = sum over kept rows of (logsumexp(row) - row[target]) / kept rows.
-LogicalResult Emitter::emitCrossEntropy(CrossEntropyOp op, raw_ostream &os) {
-  auto l = op.getLogits().getType();
-  int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
-  std::string T = elemType(op.getResult());
-  os << "  int64_t kept = 0;\n"
-     << "  for (int64_t r = 0; r < " << n << "; ++r) {\n"
-     << "    int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL) continue;\n"
-     << "    if (t < 0 || t >= " << v << ") gptc::report_error(\"cross_entropy target out of range\");\n"
-     << "    ++kept;\n  }\n"
-     << "  " << T << " total = gptc::reduce_sum<" << T << ">(" << n << ", [&](int64_t r) -> " << T
-     << " {\n"
-     << "    int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL || t < 0 || t >= " << v << ") return 0;\n"
-     << "    const " << T << "* x = in0 + r * " << v << ";\n"
-     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << v
-     << ", [&](int64_t k) { return x[k]; });\n"
-     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << v
-     << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
-     << "    return gptc::log(s) + m - x[t];\n  });\n"
-     << "  out0[0] = total / " << T << "(kept);\n";
-  return success();
-}
-
-/// Per row: recompute mean, rstd and xhat as layer_norm does; dxhat = g * weight;
-/// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-LogicalResult Emitter::emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os) {
-  auto t = op.getType();
-  int64_t c = t.getShape().back(), rows = t.getNumElements() / c;
-  std::string T = elemType(op.getResult());
-  std::string dxhat = op.getWeight() ? "g[k] * in2[k]" : "g[k]";
-  os << "  GPTC_FOR(row, " << rows << ") {\n"
-     << "    const " << T << "* g = in0 + row * " << c << ";\n"
-     << "    const " << T << "* x = in1 + row * " << c << ";\n"
-     << "    " << T << "* dx = out0 + row * " << c << ";\n"
-     << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
-     << "    " << T << " a = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return "
-     << dxhat << "; }) / " << T << "(" << c << ");\n"
-     << "    " << T << " b = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return ("
-     << dxhat << ") * ((x[k] - mean) * rstd); }) / " << T << "(" << c << ");\n"
-     << "    for (int64_t k = 0; k < " << c << "; ++k)\n"
-     << "      dx[k] = rstd * ((" << dxhat << ") - a - ((x[k] - mean) * rstd) * b);\n  }\n";
-  return success();
-}
-
-/// Row r: (softmax(row) - onehot(target)) * g / kept; ignored rows get zeros.
-LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os) {
-  auto l = op.getLogits().getType();
-  int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
-  std::string T = elemType(op.getResult());
-  os << "  int64_t kept = 0;\n"
-     << "  for (int64_t r = 0; r < " << n << "; ++r) kept += in1[r] != " << ignore << "LL;\n"
-     << "  const " << T << " scale = in2[0] / " << T << "(kept);\n"
-     << "  GPTC_FOR(r, " << n << ") {\n"
-     << "    const " << T << "* x = in0 + r * " << v << ";\n"
-     << "    " << T << "* d = out0 + r * " << v << ";\n"
-     << "    const int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL || t < 0 || t >= " << v << ") {\n"
-     << "      if (t != " << ignore << "LL) gptc::report_error(\"cross_entropy target out of range\");\n"
-     << "      for (int64_t k = 0; k < " << v << "; ++k) d[k] = 0;\n"
-     << "      continue;\n    }\n"
-     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << v
-     << ", [&](int64_t k) { return x[k]; });\n"
-     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << v
-     << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
-     << "    for (int64_t k = 0; k < " << v << "; ++k)\n"
-     << "      d[k] = (gptc::exp(x[k] - m) / s - (k == t ? " << T << "(1) : " << T
-     << "(0))) * scale;\n  }\n";
-  return success();
-}
-
-/// dW[row] += g[p] for positions p in increasing order (one column per iteration of the
-/// parallel loop, so the split never changes the order of a sum).
-LogicalResult Emitter::emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os) {
-  int64_t v = op.getType().getDimSize(0), c = op.getType().getDimSize(1);
-  int64_t n = op.getIndices().getType().getNumElements();
-  os << "  GPTC_FOR(col, " << c << ") {\n"
-     << "    for (int64_t r = 0; r < " << v << "; ++r) out0[r * " << c << " + col] = 0;\n"
-     << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
-     << "      const int64_t row = in1[p];\n"
-     << "      if (row < 0 || row >= " << v << ") { gptc::report_error(\"embedding index out of "
-        "range\"); continue; }\n"
-     << "      out0[row * " << c << " + col] = out0[row * " << c << " + col] + in0[p * " << c
-     << " + col];\n    }\n  }\n";
-  return success();
-}
-
 /// Reduces `dims` of in0; elements visited in row-major order of those dims.
 LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringRef kind,
                                   raw_ostream &os) {
@@ -904,8 +535,8 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
   return success();
 }
 
-} // namespace
+} // namespace mlir::gpt::emit
 
 FailureOr<EmittedSource> mlir::gpt::emitSource(func::FuncOp fn, Target) {
-  return Emitter(fn).run();
+  return emit::Emitter(fn).run();
 }

@@ -1,0 +1,130 @@
+//===- Emitter.h - the C++ emitter's shared pieces (private to codegen/) ---===//
+//
+// EmitCpp.cpp holds the emitter's driver and the generic kernels (elementwise,
+// fused, data movement, matmul, reductions); EmitModelKernels.cpp the model
+// kernels (layer_norm, softmax, attention, cross-entropy and their gradients).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPTC_CODEGEN_EMITTER_H
+#define GPTC_CODEGEN_EMITTER_H
+
+#include "codegen/Codegen.h"
+
+#include "ir/GptDialect.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::gpt::emit {
+
+/// The tensor type of a value.
+RankedTensorType ttype(Value v);
+/// The C type of an element type (float, double, int64_t, bool), or failure.
+FailureOr<std::string> cType(Type t);
+SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
+/// An exact C++ literal for `v` as element type `t` (hex floats keep every bit).
+std::string literal(double v, Type t);
+std::string elementLiteral(Attribute a, Type t);
+/// " (model.py:42)" for a file location, "" otherwise.
+std::string describeLoc(Location loc);
+
+/// An affine access: offset = base + sum_d index_d * strides[d].
+struct Access {
+  std::string buf;
+  int64_t base = 0;
+  SmallVector<int64_t> strides; // one per dim of the loop shape
+};
+
+/// Strides of an operand of shape `from` seen through numpy broadcasting to `to`.
+SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
+
+/// Emits, inside a loop over linear index `i` of `shape`, the decoding of each access's
+/// offset, and returns the offset expression per access.
+SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
+                                     ArrayRef<Access> accesses, StringRef indent);
+
+/// `$j` in `expr` replaced by names[j].
+std::string substitute(std::string expr, ArrayRef<std::string> names);
+
+/// What attention and its gradient kernels need to know of their shapes.
+struct AttentionShape {
+  std::string elem, scale;
+  int64_t T, D, S, Dv;
+  bool causal, dropout;
+  int64_t id;
+  std::string dropP, dropScale;
+  int64_t rngOperand; // index of the rng operand (in<rngOperand>)
+
+  int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
+  std::string keys() const {
+    if (!causal)
+      return std::to_string(S);
+    return "(t + 1 < " + std::to_string(S) + " ? t + 1 : " + std::to_string(S) + ")";
+  }
+  /// Loads the [seed, step] pair the dropout draws are keyed by.
+  std::string rngPrologue() const {
+    if (!dropout)
+      return "";
+    return "  const uint64_t seed = (uint64_t)in" + std::to_string(rngOperand) +
+           "[0], step = (uint64_t)in" + std::to_string(rngOperand) + "[1];\n";
+  }
+  /// 1/(1-p) if element `index` of this op's dropout is kept, else 0.
+  std::string keepFactor(const std::string &index) const {
+    return "(gptc::dropout_keep(seed, step, " + std::to_string(id) + ", (uint64_t)(" + index +
+           "), " + dropP + ") ? " + dropScale + " : " + elem + "(0))";
+  }
+};
+
+AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
+                              int64_t id, int64_t rngOperand);
+
+/// Writes one kernel per top-level op of a planned function, and the entry.
+class Emitter {
+public:
+  explicit Emitter(func::FuncOp fn) : fn(fn) {}
+  FailureOr<EmittedSource> run();
+
+private:
+  // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
+  // parameter names in0.. (operands) and out0.. (results).
+  LogicalResult emitKernel(Operation *op, raw_ostream &os);
+  LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
+  std::optional<std::string> scalarExpr(Operation *op);
+  LogicalResult emitFused(FusedOp op, raw_ostream &os);
+  LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
+  FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
+                                                        raw_ostream &os, StringRef indent);
+  void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
+                    const Access &src);
+  LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);
+  LogicalResult emitLayerNorm(LayerNormOp op, raw_ostream &os);
+  LogicalResult emitSoftmax(Operation *op, int64_t dim, bool log, raw_ostream &os);
+  LogicalResult emitAttention(AttentionOp op, raw_ostream &os);
+  LogicalResult emitCrossEntropy(CrossEntropyOp op, raw_ostream &os);
+  LogicalResult emitReduce(Operation *op, ArrayRef<int64_t> dims, StringRef kind,
+                           raw_ostream &os);
+  LogicalResult emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os);
+  LogicalResult emitAttentionGrad(AttentionGradOp op, raw_ostream &os);
+  LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
+  LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
+  /// The online-softmax pass over the keys of query row t (attention and its
+  /// gradient share it, so both see the same max and sum bits).
+  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput);
+
+  std::string elemType(Value v) { return *cType(ttype(v).getElementType()); }
+  /// The C pointer expression through which the entry reaches `v`.
+  std::string pointerOf(Value v);
+
+  func::FuncOp fn;
+  DenseMap<Value, std::string> pointers; // for args, constants and aliases
+  llvm::StringMap<int64_t> argByName;
+  std::string constants;
+  int64_t numConstants = 0;
+};
+
+} // namespace mlir::gpt::emit
+
+#endif
