@@ -9,19 +9,12 @@ difference over every parameter after the update.
 """
 import argparse
 import copy
-import math
 
 import torch
 
 import gptc
+from gptc.testing.parity import nanogpt_lr, torch_adamw, torch_step, worst_param_difference
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
-
-
-def lr_at(it, warmup, total, lr=1e-3, min_lr=1e-4):
-    if it < warmup:
-        return lr * (it + 1) / (warmup + 1)
-    ratio = (it - warmup) / max(1, total - warmup)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
 def main():
@@ -43,28 +36,18 @@ def main():
     hyper = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
     step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**hyper),
                                    grad_clip=1.0, check_gradients=True)
-    opt = torch.optim.AdamW(
-        [{"params": [p for p in ref.parameters() if p.dim() >= 2], "weight_decay": 0.1},
-         {"params": [p for p in ref.parameters() if p.dim() < 2], "weight_decay": 0.0}],
-        lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
+    opt = torch_adamw(ref, **hyper)
     print(f"bias={cfg.bias}, batch {args.batch}x{cfg.block_size}, {step.num_kernels} kernels/step")
     print(f"{'step':>4} {'gptc loss':>11} {'torch loss':>11} {'rel diff':>9} {'worst param':>11}")
     worst_rel = worst_param = 0.0
     for it, (x, y) in enumerate(data):
-        lr = lr_at(it, warmup=5, total=args.steps)
-        for group in opt.param_groups:
-            group["lr"] = lr
+        lr = nanogpt_lr(it, lr=1e-3, min_lr=1e-4, warmup=5, decay_iters=args.steps)
         loss = step(x, y, lr=lr).item()
-        _, ref_loss = ref(x, y)
-        opt.zero_grad()
-        ref_loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
-        sd = step.state_dict()
-        worst = max((sd[n] - p.detach()).abs().max().item() for n, p in ref.named_parameters())
-        rel = abs(loss - ref_loss.item()) / abs(ref_loss.item())
+        ref_loss = torch_step(ref, opt, x, y, lr=lr)
+        worst = worst_param_difference(step.state_dict(), ref)
+        rel = abs(loss - ref_loss) / abs(ref_loss)
         worst_rel, worst_param = max(worst_rel, rel), max(worst_param, worst)
-        print(f"{it + 1:4d} {loss:11.7f} {ref_loss.item():11.7f} {rel:9.2e} {worst:11.2e}")
+        print(f"{it + 1:4d} {loss:11.7f} {ref_loss:11.7f} {rel:9.2e} {worst:11.2e}")
     print(f"worst over {args.steps} steps: loss {worst_rel:.2e} relative, "
           f"parameters {worst_param:.2e} absolute")
 

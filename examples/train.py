@@ -25,6 +25,7 @@ import torch
 
 import gptc
 from gptc.data import CharTokenizer, get_batch, load_corpus, split
+from gptc.testing.parity import nanogpt_lr
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 # The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).
@@ -96,13 +97,8 @@ def parse_args(argv=None):
 
 def get_lr(it, args):
     """nanoGPT's schedule: linear warm-up, cosine decay to min_lr, then min_lr."""
-    if it < args.warmup_iters:
-        return args.lr * (it + 1) / (args.warmup_iters + 1)
-    if it > args.lr_decay_iters or args.lr_decay_iters <= args.warmup_iters:
-        return args.min_lr
-    ratio = (it - args.warmup_iters) / (args.lr_decay_iters - args.warmup_iters)
-    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))
-    return args.min_lr + coeff * (args.lr - args.min_lr)
+    return nanogpt_lr(it, lr=args.lr, min_lr=args.min_lr, warmup=args.warmup_iters,
+                      decay_iters=args.lr_decay_iters)
 
 
 def estimate_loss(fwd, batches):

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import gptc
+from gptc.testing.parity import nanogpt_lr, torch_adamw, torch_step, worst_param_difference
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
@@ -24,20 +25,8 @@ def batches(n, cfg, batch=4, seed=1):
     return out
 
 
-def torch_adamw(model):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": ADAMW["weight_decay"]},
-                              {"params": rest, "weight_decay": 0.0}],
-                             lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"])
-
-
-def lr_at(it, warmup=5, total=20, lr=1e-3, min_lr=1e-4):
-    import math
-    if it < warmup:
-        return lr * (it + 1) / (warmup + 1)
-    ratio = (it - warmup) / (total - warmup)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+def lr_at(it, total=20):
+    return nanogpt_lr(it, lr=1e-3, min_lr=1e-4, warmup=5, decay_iters=total)
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -49,22 +38,16 @@ def test_twenty_steps_match_pytorch(bias, tmp_path):
     data = batches(20, cfg)
     step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
                                    check_gradients=True, workdir=str(tmp_path))
-    opt = torch_adamw(ref)
+    opt = torch_adamw(ref, **ADAMW)
     print(f"\nbias={bias}: {step.num_kernels} kernels per step")
     for it, (x, y) in enumerate(data):
         lr = lr_at(it)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        loss = step(x, y, lr=lr)
-        _, ref_loss = ref(x, y)
-        opt.zero_grad()
-        ref_loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
+        loss = step(x, y, lr=lr).item()
+        ref_loss = torch_step(ref, opt, x, y, lr=lr)
         sd = step.state_dict()
-        worst = max((sd[n] - p.detach()).abs().max().item() for n, p in ref.named_parameters())
-        rel = abs(loss.item() - ref_loss.item()) / abs(ref_loss.item())
-        print(f"step {it + 1:2d}: loss {loss.item():.7f} torch {ref_loss.item():.7f} "
+        worst = worst_param_difference(sd, ref)
+        rel = abs(loss - ref_loss) / abs(ref_loss)
+        print(f"step {it + 1:2d}: loss {loss:.7f} torch {ref_loss:.7f} "
               f"rel {rel:.2e} worst param diff {worst:.2e}")
         assert rel <= 1e-5
         assert worst <= 1e-4
