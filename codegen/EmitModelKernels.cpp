@@ -214,26 +214,35 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   return success();
 }
 
+/// Cross-entropy's count of rows whose target is not ignore_index (in1 holds targets).
+static std::string keptRows(int64_t n, int64_t ignore) {
+  return "  int64_t kept = 0;\n  for (int64_t r = 0; r < " + std::to_string(n) +
+         "; ++r) kept += in1[r] != " + std::to_string(ignore) + "LL;\n";
+}
+
+/// A logits row's max `m` and sum `s` of exp(x - m): the loss and its gradient share them,
+/// so both see the same bits.
+static std::string logitStats(const std::string &T, int64_t v) {
+  std::string vs = std::to_string(v);
+  return "    " + T + " m = gptc::reduce_max<" + T + ">(" + vs +
+         ", [&](int64_t k) { return x[k]; });\n    " + T + " s = gptc::reduce_sum<" + T +
+         ">(" + vs + ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n";
+}
+
 /// loss = sum over kept rows of (logsumexp(row) - row[target]) / kept rows.
 LogicalResult Emitter::emitCrossEntropy(CrossEntropyOp op, raw_ostream &os) {
   auto l = op.getLogits().getType();
   int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
   std::string T = elemType(op.getResult());
-  os << "  int64_t kept = 0;\n"
-     << "  for (int64_t r = 0; r < " << n << "; ++r) {\n"
-     << "    int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL) continue;\n"
-     << "    if (t < 0 || t >= " << v << ") gptc::report_error(\"cross_entropy target out of range\");\n"
-     << "    ++kept;\n  }\n"
+  os << keptRows(n, ignore)
      << "  " << T << " total = gptc::reduce_sum<" << T << ">(" << n << ", [&](int64_t r) -> " << T
      << " {\n"
      << "    int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL || t < 0 || t >= " << v << ") return 0;\n"
+     << "    if (t == " << ignore << "LL) return 0;\n"
+     << "    if (t < 0 || t >= " << v << ") { gptc::report_error(\"cross_entropy target out of "
+        "range\"); return 0; }\n"
      << "    const " << T << "* x = in0 + r * " << v << ";\n"
-     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << v
-     << ", [&](int64_t k) { return x[k]; });\n"
-     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << v
-     << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
+     << logitStats(T, v)
      << "    return gptc::log(s) + m - x[t];\n  });\n"
      << "  out0[0] = total / " << T << "(kept);\n";
   return success();
@@ -265,8 +274,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
   auto l = op.getLogits().getType();
   int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
   std::string T = elemType(op.getResult());
-  os << "  int64_t kept = 0;\n"
-     << "  for (int64_t r = 0; r < " << n << "; ++r) kept += in1[r] != " << ignore << "LL;\n"
+  os << keptRows(n, ignore)
      << "  const " << T << " scale = in2[0] / " << T << "(kept);\n"
      << "  GPTC_FOR(r, " << n << ") {\n"
      << "    const " << T << "* x = in0 + r * " << v << ";\n"
@@ -276,10 +284,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
      << "      if (t != " << ignore << "LL) gptc::report_error(\"cross_entropy target out of range\");\n"
      << "      for (int64_t k = 0; k < " << v << "; ++k) d[k] = 0;\n"
      << "      continue;\n    }\n"
-     << "    " << T << " m = gptc::reduce_max<" << T << ">(" << v
-     << ", [&](int64_t k) { return x[k]; });\n"
-     << "    " << T << " s = gptc::reduce_sum<" << T << ">(" << v
-     << ", [&](int64_t k) { return gptc::exp(x[k] - m); });\n"
+     << logitStats(T, v)
      << "    for (int64_t k = 0; k < " << v << "; ++k)\n"
      << "      d[k] = (gptc::exp(x[k] - m) / s - (k == t ? " << T << "(1) : " << T
      << "(0))) * scale;\n  }\n";
