@@ -44,12 +44,20 @@ def test_forward_matches_eager(bias, tmp_path):
     assert abs(compiled(idx2, targets2)[1].item() - ref2) <= 1e-5 * abs(ref2)
 
 
-def test_runs_are_bitwise_identical(tmp_path):
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The default test GPT (eval), one batch, and its compiled forward, shared by the
+    tests below that only run it."""
     torch.manual_seed(0)
     cfg = TinyGPTConfig()
     model = TinyGPT(cfg).eval()
     idx, targets = make_batch(cfg)
-    compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path))
+    compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path_factory.mktemp("tiny")))
+    return model, cfg, idx, targets, compiled
+
+
+def test_runs_are_bitwise_identical(tiny):
+    model, cfg, idx, targets, compiled = tiny
     a_logits, a_loss = compiled(idx, targets)
     b_logits, b_loss = compiled(idx, targets)
     assert torch.equal(a_logits, b_logits) and torch.equal(a_loss, b_loss)
@@ -99,12 +107,8 @@ def test_unsupported_op_names_op_and_line(tmp_path):
     assert "[2x8]f32" in msg
 
 
-def test_wrong_input_shape_is_a_clear_error(tmp_path):
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig()
-    model = TinyGPT(cfg).eval()
-    idx, targets = make_batch(cfg)
-    compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path))
+def test_wrong_input_shape_is_a_clear_error(tiny):
+    model, cfg, idx, targets, compiled = tiny
     with pytest.raises(gptc.GptcError, match="input 'idx' has shape"):
         compiled(idx[:, :16], targets)
 
@@ -124,13 +128,9 @@ def test_generation_path_without_targets(tmp_path):
     assert (logits - ref_logits).abs().max().item() <= 1e-4
 
 
-def test_bad_inputs_are_clear_errors(tmp_path):
+def test_bad_inputs_are_clear_errors(tiny):
     """Out-of-range token ids and targets, and float token ids: one clear error each."""
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig()
-    model = TinyGPT(cfg).eval()
-    idx, targets = make_batch(cfg)
-    compiled = gptc.compile(model, (idx, targets), workdir=str(tmp_path))
+    model, cfg, idx, targets, compiled = tiny
     bad_idx = idx.clone()
     bad_idx[1, 3] = cfg.vocab_size  # one past the table
     with pytest.raises(gptc.GptcError, match="embedding index out of range"):
