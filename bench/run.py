@@ -70,16 +70,22 @@ def main():
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 
-    print("\n| size | framework | ms/step median (min–max) | tokens/s | kernels/step | peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
+    print("\n| size | framework | ms/step median (min–max) | speed vs eager | tokens/s | "
+          "kernels/step | step peak RSS MiB | process peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    eager = {r["size"]: r["ms_median"] for r in results["steps"]
+             if r["framework"] == "eager" and "error" not in r}
     for r in results["steps"]:
         if "error" in r:
-            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | |")
+            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | | | |")
             continue
         k = r.get("kernels_per_step")
+        ratio = eager[r["size"]] / r["ms_median"] if r["size"] in eager else None
+        step_peak = r.get("step_peak_rss_mib")
         print(f"| {r['size']} | {r['framework']} | {r['ms_median']:.1f} ({r['ms_min']:.1f}–"
-              f"{r['ms_max']:.1f}) | {r['tokens_per_s']:,.0f} | {k if k is not None else 'n/a'} | "
-              f"{r['peak_rss_mib']:.0f} |")
+              f"{r['ms_max']:.1f}) | {f'{ratio:.2f}x' if ratio else 'n/a'} | "
+              f"{r['tokens_per_s']:,.0f} | {k if k is not None else 'n/a'} | "
+              f"{f'{step_peak:.0f}' if step_peak else 'n/a'} | {r['peak_rss_mib']:.0f} |")
     m, s = results["matmul"], results["sgemm_openblas"]
     print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "

@@ -7,6 +7,7 @@ Each framework runs in its own process (bench/run.py starts them), so peak memor
 process's maximum resident set) is its own. Thread counts are set explicitly and equal.
 """
 import argparse
+import gc
 import json
 import os
 import resource
@@ -41,6 +42,24 @@ def count_eager_kernels(model, opt, x, y):
     with Count():
         eager_step(model, opt, x, y)
     return Count.n
+
+
+def reset_peak_rss() -> bool:
+    """Linux: writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def vm_hwm_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def eager_step(model, opt, x, y):
@@ -96,6 +115,10 @@ def main():
     for _ in range(args.warmup):
         run()
     out["compile_and_warmup_s"] = time.perf_counter() - t0
+    # The step's own peak: reset the kernel's resident-set high-water mark (VmHWM) to the
+    # current size, so it then records only what the timed steps add on top of what is held.
+    gc.collect()
+    step_peak = reset_peak_rss()
     times = []
     for _ in range(args.steps):
         t = time.perf_counter()
@@ -104,7 +127,8 @@ def main():
     times.sort()
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
-               peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+               peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               step_peak_rss_mib=vm_hwm_mib() if step_peak else None)
     print(json.dumps(out))
 
 
