@@ -136,8 +136,11 @@ std::string Emitter::pointerOf(Value v) {
   if (it != pointers.end())
     return it->second;
   Operation *def = v.getDefiningOp();
+  unsigned n = cast<OpResult>(v).getResultNumber();
+  if (auto inPlace = def->getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr); inPlace && inPlace[n] >= 0)
+    return "(" + elemType(v) + "*)args[" + std::to_string(inPlace[n]) + "]";
   auto offsets = def->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
-  int64_t off = offsets[cast<OpResult>(v).getResultNumber()];
+  int64_t off = offsets[n];
   return "(" + elemType(v) + "*)(arena + " + std::to_string(off) + ")";
 }
 
@@ -181,8 +184,11 @@ FailureOr<EmittedSource> Emitter::run() {
         } else {
           ++next;
         }
-        cs << "  std::memmove(" << dst << ", " << pointerOf(v) << ", "
-           << ttype(v).getNumElements() << " * sizeof(" << elemType(v) << "));\n";
+        std::string src = pointerOf(v);
+        if (src == "(" + elemType(v) + "*)" + dst)
+          continue; // updated in place
+        cs << "  std::memmove(" << dst << ", " << src << ", " << ttype(v).getNumElements()
+           << " * sizeof(" << elemType(v) << "));\n";
       }
       continue;
     }
@@ -206,17 +212,14 @@ FailureOr<EmittedSource> Emitter::run() {
     }
     std::string name = "k" + std::to_string(result.numKernels++) + "_" +
                        op.getName().stripDialect().str();
-    ks << "// " << op.getName().getStringRef() << describeLoc(op.getLoc()) << "\n";
-    ks << "static void " << name << "(";
-    SmallVector<std::string> params;
-    for (auto [j, v] : llvm::enumerate(op.getOperands()))
-      params.push_back("const " + elemType(v) + "* __restrict in" + std::to_string(j));
-    for (auto [j, v] : llvm::enumerate(op.getResults()))
-      params.push_back(elemType(v) + "* __restrict out" + std::to_string(j));
-    ks << llvm::join(params, ", ") << ") {\n";
-    if (failed(emitKernel(&op, ks)))
+    aliasing = op.hasAttr(kInPlaceAttr);
+    if (auto h = dyn_cast<HorizontalOp>(op)) {
+      if (failed(emitHorizontal(h, name, ks)))
+        return failure();
+    } else if (failed(emitFunction(name, &op, ks))) {
       return failure();
-    ks << "}\n\n";
+    }
+    aliasing = false;
     SmallVector<std::string> callArgs;
     for (Value v : op.getOperands())
       callArgs.push_back(pointerOf(v));
@@ -242,6 +245,68 @@ FailureOr<EmittedSource> Emitter::run() {
   return result;
 }
 
+std::string Emitter::signature(const std::string &name, ValueRange ins, ValueRange outs) {
+  // A kernel that updates an argument in place reads and writes the same buffer: no
+  // __restrict on any of its pointers then.
+  std::string restrict = aliasing ? "* " : "* __restrict ";
+  SmallVector<std::string> params;
+  for (auto [j, v] : llvm::enumerate(ins))
+    params.push_back("const " + elemType(v) + restrict + "in" + std::to_string(j));
+  for (auto [j, v] : llvm::enumerate(outs))
+    params.push_back(elemType(v) + restrict + "out" + std::to_string(j));
+  return "static void " + name + "(" + llvm::join(params, ", ") + ")";
+}
+
+LogicalResult Emitter::emitFunction(const std::string &name, Operation *op, raw_ostream &os) {
+  os << "// " << op->getName().getStringRef() << describeLoc(op->getLoc()) << "\n"
+     << signature(name, op->getOperands(), op->getResults()) << " {\n";
+  if (failed(emitKernel(op, os)))
+    return failure();
+  os << "}\n\n";
+  return success();
+}
+
+/// Each member as a function whose loop shares the caller's parallel region, then the
+/// kernel: one GPTC_PARALLEL region calling the members in order.
+LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
+                                      raw_ostream &os) {
+  Block &body = op.getBody().front();
+  DenseMap<Value, std::string> names;
+  for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+    names[arg] = "in" + std::to_string(j);
+  for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    names[v] = "out" + std::to_string(j);
+  std::string calls;
+  inRegion = true;
+  for (auto [m, member] : llvm::enumerate(body.without_terminator())) {
+    std::string memberName = name + "_" + std::to_string(m) + "_" +
+                             member.getName().stripDialect().str();
+    if (failed(emitFunction(memberName, &member, os)))
+      return inRegion = false, failure();
+    SmallVector<std::string> args;
+    for (Value v : member.getOperands())
+      args.push_back(names.lookup(v));
+    for (Value v : member.getResults())
+      args.push_back(names.lookup(v));
+    calls += "    " + memberName + "(" + llvm::join(args, ", ") + ");\n";
+  }
+  inRegion = false;
+  os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": one parallel region\n";
+  os << signature(name, op.getInputs(), op.getResults()) << " {\n  GPTC_PARALLEL {\n" << calls
+     << "  }\n}\n\n";
+  return success();
+}
+
+std::string Emitter::loop(StringRef var, int64_t n, bool simd) const {
+  // Inside a region, a loop too short to split over the threads is shared dynamically, so
+  // that one-iteration members (a full reduction) spread over the threads.
+  const char *head = !inRegion ? (simd ? "GPTC_FOR_SIMD" : "GPTC_FOR")
+                     : n < 64  ? "GPTC_FOR_WS_DYNAMIC"
+                     : simd    ? "GPTC_FOR_WS_SIMD"
+                               : "GPTC_FOR_WS";
+  return std::string(head) + "(" + var.str() + ", " + std::to_string(n) + ")";
+}
+
 //===----------------------------------------------------------------------===//
 // Kernel bodies
 //===----------------------------------------------------------------------===//
@@ -262,7 +327,7 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   SmallVector<Access> accesses;
   for (auto [j, v] : llvm::enumerate(op->getOperands()))
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
-  os << "  GPTC_FOR(i, " << ttype(op->getResult(0)).getNumElements() << ") {\n";
+  os << "  " << loop("i", ttype(op->getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
   SmallVector<std::string> loads;
   for (size_t j = 0; j < accesses.size(); ++j)
@@ -314,7 +379,7 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   if (auto red = yield->getOperand(0).getDefiningOp<ReduceSumOp>())
     return emitFusedReduce(op, red, os);
   ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
-  os << "  GPTC_FOR(i, " << ttype(op.getResult(0)).getNumElements() << ") {\n";
+  os << "  " << loop("i", ttype(op.getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
   auto names = emitFusedBody(op, shape, os, "    ");
   if (failed(names))
     return failure();
@@ -336,7 +401,7 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   }
   int64_t outN = red.getType().getNumElements();
   int64_t redN = x.getNumElements() / std::max<int64_t>(outN, 1);
-  os << "  GPTC_FOR(i, " << outN << ") {\n";
+  os << "  " << loop("i", outN) << " {\n";
   SmallVector<std::string> base = emitOffsets(os, keptShape, {{"", 0, keptStrides}}, "    ");
   os << "    const int64_t base = " << base[0] << ";\n"
      << "    out0[i] = gptc::reduce_sum<" << T << ">(" << redN << ", [&](int64_t i) {\n";
@@ -355,7 +420,7 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
-  os << "  GPTC_FOR(i, " << n << ") {\n";
+  os << "  " << loop("i", n) << " {\n";
   SmallVector<std::string> offs = emitOffsets(os, shape, {dst, src}, "    ");
   os << "    " << dst.buf << "[" << offs[0] << "] = " << src.buf << "[" << offs[1] << "];\n  }\n";
 }
@@ -409,7 +474,7 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         std::string T = elemType(d.getResult());
         double p = d.getP().convertToDouble();
         os << "  const uint64_t seed = (uint64_t)in1[0], step = (uint64_t)in1[1];\n"
-           << "  GPTC_FOR(i, " << d.getType().getNumElements() << ") out0[i] = "
+           << "  " << loop("i", d.getType().getNumElements()) << " out0[i] = "
            << "gptc::dropout_keep(seed, step, " << (int64_t)d.getId() << ", (uint64_t)i, "
            << literal(p, Float32Type::get(op->getContext())) << ") ? in0[i] * "
            << literal(1.0 / (1.0 - p), d.getType().getElementType()) << " : " << T << "(0);\n";
@@ -420,14 +485,14 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
       .Case([&](CrossEntropyGradOp c) { return emitCrossEntropyGrad(c, os); })
       .Case([&](EmbeddingGradOp e) { return emitEmbeddingGrad(e, os); })
       .Case([&](ArangeOp a) {
-        os << "  GPTC_FOR(i, " << a.getType().getNumElements() << ") out0[i] = static_cast<"
+        os << "  " << loop("i", a.getType().getNumElements()) << " out0[i] = static_cast<"
            << elemType(a) << ">(" << (int64_t)a.getStart() << "LL + i * " << (int64_t)a.getStep()
            << "LL);\n";
         return success();
       })
       .Case([&](EmbeddingOp e) {
         int64_t v = e.getWeight().getType().getDimSize(0), c = e.getWeight().getType().getDimSize(1);
-        os << "  GPTC_FOR(i, " << e.getIndices().getType().getNumElements() << ") {\n"
+        os << "  " << loop("i", e.getIndices().getType().getNumElements()) << " {\n"
            << "    int64_t row = in1[i];\n"
            << "    if (row < 0 || row >= " << v << ") { gptc::report_error(\"embedding index "
            << "out of range\"); row = 0; }\n"
@@ -499,7 +564,7 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   int64_t aRow = op.getTransposeLhs() ? 1 : k, aK = op.getTransposeLhs() ? m : 1;
   int64_t bK = op.getTransposeRhs() ? 1 : n, bCol = op.getTransposeRhs() ? k : 1;
   int64_t bBatch = rb == 2 ? 0 : k * n;
-  os << "  gptc::matmul(" << batch << ", " << m << ", " << n << ", " << k << ", in0, " << m * k
+  os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << batch << ", " << m << ", " << n << ", " << k << ", in0, " << m * k
      << ", " << aRow << ", " << aK << ", in1, " << bBatch << ", " << bK << ", " << bCol
      << ", out0);\n";
   return success();
@@ -522,7 +587,7 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
     outN *= s;
   for (int64_t s : redShape)
     redN *= s;
-  os << "  GPTC_FOR(i, " << outN << ") {\n";
+  os << "  " << loop("i", outN) << " {\n";
   SmallVector<std::string> base = emitOffsets(os, keptShape, {{"in0", 0, keptStrides}}, "    ");
   os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
      << "    " << T << " v = gptc::reduce_" << (kind == "max" ? "max" : "sum") << "<" << T << ">("

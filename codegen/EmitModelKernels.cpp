@@ -14,15 +14,17 @@ using namespace mlir::gpt;
 namespace mlir::gpt::emit {
 
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand) {
+                              int64_t id, int64_t rngOperand, bool bthd) {
   auto qt = ttype(q), kt = ttype(k), vt = ttype(v);
   Type e = qt.getElementType();
   AttentionShape a;
   a.elem = *cType(e);
   a.scale = literal(scale, e);
-  a.T = qt.getDimSize(2);
+  a.bthd = bthd;
+  a.H = qt.getDimSize(bthd ? 2 : 1);
+  a.T = qt.getDimSize(bthd ? 1 : 2);
   a.D = qt.getDimSize(3);
-  a.S = kt.getDimSize(2);
+  a.S = kt.getDimSize(bthd ? 1 : 2);
   a.Dv = vt.getDimSize(3);
   a.causal = causal;
   a.dropout = p > 0.0;
@@ -51,7 +53,7 @@ LogicalResult Emitter::emitLayerNorm(LayerNormOp op, raw_ostream &os) {
   std::string T = elemType(op.getResult());
   bool hasW = (bool)op.getWeight(), hasB = (bool)op.getBias();
   std::string w = hasW ? "in1" : "", bias = hasB ? (hasW ? "in2" : "in1") : "";
-  os << "  GPTC_FOR(row, " << rows << ") {\n"
+  os << "  " << loop("row", rows) << " {\n"
      << "    const " << T << "* x = in0 + row * " << c << ";\n"
      << "    " << T << "* y = out0 + row * " << c << ";\n"
      << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
@@ -71,7 +73,7 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   std::string T = elemType(op->getResult(0));
   int64_t d = t.getDimSize(dim), inner = rowMajorStrides(t.getShape())[dim];
   int64_t rows = t.getNumElements() / d;
-  os << "  GPTC_FOR(r, " << rows << ") {\n"
+  os << "  " << loop("r", rows) << " {\n"
      << "    int64_t base = (r / " << inner << ") * " << d * inner << " + r % " << inner << ";\n"
      << "    const " << T << "* x = in0 + base;\n    " << T << "* y = out0 + base;\n"
      << "    " << T << " m = gptc::reduce_max<" << T << ">(" << d << ", [&](int64_t k) { return x[k * "
@@ -120,7 +122,7 @@ void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withO
     // Per output column c, keys j in increasing order: j outer, c inner (vectorises on c).
     os << "        for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
        << "        for (int64_t j = 0; j < nb; ++j) {\n"
-       << "          const " << E << "* vr = vb + (j0 + j) * " << Dv << ";\n"
+       << "          const " << E << "* vr = vb + (j0 + j) * " << a.rowStride(a.Dv) << ";\n"
        << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = gptc::fma(p[j], vr[c], sacc[c]);\n"
        << "        }\n"
        << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = acc[c] * corr + sacc[c];\n";
@@ -131,9 +133,10 @@ void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withO
 /// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
 static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
   os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", in1 + bh * "
-     << a.S * a.D << ", " << a.Sp() << ", kt);\n"
-     << "    const " << a.elem << "* vb = in2 + bh * " << a.S * a.Dv << ";\n";
+     << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.S, a.D) << ";\n"
+     << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", kb, "
+     << a.rowStride(a.D) << ", " << a.Sp() << ", kt);\n"
+     << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.S, a.Dv) << ";\n";
 }
 
 /// Online softmax over key blocks of 32 (order online_block32); one (batch, head) per
@@ -141,14 +144,17 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
 LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
                                     op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 3);
-  os << a.rngPrologue() << "  GPTC_FOR(bh, " << op.getType().getNumElements() / (a.T * a.Dv)
-     << ") {\n";
+                                    op.getDropoutP().convertToDouble(), op.getId(), 3,
+                                    op.getBthd());
+  os << a.rngPrologue() << "  " << loop("bh", op.getType().getNumElements() / (a.T * a.Dv))
+     << " {\n";
   emitTransposedKeys(os, a);
   os << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
      << "      const int64_t r = bh * " << a.T << " + t;\n"
-     << "      const " << a.elem << "* qr = in0 + r * " << a.D << ";\n"
-     << "      " << a.elem << "* y = out0 + r * " << a.Dv << ";\n"
+     << "      const " << a.elem << "* qr = in0 + " << a.headBase(a.T, a.D) << " + t * "
+     << a.rowStride(a.D) << ";\n"
+     << "      " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + t * "
+     << a.rowStride(a.Dv) << ";\n"
      << "      const int64_t keys = " << a.keys() << ";\n";
   emitOnlineRow(os, a, /*withOutput=*/true);
   os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n    }\n  }\n";
@@ -160,30 +166,44 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
                                     op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 4);
+                                    op.getDropoutP().convertToDouble(), op.getId(), 4,
+                                    op.getBthd());
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp());
+  // Row strides of q, k, dq, dk (width D) and v, g, dv (width Dv).
+  std::string ks = std::to_string(a.rowStride(a.D)), kvs = std::to_string(a.rowStride(a.Dv));
   std::string keep = a.dropout ? a.keepFactor("r * " + std::to_string(a.S) + " + j") : E + "(1)";
   os << a.rngPrologue()
-     << "  GPTC_FOR(bh, " << op.getDq().getType().getNumElements() / (a.T * a.D) << ") {\n";
+     << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n";
   emitTransposedKeys(os, a);
   os << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << Sp
-     << ", vt);\n"
-     << "    const " << E << "* kb = in1 + bh * " << a.S * a.D << ";\n"
-     << "    " << E << "* dk = out1 + bh * " << a.S * a.D << ";\n"
-     << "    " << E << "* dv = out2 + bh * " << a.S * a.Dv << ";\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = 0;\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.Dv << "; ++k) dv[k] = 0;\n"
-     << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
-     << "      const int64_t r = bh * " << a.T << " + t;\n"
-     << "      const " << E << "* qr = in0 + r * " << a.D << ";\n"
-     << "      const " << E << "* gr = in3 + r * " << a.Dv << ";\n"
-     << "      " << E << "* dq = out0 + r * " << a.D << ";\n"
-     << "      const int64_t keys = " << a.keys() << ";\n";
+     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << kvs
+     << ", " << Sp << ", vt);\n"
+     << "    " << E << "* dk = out1 + " << a.headBase(a.S, a.D) << ";\n"
+     << "    " << E << "* dv = out2 + " << a.headBase(a.S, a.Dv) << ";\n"
+     << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
+     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = 0;\n"
+     << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << kvs << " + c] = 0;\n"
+     << "    }\n"
+     << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D) << ";\n"
+     << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
+     << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n"
+     // Queries in blocks of 4 rows: each row's p and ds first, then every key's dk and
+     // dv take the block's rows in increasing order (loaded and stored once per block).
+     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 4) {\n"
+     << "      const int64_t nr = " << a.T << " - t0 < 4 ? " << a.T << " - t0 : 4;\n"
+     << "      " << E << " PK[4][" << Sp << "], dS[4][" << Sp << "];\n"
+     << "      int64_t visible[4];\n"
+     << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "      const int64_t t = t0 + rr, r = bh * " << a.T << " + t;\n"
+     << "      const " << E << "* qr = qh + t * " << ks << ";\n"
+     << "      const " << E << "* gr = gh + t * " << kvs << ";\n"
+     << "      " << E << "* dq = dqh + t * " << ks << ";\n"
+     << "      const int64_t keys = " << a.keys() << ";\n"
+     << "      visible[rr] = keys;\n";
   emitOnlineRow(os, a, /*withOutput=*/false);
-  os << "      " << E << " P[" << Sp << "], dP[" << Sp << "], K[" << Sp << "], qacc[" << a.D
-     << "];\n"
+  os << "      " << E << " P[" << Sp << "], K[" << Sp << "], qacc[" << a.D << "];\n"
+     << "      " << E << "* dP = dS[rr];\n"
      << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
      << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << Sp << ", P + j0);\n"
      << "        gptc::block_dots<" << E << ">(" << a.Dv << ", gr, vt + j0, " << Sp
@@ -191,26 +211,37 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "      for (int64_t j = 0; j < keys; ++j) {\n"
      << "        P[j] = gptc::exp(P[j] * " << a.scale << " - m) / l;\n"
      << "        K[j] = " << keep << ";\n"
-     << "        dP[j] = dP[j] * K[j];\n      }\n"
+     << "        dP[j] = dP[j] * K[j];\n"
+     << "        PK[rr][j] = P[j] * K[j];\n      }\n"
      << "      " << E << " Dsum = 0;\n"
      << "      for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
      << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
      << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        const " << E << "* kr = kb + j * " << a.D << ";\n"
+     << "        const " << E << "* kr = kb + j * " << ks << ";\n"
      << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = gptc::fma(dP[j], kr[c], qacc[c]);\n"
      << "      }\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << a.D
-     << " + c] = gptc::fma(dP[j], qr[c], dk[j * " << a.D << " + c]);\n"
-     << "        const " << E << " pd = P[j] * K[j];\n"
-     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << a.Dv
-     << " + c] = gptc::fma(pd, gr[c], dv[j * " << a.Dv << " + c]);\n"
+     << "      }\n"
+     << "      for (int64_t j = 0; j < visible[nr - 1]; ++j) {\n"
+     << "        " << E << " ak[" << a.D << "], av[" << a.Dv << "];\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) ak[c] = dk[j * " << ks << " + c];\n"
+     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) av[c] = dv[j * " << kvs << " + c];\n"
+     << "        for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "          if (j >= visible[rr]) continue;\n"
+     << "          const " << E << "* qr = qh + (t0 + rr) * " << ks << ";\n"
+     << "          const " << E << "* gr = gh + (t0 + rr) * " << kvs << ";\n"
+     << "          const " << E << " ds = dS[rr][j], pk = PK[rr][j];\n"
+     << "          for (int64_t c = 0; c < " << a.D << "; ++c) ak[c] = gptc::fma(ds, qr[c], ak[c]);\n"
+     << "          for (int64_t c = 0; c < " << a.Dv << "; ++c) av[c] = gptc::fma(pk, gr[c], av[c]);\n"
+     << "        }\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = ak[c];\n"
+     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << kvs << " + c] = av[c];\n"
      << "      }\n"
      << "    }\n"
-     << "    for (int64_t k = 0; k < " << a.S * a.D << "; ++k) dk[k] = dk[k] * " << a.scale
-     << ";\n  }\n";
+     << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
+     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "
+     << ks << " + c] * " << a.scale << ";\n  }\n";
   return success();
 }
 
@@ -255,7 +286,7 @@ LogicalResult Emitter::emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os) {
   int64_t c = t.getShape().back(), rows = t.getNumElements() / c;
   std::string T = elemType(op.getResult());
   std::string dxhat = op.getWeight() ? "g[k] * in2[k]" : "g[k]";
-  os << "  GPTC_FOR(row, " << rows << ") {\n"
+  os << "  " << loop("row", rows) << " {\n"
      << "    const " << T << "* g = in0 + row * " << c << ";\n"
      << "    const " << T << "* x = in1 + row * " << c << ";\n"
      << "    " << T << "* dx = out0 + row * " << c << ";\n"
@@ -276,7 +307,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
   std::string T = elemType(op.getResult());
   os << keptRows(n, ignore)
      << "  const " << T << " scale = in2[0] / " << T << "(kept);\n"
-     << "  GPTC_FOR(r, " << n << ") {\n"
+     << "  " << loop("r", n) << " {\n"
      << "    const " << T << "* x = in0 + r * " << v << ";\n"
      << "    " << T << "* d = out0 + r * " << v << ";\n"
      << "    const int64_t t = in1[r];\n"
@@ -296,7 +327,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
 LogicalResult Emitter::emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os) {
   int64_t v = op.getType().getDimSize(0), c = op.getType().getDimSize(1);
   int64_t n = op.getIndices().getType().getNumElements();
-  os << "  GPTC_FOR(col, " << c << ") {\n"
+  os << "  " << loop("col", c) << " {\n"
      << "    for (int64_t r = 0; r < " << v << "; ++r) out0[r * " << c << " + col] = 0;\n"
      << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
      << "      const int64_t row = in1[p];\n"

@@ -52,13 +52,23 @@ std::string substitute(std::string expr, ArrayRef<std::string> names);
 /// What attention and its gradient kernels need to know of their shapes.
 struct AttentionShape {
   std::string elem, scale;
-  int64_t T, D, S, Dv;
+  int64_t H, T, D, S, Dv;
+  bool bthd; // operands laid out [B, T, H, D] rather than [B, H, T, D]
   bool causal, dropout;
   int64_t id;
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
 
   int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
+  /// Where head `bh` (= b*H + h) of a tensor with `rows` rows of `width` starts, and the
+  /// distance between its rows, in either layout.
+  std::string headBase(int64_t rows, int64_t width) const {
+    if (!bthd)
+      return "bh * " + std::to_string(rows * width);
+    return "(bh / " + std::to_string(H) + ") * " + std::to_string(rows * H * width) +
+           " + (bh % " + std::to_string(H) + ") * " + std::to_string(width);
+  }
+  int64_t rowStride(int64_t width) const { return bthd ? H * width : width; }
   std::string keys() const {
     if (!causal)
       return std::to_string(S);
@@ -79,7 +89,7 @@ struct AttentionShape {
 };
 
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand);
+                              int64_t id, int64_t rngOperand, bool bthd);
 
 /// Writes one kernel per top-level op of a planned function, and the entry.
 class Emitter {
@@ -114,11 +124,23 @@ private:
   /// gradient share it, so both see the same max and sum bits).
   void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput);
 
+  /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
+  /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
+  /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
+  std::string loop(StringRef var, int64_t n, bool simd = false) const;
+  /// `static void name(const T* in0.., T* out0..)`.
+  std::string signature(const std::string &name, ValueRange ins, ValueRange outs);
+  /// `static void name(in0.., out0..) {body}` for `op` (a kernel or a horizontal member).
+  LogicalResult emitFunction(const std::string &name, Operation *op, raw_ostream &os);
+  LogicalResult emitHorizontal(HorizontalOp op, const std::string &name, raw_ostream &os);
+
   std::string elemType(Value v) { return *cType(ttype(v).getElementType()); }
   /// The C pointer expression through which the entry reaches `v`.
   std::string pointerOf(Value v);
 
   func::FuncOp fn;
+  bool inRegion = false; // emitting a member of a gpt.horizontal
+  bool aliasing = false; // emitting a kernel that writes an argument in place
   DenseMap<Value, std::string> pointers; // for args, constants and aliases
   llvm::StringMap<int64_t> argByName;
   std::string constants;

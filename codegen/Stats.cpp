@@ -36,13 +36,13 @@ int64_t flopsOf(Operation *op) {
       })
       .Case([](AttentionOp a) {
         auto q = a.getQ().getType();
-        int64_t keys = a.getK().getType().getDimSize(2);
+        int64_t keys = a.getK().getType().getDimSize(a.getBthd() ? 1 : 2);
         int64_t pairs = q.getNumElements() / q.getDimSize(3) * (a.getIsCausal() ? (keys + 1) / 2 : keys);
         return pairs * (2 * q.getDimSize(3) + 2 * a.getV().getType().getDimSize(3) + 4);
       })
       .Case([](AttentionGradOp a) {
         auto q = a.getQ().getType();
-        int64_t keys = a.getK().getType().getDimSize(2);
+        int64_t keys = a.getK().getType().getDimSize(a.getBthd() ? 1 : 2);
         int64_t pairs = q.getNumElements() / q.getDimSize(3) * (a.getIsCausal() ? (keys + 1) / 2 : keys);
         return pairs * (8 * q.getDimSize(3) + 4 * a.getV().getType().getDimSize(3) + 8);
       })
@@ -51,6 +51,12 @@ int64_t flopsOf(Operation *op) {
         for (Operation &inner : f.getBody().front().without_terminator())
           perElement += isa<BroadcastOp, ConvertOp>(inner) ? 0 : 1;
         return perElement * elements(f.getResult(0));
+      })
+      .Case([](HorizontalOp h) {
+        int64_t total = 0;
+        for (Operation &member : h.getBody().front().without_terminator())
+          total += flopsOf(&member);
+        return total;
       })
       .Case<LayerNormOp, LayerNormGradOp, SoftmaxOp, LogSoftmaxOp>(
           [](Operation *o) { return 8 * elements(o->getResult(0)); })
@@ -88,6 +94,11 @@ void mlir::gpt::printStats(func::FuncOp fn, raw_ostream &os) {
     os << llvm::format("k%-5ld %-22s %14ld %14ld  %s\n", (long)kernels,
                        op.getName().stripDialect().str().c_str(), (long)f, (long)moved,
                        where.c_str());
+    // A horizontal kernel lists its members (their own FLOPs, in the region's order).
+    if (auto h = dyn_cast<HorizontalOp>(op))
+      for (Operation &member : h.getBody().front().without_terminator())
+        os << llvm::format("  +    %-22s %14ld\n", member.getName().stripDialect().str().c_str(),
+                           (long)flopsOf(&member));
     ++kernels;
     flops += f;
     bytes += moved;

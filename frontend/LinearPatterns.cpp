@@ -73,7 +73,8 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   out.push_back(AttentionOp::create(
       b, op.loc(), op.resultType(), q, k, v, rng,
       b.getBoolAttr(op.getBool("is_causal").value_or(false)), b.getF64FloatAttr(dropout),
-      b.getF64FloatAttr(scale), b.getI64IntegerAttr(0), orderAttr(b, ReductionOrder::OnlineBlock32)));
+      b.getF64FloatAttr(scale), b.getI64IntegerAttr(0), orderAttr(b, ReductionOrder::OnlineBlock32),
+      /*bthd=*/nullptr));
   return success();
 }
 

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -229,10 +230,22 @@ template <typename Op> static LogicalResult verifySoftmaxLike(Op op) {
 LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxLike(*this); }
 
+/// A [B, T, H, D] shape as [B, H, T, D] (attention's `bthd` layout).
+static SmallVector<int64_t> headsOuter(ArrayRef<int64_t> s, bool bthd) {
+  if (!bthd || s.size() != 4)
+    return SmallVector<int64_t>(s);
+  return {s[0], s[2], s[1], s[3]};
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType(), r = getType();
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("q, k and v must be 4-D [B, H, T, D]");
+  bool bthd = getBthd();
+  q = q.clone(headsOuter(q.getShape(), bthd));
+  k = k.clone(headsOuter(k.getShape(), bthd));
+  v = v.clone(headsOuter(v.getShape(), bthd));
+  r = r.clone(headsOuter(r.getShape(), bthd));
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
     return failure();
   if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
@@ -249,6 +262,39 @@ LogicalResult AttentionOp::verify() {
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("dropout_p must be in [0, 1)");
   return verifyRng(*this, getRng(), p > 0.0);
+}
+
+namespace {
+/// transpose(attention(transpose(q), transpose(k), transpose(v))), each transpose
+/// swapping dims 1 and 2, is attention in the `bthd` layout: the copies go.
+struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool swaps12(TransposeOp t) {
+    return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3};
+  }
+
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    if (op.getBthd() || !op->hasOneUse())
+      return failure();
+    auto out = dyn_cast<TransposeOp>(*op->getUsers().begin());
+    auto q = op.getQ().getDefiningOp<TransposeOp>(), k = op.getK().getDefiningOp<TransposeOp>(),
+         v = op.getV().getDefiningOp<TransposeOp>();
+    if (!swaps12(out) || !swaps12(q) || !swaps12(k) || !swaps12(v))
+      return failure();
+    auto folded = AttentionOp::create(rewriter, op.getLoc(), out.getType(), q.getX(), k.getX(),
+                                      v.getX(), op.getRng(), op.getIsCausalAttr(),
+                                      op.getDropoutPAttr(), op.getScaleAttr(), op.getIdAttr(),
+                                      op.getOrderAttr(), rewriter.getUnitAttr());
+    rewriter.replaceOp(out, folded.getResult());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void AttentionOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<FoldAttentionTransposes>(ctx);
 }
 
 LogicalResult GeluGradOp::verify() {
@@ -279,6 +325,8 @@ LogicalResult AttentionGradOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   if (getDq().getType() != q || getDk().getType() != k || getDv().getType() != v)
     return emitOpError("gradients must have the types of q, k and v");
+  if (q.getRank() != 4 || v.getRank() != 4)
+    return emitOpError("q, k and v must be 4-D");
   SmallVector<int64_t> out(q.getShape().take_front(3));
   out.push_back(v.getShape().back());
   if (getG().getType().getShape() != ArrayRef<int64_t>(out))
@@ -465,6 +513,32 @@ LogicalResult FusedOp::verify() {
   for (Operation &op : body.without_terminator())
     if (isa<ReduceSumOp>(op) && (getNumResults() != 1 || yield.getValues()[0] != op.getResult(0)))
       return emitOpError("a reduce_sum in the body must be the only result");
+  return success();
+}
+
+LogicalResult HorizontalOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("needs one block argument per input");
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError("block argument types must match the inputs");
+  // Members read only block arguments (never one another), and the yield lists every
+  // member result in order.
+  SmallVector<Value> produced;
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() && !isa<FusedOp>(op))
+      return emitOpError("members must be single kernels (gpt.fused at most)");
+    for (Value v : op.getOperands())
+      if (!isa<BlockArgument>(v))
+        return emitOpError("members must not read one another's results");
+    llvm::append_range(produced, op.getResults());
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (SmallVector<Value>(yield.getValues()) != produced)
+    return emitOpError("must yield every member result, in order");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yielded types must match the results");
   return success();
 }
 

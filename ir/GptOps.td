@@ -286,16 +286,23 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     for key j is dropped by the Philox draw for element ((b*H + h)*T + i)*S + j
     of random op `id`, as gpt.dropout does.
 
+    With `bthd`, every operand and the result are laid out [B, T, H, D]
+    instead (the layout of nanoGPT's q, k, v before their transpose(1, 2)); the
+    values, the order of every sum and the dropout draws are the same. The
+    canonicalizer folds transposes into and out of attention into this form.
+
     ```mlir
     %y = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal, F64Attr:$dropout_p,
-                   F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order);
+                   F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order,
+                   UnitAttr:$bthd);
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpt_CrossEntropyOp : Gpt_Op<"cross_entropy"> {
@@ -470,6 +477,7 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     dq_i = scale * sum_j ds_ij k_j (keys in increasing order),
     dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
     sequential with fma. Dropout masks are regenerated from rng and id.
+    `bthd` as for gpt.attention (g and the gradients in that layout too).
 
     ```mlir
     %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
@@ -478,7 +486,7 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Gpt_FloatTensor:$g, Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal,
                    F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
-                   Gpt_ReductionOrderAttr:$order);
+                   Gpt_ReductionOrderAttr:$order, UnitAttr:$bthd);
   let results = (outs Gpt_FloatTensor:$dq, Gpt_FloatTensor:$dk, Gpt_FloatTensor:$dv);
   let assemblyFormat = "$q `,` $k `,` $v `,` $g (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -547,8 +555,35 @@ def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
   let hasVerifier = 1;
 }
 
-def Gpt_YieldOp : Op<Gpt_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">]> {
-  let summary = "The results of a gpt.fused body";
+def Gpt_HorizontalOp : Gpt_Op<"horizontal", [IsolatedFromAbove]> {
+  let summary = "Independent kernels run as one kernel (one parallel region)";
+  let description = [{
+    Horizontal fusion: the body's ops are kernels that do not read one
+    another's results; the kernel runs each one's parallel loop in turn inside
+    a single parallel region (no join between them), so the ops cost one
+    launch. Each op computes exactly what it computes alone, so grouping never
+    changes a bit. Block arguments are the operands; the yield lists every
+    body op's results, in order.
+
+    ```mlir
+    %dx, %dw = gpt.horizontal %g, %w, %x : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4x16xf32>) {
+    ^bb0(%a: tensor<8x16xf32>, %b: tensor<4x16xf32>, %c: tensor<8x4xf32>):
+      %0 = gpt.matmul %a, %b {transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+      %1 = gpt.matmul %c, %a {transpose_lhs = true} : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+      gpt.yield %0, %1 : tensor<8x4xf32>, tensor<4x16xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gpt_Tensor>:$inputs);
+  let results = (outs Variadic<Gpt_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+}
+
+def Gpt_YieldOp : Op<Gpt_Dialect, "yield",
+                     [Pure, Terminator, ParentOneOf<["FusedOp", "HorizontalOp"]>]> {
+  let summary = "The results of a gpt.fused or gpt.horizontal body";
   let arguments = (ins Variadic<Gpt_Tensor>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";
 }

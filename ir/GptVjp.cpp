@@ -324,7 +324,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
   auto grad = AttentionGradOp::create(b, getLoc(), getQ().getType(), getK().getType(),
                                       getV().getType(), getQ(), getK(), getV(), g[0], getRng(),
                                       getIsCausalAttr(), getDropoutPAttr(), getScaleAttr(),
-                                      getIdAttr(), getOrderAttr());
+                                      getIdAttr(), getOrderAttr(), getBthdAttr());
   grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getRng())
     grads.push_back(Value());
@@ -451,4 +451,5 @@ GPT_NO_VJP(AttentionGradOp)
 GPT_NO_VJP(CrossEntropyGradOp)
 GPT_NO_VJP(EmbeddingGradOp)
 GPT_NO_VJP(FusedOp)
+GPT_NO_VJP(HorizontalOp)
 #undef GPT_NO_VJP

@@ -21,6 +21,9 @@ bool isFusibleElementwise(Operation *op);
 /// Attribute names the passes leave for the code generator.
 inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
 inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
+/// Per result of a kernel: the index of the function argument it is written into in
+/// place (an update of a parameter or optimizer state), or -1 for an arena slot.
+inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
 
 /// Where the pipeline stops (`gptc compile --emit=...`).
 enum class Stage { Gpt, Kernels };

@@ -12,7 +12,11 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
     are emitted as static data, and gpt.reshape aliases its input (all tensors
     are dense row-major). A slot is reused once every reader of the value
     (and of its reshape aliases) has run; an op's results never overlap its
-    own operands.
+    own operands, with one exception: a result that updates an argument
+    (`gpt.updates`, a parameter or optimizer moment) is written into that
+    argument in place (`gpt.in_place`, offset -1) when an elementwise kernel
+    computes it from the argument at the same index and nothing reads the old
+    value afterwards.
 
     Before:
     ```mlir
@@ -115,6 +119,28 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     %1 = gpt.tanh %0 : tensor<4x8xf32>
     ```
     After: one `gpt.fused %x, %b` whose body holds the add and the tanh.
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
+def FuseHorizontal : Pass<"gpt-fuse-horizontal", "mlir::func::FuncOp"> {
+  let summary = "Group consecutive independent kernels into one gpt.horizontal kernel";
+  let description = [{
+    Horizontal fusion. Consecutive kernels none of which reads another's result
+    (the two matmuls of a linear layer's backward, the optimizer's per-tensor
+    norms and updates) become one gpt.horizontal op: one kernel whose single
+    parallel region runs each member's loop in turn, without a join between
+    them. Views and constants in between that do not depend on the group move
+    above it; any other op ends the group. Each member computes exactly what it
+    computed alone, so the program's bits do not change (gptc compile -O0
+    skips this pass).
+
+    Before:
+    ```mlir
+    %0 = gpt.matmul %g, %w {transpose_rhs = true} : ...
+    %1 = gpt.matmul %x, %g {transpose_lhs = true} : ...
+    ```
+    After: one `gpt.horizontal %g, %w, %x` whose body holds both matmuls.
   }];
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }

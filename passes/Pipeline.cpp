@@ -27,8 +27,11 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   if (options.stopAfter == Stage::Gpt)
     return;
   // Runs of elementwise ops become one kernel each; every other op is a kernel.
-  if (options.fuse)
+  // Then consecutive independent kernels share one parallel region.
+  if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+    pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
+  }
   // Give each kernel result an arena slot.
   pm.addNestedPass<func::FuncOp>(createPlanMemory());
 }

@@ -2,7 +2,8 @@
 //
 // Linear-scan arena allocation over the op order of the function: allocate an
 // op's results, then release the slots whose last reader was this op. A freed
-// slot is taken again first-fit; adjacent free slots merge.
+// slot is taken again first-fit; adjacent free slots merge. Updates of
+// parameters and optimizer state are written in place where legal.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -81,6 +82,73 @@ private:
   int64_t top = 0;
 };
 
+/// The elementwise kernel (a gpt.fused without a reduction, alone or as a member of a
+/// gpt.horizontal) that computes `r`, with the body operand through which it reads
+/// `arg` at the index it writes; null unless exactly that one operand reads `arg`, and
+/// no other member of a horizontal reads it.
+FusedOp elementwiseReader(Value r, BlockArgument arg) {
+  Operation *def = r.getDefiningOp();
+  auto fused = dyn_cast_or_null<FusedOp>(def);
+  Value operand = arg;
+  if (auto h = dyn_cast_or_null<HorizontalOp>(def)) {
+    Block &body = h.getBody().front();
+    Value inner = body.getTerminator()->getOperand(cast<OpResult>(r).getResultNumber());
+    fused = inner.getDefiningOp<FusedOp>();
+    auto it = llvm::find(h.getInputs(), arg);
+    if (!fused || it == h.getInputs().end())
+      return nullptr;
+    operand = body.getArgument(it - h.getInputs().begin());
+    for (Operation *user : operand.getUsers())
+      if (user != fused)
+        return nullptr;
+  }
+  if (!fused || isa<ReduceSumOp>(fused.getBody().front().getTerminator()->getOperand(0).getDefiningOp()))
+    return nullptr;
+  if (llvm::count(fused.getInputs(), operand) != 1 ||
+      cast<RankedTensorType>(operand.getType()) != cast<RankedTensorType>(r.getType()))
+    return nullptr;
+  return fused;
+}
+
+/// Results that update an argument (`gpt.updates`) are written into it in place when
+/// legal: an elementwise kernel computes them, it reads the argument at the index it
+/// writes, and nothing after it reads the argument. Returns result -> argument index.
+DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *, unsigned> &position) {
+  DenseMap<Value, int64_t> inPlace;
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  DenseMap<StringRef, unsigned> argByName;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto n = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+      argByName[n.getValue()] = i;
+  for (auto [j, r] : llvm::enumerate(ret.getOperands())) {
+    auto target = fn.getResultAttrOfType<StringAttr>(j, "gpt.updates");
+    if (!target || !argByName.count(target.getValue()) || !r.getDefiningOp() ||
+        !r.hasOneUse() || inPlace.count(r))
+      continue;
+    BlockArgument arg = fn.getArgument(argByName.lookup(target.getValue()));
+    Operation *def = r.getDefiningOp();
+    if (!elementwiseReader(r, arg))
+      continue;
+    // The old value must be dead once the kernel has run (read by nothing after it,
+    // directly or through a view).
+    SmallVector<Value> aliases{arg};
+    bool readLater = false;
+    while (!aliases.empty() && !readLater) {
+      Value v = aliases.pop_back_val();
+      for (Operation *u : v.getUsers()) {
+        if (isa<ReshapeOp, StopGradientOp>(u))
+          aliases.push_back(u->getResult(0));
+        else if (u != def && !isa<func::ReturnOp>(u) &&
+                 position.lookup(u) >= position.lookup(def))
+          readLater = true;
+      }
+    }
+    if (!readLater)
+      inPlace[r] = arg.getArgNumber();
+  }
+  return inPlace;
+}
+
 struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -104,19 +172,28 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
       ++index;
     }
 
+    DenseMap<Value, int64_t> inPlace = planInPlace(fn, position);
     FreeList arena;
     DenseMap<Value, int64_t> slot;
     for (Operation &op : body) {
       if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.getNumResults() == 0) {
         // no storage of their own
       } else {
-        SmallVector<int64_t> offsets;
+        SmallVector<int64_t> offsets, args;
         for (Value r : op.getResults()) {
+          if (auto it = inPlace.find(r); it != inPlace.end()) {
+            offsets.push_back(-1);
+            args.push_back(it->second);
+            continue;
+          }
           int64_t off = arena.take(byteSize(r));
           slot[r] = off;
           offsets.push_back(off);
+          args.push_back(-1);
         }
         op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), offsets));
+        if (llvm::any_of(args, [](int64_t a) { return a >= 0; }))
+          op.setAttr(kInPlaceAttr, DenseI64ArrayAttr::get(&getContext(), args));
       }
       // Release what this op read last (and results nobody reads).
       SmallVector<Value> done;

@@ -159,9 +159,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
 
   // --- kernels.so ----------------------------------------------------------------------
   const std::string lpath = dir + "/" + library;
-  // Kernels run their parallel loops on OpenMP; idle workers must sleep rather than spin,
-  // or they steal the cores from whatever else the process runs between steps (PyTorch).
-  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+  // Kernels run their parallel loops on OpenMP. Between two kernels of a step, idle
+  // workers spin briefly (waking a sleeping thread costs more than a small kernel); after
+  // ~20k spins they sleep, so they do not steal the cores from whatever else the process
+  // runs between steps (PyTorch). The user's GOMP_SPINCOUNT / OMP_WAIT_POLICY win.
+  setenv("GOMP_SPINCOUNT", "20000", /*overwrite=*/0);
   impl.lib = dlopen(lpath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!impl.lib) {
     const char* e = dlerror();

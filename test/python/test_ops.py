@@ -131,3 +131,28 @@ def test_op_matches_eager(case, draw, tmp_path):
     err = ((got - expected).abs() / (expected.abs() + 1)).where(finite, 0).max().item()
     print(f"\n{case}[{draw}] shapes={[tuple(i.shape) for i in inputs]} worst={err:.2e}")
     assert err <= tol, f"{case}: worst relative difference {err}"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_on_bthd_layout_is_bitwise_the_same(causal, tmp_path):
+    """nanoGPT's q/k/v.transpose(1, 2) -> sdpa -> transpose(1, 2) compiles to one attention
+    kernel reading and writing [B, T, H, D] in place; its bits equal the [B, H, T, D] kernel's."""
+    torch.manual_seed(3)
+    b, t, s, h, d, dv = 2, 37, (37 if causal else 45), 3, 8, (8 if causal else 11)
+    q, k, v = torch.randn(b, t, h, d), torch.randn(b, s, h, d), torch.randn(b, s, h, dv)
+
+    def bthd(q, k, v):
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=causal)
+        return y.transpose(1, 2)
+
+    def bhtd(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    folded = gptc.compile(Fn(bthd), (q, k, v), workdir=str(tmp_path / "bthd"))
+    plain_inputs = tuple(x.transpose(1, 2).contiguous() for x in (q, k, v))
+    plain = gptc.compile(Fn(bhtd), plain_inputs, workdir=str(tmp_path / "bhtd"))
+    assert folded.num_kernels == 1  # the four transposes are gone
+    got = folded(q, k, v)
+    assert torch.equal(got, plain(*plain_inputs).transpose(1, 2))
+    assert torch.allclose(got, bthd(q, k, v), rtol=2e-5, atol=2e-6)

@@ -20,7 +20,8 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
   std::normal_distribution<float> normal;
   const Case cases[] = {{1, 1, 1, 1, false, false, true},   {1, 7, 33, 5, false, false, true},
                         {3, 13, 31, 17, false, true, false}, {2, 6, 64, 40, true, false, false},
-                        {1, 64, 192, 64, false, true, true},  {2, 5, 70, 129, true, true, false}};
+                        {1, 64, 192, 64, false, true, true},  {2, 5, 70, 129, true, true, false},
+                        {1, 9, 40, 300, false, false, true}, {1, 3, 5, 0, false, false, true}};
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);

@@ -4,6 +4,7 @@
 // of gptc's numerics contract (docs/artifact.md, DESIGN.md "Numerics: the determinism
 // contract"):
 //   * GPTC_FOR(i, n)            a loop of int64_t i over [0, n)
+//   * GPTC_FOR_SIMD(i, n)       the same, also vectorised (elementwise loops)
 //   * exp/log/tanh/erf          gptc's own elementary functions, float and double, written
 //                               with plain IEEE arithmetic only, so that one source gives the
 //                               same bits on the CPU (-ffp-contract=off) and on CUDA
@@ -42,6 +43,17 @@
 #define GPTC_HD
 #endif
 
+// GPTC_INLINE: always inlined, so that the elementary functions below (and the whole chain
+// under them) end up inside the caller's elementwise loop, where they can vectorise; a call
+// (through the PLT in a kernels.so) would keep the loop scalar.
+#if defined(__CUDACC__)
+#define GPTC_INLINE __forceinline__
+#elif defined(__GNUC__)
+#define GPTC_INLINE __attribute__((always_inline)) inline
+#else
+#define GPTC_INLINE inline
+#endif
+
 // GPTC_FOR(i, n): a loop of int64_t i over [0, n) whose iterations are independent. Built
 // with OpenMP (generated kernels are), it is split statically over gptc::thread_count()
 // threads; each iteration computes its outputs alone, in its own fixed order, so the
@@ -60,8 +72,50 @@ inline int threads_for_loop() { return thread_count() > 0 ? thread_count() : omp
 #define GPTC_FOR(i, n)                                                                    \
   _Pragma("omp parallel for schedule(static) num_threads(gptc::threads_for_loop())")      \
   for (int64_t i = 0; i < (int64_t)(n); ++i)
+// GPTC_FOR_SIMD(i, n): GPTC_FOR for elementwise loops, also vectorised within each thread
+// (omp simd). Lanes are iterations, and every iteration still computes its outputs alone
+// and in its own order (no reduction clause): vectorising never changes a bit.
+#define GPTC_FOR_SIMD(i, n)                                                               \
+  _Pragma("omp parallel for simd schedule(static) num_threads(gptc::threads_for_loop())") \
+  for (int64_t i = 0; i < (int64_t)(n); ++i)
+// Horizontal fusion (gpt.horizontal): one parallel region, GPTC_PARALLEL { ... }, in which
+// each member's loop is a GPTC_FOR_WS: the region's threads share its iterations
+// (statically, or dynamically for loops too short to split) and go on to the next loop
+// without waiting. Members never read one another's results, so no wait is needed, and each
+// iteration still computes its outputs alone: the schedule never changes a bit.
+#define GPTC_PARALLEL _Pragma("omp parallel num_threads(gptc::threads_for_loop())")
+#define GPTC_FOR_WS(i, n)                                                                 \
+  _Pragma("omp for schedule(static) nowait") for (int64_t i = 0; i < (int64_t)(n); ++i)
+#define GPTC_FOR_WS_DYNAMIC(i, n)                                                         \
+  _Pragma("omp for schedule(dynamic) nowait") for (int64_t i = 0; i < (int64_t)(n); ++i)
+#define GPTC_FOR_WS_SIMD(i, n)                                                            \
+  _Pragma("omp for simd schedule(static) nowait") for (int64_t i = 0; i < (int64_t)(n); ++i)
 #else
 #define GPTC_FOR(i, n) for (int64_t i = 0, gptc_for_end_##i = (n); i < gptc_for_end_##i; ++i)
+#if defined(__CUDACC__)
+#define GPTC_FOR_SIMD(i, n) GPTC_FOR(i, n)
+#else  // omp simd: honoured under -fopenmp-simd, ignored otherwise (canonical loop form)
+#define GPTC_FOR_SIMD(i, n) _Pragma("omp simd") for (int64_t i = 0; i < (int64_t)(n); ++i)
+#endif
+#define GPTC_PARALLEL
+#define GPTC_FOR_WS(i, n) GPTC_FOR(i, n)
+#define GPTC_FOR_WS_DYNAMIC(i, n) GPTC_FOR(i, n)
+#define GPTC_FOR_WS_SIMD(i, n) GPTC_FOR_SIMD(i, n)
+#endif
+
+// GPTC_SIMD: vectorise the next loop (its iterations independent); GPTC_FLATTEN: inline
+// everything a function calls (the lambdas handed to reduce_sum, exp inside them), so that
+// such a loop has no calls left in it. Host compilers only.
+#if defined(__CUDACC__)
+#define GPTC_SIMD
+#define GPTC_FLATTEN
+#else
+#define GPTC_SIMD _Pragma("omp simd")
+#if defined(__GNUC__)
+#define GPTC_FLATTEN __attribute__((flatten))
+#else
+#define GPTC_FLATTEN
+#endif
 #endif
 
 // GPTC_EXPORT: marks the extern "C" entry points of a generated kernels.so as visible.
@@ -78,7 +132,7 @@ namespace gptc {
 // ---------------------------------------------------------------------------------------
 namespace detail {
 
-GPTC_HD inline uint64_t bits(double x) {
+GPTC_HD GPTC_INLINE uint64_t bits(double x) {
 #if defined(__CUDA_ARCH__)
   return (uint64_t)__double_as_longlong(x);
 #else
@@ -87,7 +141,7 @@ GPTC_HD inline uint64_t bits(double x) {
   return u;
 #endif
 }
-GPTC_HD inline double from_bits(uint64_t u) {
+GPTC_HD GPTC_INLINE double from_bits(uint64_t u) {
 #if defined(__CUDA_ARCH__)
   return __longlong_as_double((long long)u);
 #else
@@ -96,7 +150,7 @@ GPTC_HD inline double from_bits(uint64_t u) {
   return x;
 #endif
 }
-GPTC_HD inline uint32_t bits(float x) {
+GPTC_HD GPTC_INLINE uint32_t bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(x);
 #else
@@ -105,7 +159,7 @@ GPTC_HD inline uint32_t bits(float x) {
   return u;
 #endif
 }
-GPTC_HD inline float from_bits32(uint32_t u) {
+GPTC_HD GPTC_INLINE float from_bits32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -115,187 +169,230 @@ GPTC_HD inline float from_bits32(uint32_t u) {
 #endif
 }
 
-GPTC_HD inline double inf_d() { return from_bits(0x7ff0000000000000ull); }
-GPTC_HD inline double nan_d() { return from_bits(0x7ff8000000000000ull); }
-GPTC_HD inline float inf_f() { return from_bits32(0x7f800000u); }
-GPTC_HD inline bool is_nan(double x) { return x != x; }
-GPTC_HD inline double fabs_d(double x) { return from_bits(bits(x) & 0x7fffffffffffffffull); }
-// 2^k for -1022 <= k <= 1023, built from bits (exact).
-GPTC_HD inline double pow2i(int k) { return from_bits((uint64_t)(0x3ff + k) << 52); }
+GPTC_HD GPTC_INLINE double inf_d() { return from_bits(0x7ff0000000000000ull); }
+GPTC_HD GPTC_INLINE double nan_d() { return from_bits(0x7ff8000000000000ull); }
+GPTC_HD GPTC_INLINE float inf_f() { return from_bits32(0x7f800000u); }
+GPTC_HD GPTC_INLINE bool is_nan(double x) { return x != x; }
+GPTC_HD GPTC_INLINE double fabs_d(double x) { return from_bits(bits(x) & 0x7fffffffffffffffull); }
+// sel(c, a, b) = c ? a : b, branch-free: a mask select, so that no optimisation pass can
+// turn it into control flow (a ternary can be: then a loop no longer vectorises); in a
+// vectorised loop it becomes a blend. Conditions are single comparisons: nest sels rather
+// than & or | two of them (GCC may merge the two setcc into a partial register write,
+// a false dependency that serialises the iterations of a scalar loop).
+GPTC_HD GPTC_INLINE uint64_t mask_of(bool c) { return (uint64_t)0 - (uint64_t)c; }
+GPTC_HD GPTC_INLINE double sel(bool c, double a, double b) {
+  const uint64_t m = mask_of(c);
+  return from_bits((bits(a) & m) | (bits(b) & ~m));
+}
+GPTC_HD GPTC_INLINE int64_t sel(bool c, int64_t a, int64_t b) {
+  const uint64_t m = mask_of(c);
+  return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
+}
+// 2^k for -1022 <= k <= 1023, built from bits (exact). (int64_t: a vectorised loop keeps k
+// in 64-bit lanes next to the doubles.)
+GPTC_HD GPTC_INLINE double pow2i(int64_t k) { return from_bits((uint64_t)(0x3ff + k) << 52); }
 
-// y * 2^k for any k in [-1100, 1100], exact unless the result is subnormal (one rounding)
-// or overflows.
-GPTC_HD inline double scale2(double y, int k) {
-  if (k > 1023) return y * pow2i(1023) * pow2i(k - 1023);
-  if (k < -1021) return y * pow2i(k + 1000) * pow2i(-1000);
-  return y * pow2i(k);
+// y * 2^k for any k in [-1100, 1100] and y in [0.5, 2) (or 0): the correctly rounded value,
+// exact unless it is subnormal (one rounding) or overflows. fdlibm multiplies by two powers
+// of 2 at the ends of the range (y * 2^1023 * 2^(k-1023), y * 2^(k+1000) * 2^-1000) and by
+// one in between; the first product is always exact, so the result is y*2^k rounded once
+// however k is split. Branch-free: always split it in halves (each factor a normal double).
+GPTC_HD GPTC_INLINE double scale2(double y, int64_t k) {
+  const int64_t ka = k / 2;
+  return y * pow2i(ka) * pow2i(k - ka);
 }
 
 // ---------------------------------------------------------------------------------------
 // Double-precision kernels (fdlibm). Each is < 1 ulp in fdlibm's analysis; the unit test
 // measures them against long double libm.
+//
+// They are written branch-free so that an elementwise loop over them vectorises (a branch
+// around arithmetic keeps GCC's vectoriser out): every range's candidate is computed with
+// exactly the arithmetic of fdlibm's branchy code, so it has the bits that code returned for
+// that range, and the result is picked with sel(). Special inputs (nan, inf, out of range,
+// tiny) are sels too; where the main path would see one, it runs on a harmless stand-in
+// instead (no float-to-integer conversion out of range). Where two ranges' arithmetic is
+// merged, a comment says why the bits are the same. GPTC_INLINE puts the whole chain inside
+// the caller's loop. Bit-identity with the former branchy code is checked by
+// test/unit/prelude_math_bits_test.cpp (which keeps a verbatim copy of it).
 // ---------------------------------------------------------------------------------------
 
 // exp(x): x = k*ln2 + r, |r| <= ln2/2; exp(r) by a rational form of a degree-5 minimax
-// polynomial R(r^2); result 2^k * exp(r).
-GPTC_HD inline double exp_d(double x) {
-  const double o_threshold = 7.09782712893383973096e+02;   // above: overflow
-  const double u_threshold = -7.45133219101941108420e+02;  // below: underflow to 0
-  const double ln2_hi = 6.93147180369123816490e-01;        // 0x3fe62e42fee00000
-  const double ln2_lo = 1.90821492927058770002e-10;        // 0x3dea39ef35793c76
+// polynomial R(r^2); result 2^k * exp(r). exp_parts gives y and k with exp(x) = y * 2^k;
+// its callers keep |x| < 746, so k is in [-1077, 1077].
+struct ExpParts {
+  double y;
+  int64_t k;
+};
+GPTC_HD GPTC_INLINE ExpParts exp_parts(double x) {
+  const double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42fee00000
+  const double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef35793c76
   const double inv_ln2 = 1.44269504088896338700e+00;
   const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
                P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
                P5 = 4.13813679705723846039e-08;
-  if (is_nan(x)) return x + x;
-  if (x > o_threshold) return inf_d();
-  if (x < u_threshold) return 0.0;
-  double ax = fabs_d(x);
-  if (ax < 3.7252902984e-09) return 1.0 + x;  // |x| < 2^-28
-  int k = 0;
-  double hi = x, lo = 0.0;
-  if (ax > 3.46573590279972654709e-01) {  // |x| > ln2/2: reduce
-    double kd = inv_ln2 * x;
-    k = (int)(x < 0 ? kd - 0.5 : kd + 0.5);  // round half away from zero (truncating cast)
-    double t = (double)k;
-    hi = x - t * ln2_hi;  // exact: ln2_hi has 32 trailing zero bits
-    lo = t * ln2_lo;
-    x = hi - lo;
-  }
-  double t = x * x;
-  double c = x - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
-  if (k == 0) return 1.0 - ((x * c) / (c - 2.0) - x);
-  double y = 1.0 - ((lo - (x * c) / (2.0 - c)) - hi);
-  return scale2(y, k);
+  // |x| > ln2/2: reduce, k rounded half away from zero (truncating cast). Else k = 0, and
+  // then hi = x, lo = 0, hi - lo = x exactly: the same as not reducing.
+  const double kd = inv_ln2 * x;
+  const double kd_down = kd - 0.5, kd_up = kd + 0.5;
+  const int64_t k_round = (int64_t)sel(x < 0, kd_down, kd_up);
+  const int64_t k = sel(fabs_d(x) > 3.46573590279972654709e-01, k_round, (int64_t)0);
+  const double tk = (double)k;
+  const double hi = x - tk * ln2_hi;  // exact: ln2_hi has 32 trailing zero bits
+  const double lo = tk * ln2_lo;
+  const double r = hi - lo;
+  const double t = r * r;
+  const double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+  // fdlibm's k == 0 form, 1 - ((r*c)/(c-2) - r), is this one with lo = 0, hi = r: c - 2 is
+  // exactly -(2 - c) (|c| < 1), 0 - q = -q up to the sign of a zero that r absorbs, and
+  // scaling by 2^0 multiplies by exactly 1. So one formula serves every k.
+  return ExpParts{1.0 - ((lo - (r * c) / (2.0 - c)) - hi), k};
+}
+
+GPTC_HD GPTC_INLINE double exp_d(double x) {
+  // Range tests on the bits, as integers (as cheap as it gets in scalar code too):
+  const uint64_t o_threshold = 0x40862e42fefa39efull;   // 7.09782712893383973096e+02: above, inf
+  const uint64_t u_threshold = 0xc0874910d52d3051ull;   // -7.45133219101941108420e+02: below, 0
+  const uint64_t tiny = 0x3e2ffffffffdb73dull;          // 3.7252902984e-09 (~2^-28): below, 1 + x
+  const uint64_t ux = bits(x), ua = ux & 0x7fffffffffffffffull;
+  // The main path runs on x where |x| < 746 (k then stays within [-1077, 1077]), else on 0
+  // (nan included); outside [u_threshold, o_threshold] its result is not used.
+  const ExpParts p = exp_parts(sel(ua < 0x4087500000000000ull, x, 0.0));
+  double res = scale2(p.y, p.k);
+  res = sel(ua < tiny, 1.0 + x, res);
+  res = sel(ux > u_threshold, 0.0, res);                        // unsigned: negative x only
+  res = sel((int64_t)ux > (int64_t)o_threshold, inf_d(), res);  // signed: positive x only
+  return sel(ua > 0x7ff0000000000000ull, x + x, res);           // nan
+}
+
+// exp_d(x) for |x| <= 708 only (erf's arguments): no special input, and k is in
+// [-1022, 1022], where 2^k is a normal double and y * 2^k is scale2(y, k).
+GPTC_HD GPTC_INLINE double exp_d_mid(double x) {
+  const ExpParts p = exp_parts(x);
+  return sel(fabs_d(x) < 3.7252902984e-09, 1.0 + x, p.y * pow2i(p.k));  // |x| < 2^-28
 }
 
 // log(x): x = 2^k * (1+f), 1+f in [sqrt(2)/2, sqrt(2)); s = f/(2+f);
 // log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)) with a degree-14 even minimax R.
-GPTC_HD inline double log_d(double x) {
+GPTC_HD GPTC_INLINE double log_d(double x) {
   const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
                Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
                Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
                Lg7 = 1.479819860511658591e-01;
-  uint64_t ix = bits(x);
-  uint32_t hx = (uint32_t)(ix >> 32);
-  int k = 0;
-  if (hx < 0x00100000u || (hx >> 31)) {  // subnormal, zero or negative (or -nan)
-    if ((ix << 1) == 0) return -inf_d();   // log(+-0) = -inf
-    if (is_nan(x)) return x + x;
-    if (hx >> 31) return nan_d();          // log(negative) = nan
-    k -= 54;                               // subnormal: scale up by 2^54
-    x *= 1.8014398509481984e16;
-    ix = bits(x);
-    hx = (uint32_t)(ix >> 32);
-  } else if (hx >= 0x7ff00000u) {
-    return x + x;  // +inf or nan
-  } else if (hx == 0x3ff00000u && (uint32_t)ix == 0) {
-    return 0.0;
-  }
-  // Reduce x into [sqrt(2)/2, sqrt(2)).
-  hx += 0x3ff00000u - 0x3fe6a09eu;
-  k += (int)(hx >> 20) - 0x3ff;
+  const uint64_t ix0 = bits(x);
+  // Subnormal (or +0) x: scale up by 2^54 first. Negative, zero, inf and nan x run the main
+  // path on junk (integer arithmetic only, no overflow) and are replaced at the end.
+  const bool subnormal = ix0 < 0x0010000000000000ull;
+  const double scaled = x * 1.8014398509481984e16;
+  const double xs = sel(subnormal, scaled, x);
+  const uint64_t ix = bits(xs);
+  // Reduce x into [sqrt(2)/2, sqrt(2)) (64-bit arithmetic on the high word; for the finite
+  // positive x that use the result it never exceeds 32 bits, as in fdlibm).
+  uint64_t hx = (ix >> 32) + (0x3ff00000u - 0x3fe6a09eu);
+  const int64_t k = sel(subnormal, (int64_t)-54, (int64_t)0) + ((int64_t)(hx >> 20) - 0x3ff);
   hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
-  ix = ((uint64_t)hx << 32) | (ix & 0xffffffffull);
-  x = from_bits(ix);
-  double f = x - 1.0;
-  double hfsq = 0.5 * f * f;
-  double s = f / (2.0 + f);
-  double z = s * s;
-  double w = z * z;
-  double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
-  double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
-  double R = t2 + t1;
-  double dk = (double)k;
-  return s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+  const double m = from_bits((hx << 32) | (ix & 0xffffffffull));
+  const double f = m - 1.0;
+  const double hfsq = 0.5 * f * f;
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  const double w = z * z;
+  const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  const double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  const double R = t2 + t1;
+  const double dk = (double)k;
+  double res = s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+  res = sel(ix0 == 0x3ff0000000000000ull, 0.0, res);   // log(1) = +0
+  res = sel((ix0 >> 63) != 0, nan_d(), res);            // log(negative) = nan
+  res = sel((ix0 << 1) == 0, -inf_d(), res);            // log(+-0) = -inf
+  res = sel(ix0 == 0x7ff0000000000000ull, x + x, res);  // log(+inf) = +inf
+  return sel(is_nan(x), x + x, res);
 }
 
-// expm1(x) = exp(x) - 1 without cancellation near 0 (used by tanh).
-GPTC_HD inline double expm1_d(double x) {
-  const double o_threshold = 7.09782712893383973096e+02;
+// expm1(x) = exp(x) - 1 without cancellation near 0 (used by tanh). expm1_main is it for
+// the x that are not special (nan, <= -56*ln2, > o_threshold), expm1_d for all x.
+GPTC_HD GPTC_INLINE double expm1_main(double x) {
   const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   const double inv_ln2 = 1.44269504088896338700e+00;
   const double Q1 = -3.33333333333331316428e-02, Q2 = 1.58730158725481460165e-03,
                Q3 = -7.93650757867487942473e-05, Q4 = 4.00821782732936239552e-06,
                Q5 = -2.01099218183624371326e-07;
-  uint64_t ux = bits(x);
-  uint32_t hx = (uint32_t)(ux >> 32) & 0x7fffffffu;
-  int sign = (int)(ux >> 63);
-  if (hx >= 0x4043687Au) {  // |x| >= 56*ln2
-    if (is_nan(x)) return x + x;
-    if (sign) return -1.0;
-    if (x > o_threshold) return inf_d();
-  }
-  int k;
-  double hi, lo, c = 0.0;
-  if (hx > 0x3fd62e42u) {  // |x| > ln2/2
-    if (hx < 0x3FF0A2B2u) {  // and |x| < 1.5*ln2
-      if (!sign) { hi = x - ln2_hi; lo = ln2_lo; k = 1; }
-      else { hi = x + ln2_hi; lo = -ln2_lo; k = -1; }
-    } else {
-      k = (int)(inv_ln2 * x + (sign ? -0.5 : 0.5));
-      double t = (double)k;
-      hi = x - t * ln2_hi;
-      lo = t * ln2_lo;
-    }
-    x = hi - lo;
-    c = (hi - x) - lo;
-  } else if (hx < 0x3c900000u) {  // |x| < 2^-54
-    return x;
-  } else {
-    k = 0;
-  }
-  double hfx = 0.5 * x;
-  double hxs = x * hfx;
-  double r1 = 1.0 + hxs * (Q1 + hxs * (Q2 + hxs * (Q3 + hxs * (Q4 + hxs * Q5))));
-  double t = 3.0 - r1 * hfx;
-  double e = hxs * ((r1 - t) / (6.0 - x * t));
-  if (k == 0) return x - (x * e - hxs);
-  e = x * (e - c) - c;
-  e -= hxs;
-  if (k == -1) return 0.5 * (x - e) - 0.5;
-  if (k == 1) {
-    if (x < -0.25) return -2.0 * (e - (x + 0.5));
-    return 1.0 + 2.0 * (x - e);
-  }
-  if (k < 0 || k > 56) return scale2(x - e + 1.0, k) - 1.0;
-  double twopk = pow2i(k);
-  double twomk = pow2i(-k);
-  if (k < 20) return (x - e + (1.0 - twomk)) * twopk;
-  return (x - (e + twomk) + 1.0) * twopk;
+  const uint64_t ux = bits(x);
+  const uint64_t hx = (ux >> 32) & 0x7fffffffu;
+  const bool sign = (ux >> 63) != 0;
+  // |x| > ln2/2: reduce; k = +-1 below 1.5*ln2, else rounded half away from zero. The
+  // general hi/lo below are exactly fdlibm's x -+ ln2_hi, +-ln2_lo for k = +-1
+  // (x - (-1 * ln2_hi) == x + ln2_hi), and for k = 0 they give hi = x, lo = 0, r = x,
+  // c = 0: the unreduced values.
+  const int64_t k_round = (int64_t)(inv_ln2 * x + sel(sign, -0.5, 0.5));
+  const int64_t k_one = sel(sign, (int64_t)-1, (int64_t)1);
+  const int64_t k = sel(hx > 0x3fd62e42u, sel(hx < 0x3FF0A2B2u, k_one, k_round), (int64_t)0);
+  const double tk = (double)k;
+  const double hi = x - tk * ln2_hi;
+  const double lo = tk * ln2_lo;
+  const double r = hi - lo;
+  const double c = (hi - r) - lo;
+  const double hfx = 0.5 * r;
+  const double hxs = r * hfx;
+  const double r1 = 1.0 + hxs * (Q1 + hxs * (Q2 + hxs * (Q3 + hxs * (Q4 + hxs * Q5))));
+  const double t = 3.0 - r1 * hfx;
+  const double e0 = hxs * ((r1 - t) / (6.0 - r * t));
+  const double e = (r * (e0 - c) - c) - hxs;  // k != 0
+  // Every k's candidate (pow2i(+-k) is junk, unused, outside 2 <= k <= 56).
+  const double res_k0 = r - (r * e0 - hxs);
+  const double res_km1 = 0.5 * (r - e) - 0.5;
+  const double res_k1 = sel(r < -0.25, -2.0 * (e - (r + 0.5)), 1.0 + 2.0 * (r - e));
+  const double res_wide = scale2(r - e + 1.0, k) - 1.0;  // k < 0 or k > 56
+  const double twopk = pow2i(k), twomk = pow2i(-k);
+  const double res_lt20 = (r - e + (1.0 - twomk)) * twopk;
+  const double res_ge20 = (r - (e + twomk) + 1.0) * twopk;
+  double res = sel(k < 20, res_lt20, res_ge20);
+  res = sel((uint64_t)k > 56, res_wide, res);  // k < 0 or k > 56
+  res = sel(k == 1, res_k1, res);
+  res = sel(k == -1, res_km1, res);
+  res = sel(k == 0, res_k0, res);
+  return sel(hx < 0x3c900000u, x, res);  // |x| < 2^-54: x
+}
+
+GPTC_HD GPTC_INLINE double expm1_d(double x) {
+  const double o_threshold = 7.09782712893383973096e+02;
+  const uint64_t ux = bits(x);
+  // |x| >= 56*ln2: nan -> nan, negative -> -1, above o_threshold -> inf; the main path
+  // runs on 0 for these.
+  const bool neg_big = (ux >> 32) >= 0xc043687Au;  // x <= -56*ln2 (or a negative nan)
+  double res = expm1_main(sel(is_nan(x), 0.0, sel(neg_big, 0.0, sel(x > o_threshold, 0.0, x))));
+  res = sel(x > o_threshold, inf_d(), res);
+  res = sel(neg_big, -1.0, res);
+  return sel(is_nan(x), x + x, res);
 }
 
 // tanh(x) from expm1 in three ranges (musl's scheme, <= 2 ulp).
-GPTC_HD inline double tanh_d(double x) {
-  uint64_t ux = bits(x);
-  int sign = (int)(ux >> 63);
-  ux &= 0x7fffffffffffffffull;
-  x = from_bits(ux);  // |x|
-  uint32_t w = (uint32_t)(ux >> 32);
-  double t;
-  if (w > 0x3fe193eau) {        // |x| > log(3)/2 ~= 0.5493, or nan
-    if (w > 0x40340000u) {      // |x| > 20 or nan
-      t = is_nan(x) ? x + x : 1.0;
-    } else {
-      t = expm1_d(2.0 * x);
-      t = 1.0 - 2.0 / (t + 2.0);
-    }
-  } else if (w > 0x3fd058aeu) {  // |x| > log(5/3)/2 ~= 0.2554
-    t = expm1_d(2.0 * x);
-    t = t / (t + 2.0);
-  } else if (w >= 0x00100000u) {  // normal
-    t = expm1_d(-2.0 * x);
-    t = -t / (t + 2.0);
-  } else {                        // subnormal or zero
-    t = x;
-  }
-  return sign ? -t : t;
+GPTC_HD GPTC_INLINE double tanh_d(double x) {
+  const uint64_t ux = bits(x);
+  const bool sign = (ux >> 63) != 0;
+  const uint64_t ua = ux & 0x7fffffffffffffffull;
+  const double ax = from_bits(ua);  // |x|
+  const uint64_t w = ua >> 32;
+  // One expm1 serves every range: expm1(2|x|) above log(5/3)/2, expm1(-2|x|) below.
+  const double two_ax = 2.0 * ax, minus_two_ax = -2.0 * ax;
+  // (|2x| <= 40 is never special for expm1; above |x| = 20 it runs on 0, unused.)
+  const double arg = sel(w > 0x3fd058aeu, two_ax, minus_two_ax);
+  const double em = expm1_main(sel(w > 0x40340000u, 0.0, arg));
+  // ... and one quotient: 2/(em+2) above log(3)/2, em/(em+2) below; fdlibm's -em/(em+2)
+  // is exactly -(em/(em+2)).
+  const bool upper = w > 0x3fe193eau;
+  const double q = sel(upper, 2.0, em) / (em + 2.0);
+  double t = sel(w >= 0x00100000u, -q, ax);          // normal; else subnormal or zero: x
+  t = sel(w > 0x3fd058aeu, q, t);                    // |x| > log(5/3)/2 ~= 0.2554
+  t = sel(upper, 1.0 - q, t);                        // |x| > log(3)/2 ~= 0.5493
+  t = sel(w > 0x40340000u, sel(is_nan(ax), ax + ax, 1.0), t);  // |x| > 20 or nan
+  return sel(sign, -t, t);
 }
 
 // erf(x): rational approximations on [0, 0.84375), [0.84375, 1.25), and erfc-based
 // exp(-x^2 - 0.5625 + R/S)/x forms on [1.25, 6); +-1 beyond.
-GPTC_HD inline double erf_d(double x) {
+GPTC_HD GPTC_INLINE double erf_d(double x) {
   const double erx = 8.45062911510467529297e-01, efx = 1.28379167095512586316e-01,
                efx8 = 1.02703333676410069053e+00;
   const double pp0 = 1.28379167095512558561e-01, pp1 = -3.25042107247001499370e-01,
@@ -325,44 +422,53 @@ GPTC_HD inline double erf_d(double x) {
                sb2 = 3.25792512996573918826e+02, sb3 = 1.53672958608443695994e+03,
                sb4 = 3.19985821950859553908e+03, sb5 = 2.55305040643316442583e+03,
                sb6 = 4.74528541206955367215e+02, sb7 = -2.24409524465858183362e+01;
-  uint64_t ux = bits(x);
-  int32_t hx = (int32_t)(ux >> 32);
-  uint32_t ix = (uint32_t)hx & 0x7fffffffu;
-  if (ix >= 0x7ff00000u) {  // nan or +-inf
-    if (is_nan(x)) return x + x;
-    return hx < 0 ? -1.0 : 1.0;
-  }
-  if (ix < 0x3feb0000u) {  // |x| < 0.84375
-    if (ix < 0x3e300000u) {  // |x| < 2^-28
-      if (ix < 0x00800000u) return 0.125 * (8.0 * x + efx8 * x);  // avoid underflow
-      return x + efx * x;
-    }
-    double z = x * x;
-    double r = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
-    double s = 1.0 + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
-    return x + x * (r / s);
-  }
-  if (ix < 0x3ff40000u) {  // 0.84375 <= |x| < 1.25
-    double s = fabs_d(x) - 1.0;
-    double P = pa0 + s * (pa1 + s * (pa2 + s * (pa3 + s * (pa4 + s * (pa5 + s * pa6)))));
-    double Q = 1.0 + s * (qa1 + s * (qa2 + s * (qa3 + s * (qa4 + s * (qa5 + s * qa6)))));
-    return hx >= 0 ? erx + P / Q : -erx - P / Q;
-  }
-  if (ix >= 0x40180000u) return hx >= 0 ? 1.0 : -1.0;  // |x| >= 6
-  x = fabs_d(x);
-  double s = 1.0 / (x * x);
-  double R, S;
-  if (ix < 0x4006DB6Eu) {  // |x| < 1/0.35
-    R = ra0 + s * (ra1 + s * (ra2 + s * (ra3 + s * (ra4 + s * (ra5 + s * (ra6 + s * ra7))))));
-    S = 1.0 + s * (sa1 + s * (sa2 + s * (sa3 + s * (sa4 + s * (sa5 + s * (sa6 + s * (sa7 +
-        s * sa8)))))));
-  } else {
-    R = rb0 + s * (rb1 + s * (rb2 + s * (rb3 + s * (rb4 + s * (rb5 + s * rb6)))));
-    S = 1.0 + s * (sb1 + s * (sb2 + s * (sb3 + s * (sb4 + s * (sb5 + s * (sb6 + s * sb7))))));
-  }
-  double z = from_bits(bits(x) & 0xffffffff00000000ull);  // x with the low word cleared
-  double r = exp_d(-z * z - 0.5625) * exp_d((z - x) * (z + x) + R / S);
-  return hx >= 0 ? 1.0 - r / x : r / x - 1.0;
+  const uint64_t ux = bits(x);
+  const bool negative = (ux >> 63) != 0;
+  const uint64_t ix = (ux >> 32) & 0x7fffffffu;
+  const double ax = fabs_d(x);
+  // |x| < 2^-28 (below 2^-1015 scaled by 8 to avoid underflow).
+  const double res_tiny = x + efx * x;
+  const double res_sub = 0.125 * (8.0 * x + efx8 * x);
+  // The three rational forms (one per range below) share one division: every range's
+  // numerator and denominator are computed, and the lane's pair is selected and divided.
+  // |x| < 0.84375: in x^2.
+  const double z = x * x;
+  const double rs = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
+  const double ss = 1.0 + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
+  // 0.84375 <= |x| < 1.25: in |x| - 1.
+  const double sm = ax - 1.0;
+  const double P =
+      pa0 + sm * (pa1 + sm * (pa2 + sm * (pa3 + sm * (pa4 + sm * (pa5 + sm * pa6)))));
+  const double Q =
+      1.0 + sm * (qa1 + sm * (qa2 + sm * (qa3 + sm * (qa4 + sm * (qa5 + sm * qa6)))));
+  // 1.25 <= |x| < 6: in 1/x^2, two forms split at 1/0.35.
+  const double s = 1.0 / (ax * ax);
+  const double Ra =
+      ra0 + s * (ra1 + s * (ra2 + s * (ra3 + s * (ra4 + s * (ra5 + s * (ra6 + s * ra7))))));
+  const double Sa = 1.0 + s * (sa1 + s * (sa2 + s * (sa3 + s * (sa4 + s * (sa5 + s * (sa6 +
+                    s * (sa7 + s * sa8)))))));
+  const double Rb = rb0 + s * (rb1 + s * (rb2 + s * (rb3 + s * (rb4 + s * (rb5 + s * rb6)))));
+  const double Sb =
+      1.0 + s * (sb1 + s * (sb2 + s * (sb3 + s * (sb4 + s * (sb5 + s * (sb6 + s * sb7))))));
+  const bool small = ix < 0x3feb0000u, mid = ix < 0x3ff40000u, near = ix < 0x4006DB6Eu;
+  const double quo = sel(small, rs, sel(mid, P, sel(near, Ra, Rb))) /
+                     sel(small, ss, sel(mid, Q, sel(near, Sa, Sb)));
+  const double res_small = x + x * quo;
+  const double res_mid = sel(negative, -erx - quo, erx + quo);
+  const double zt = from_bits(bits(ax) & 0xffffffff00000000ull);  // |x| with the low word cleared
+  // exp_d of |a1| < 37 and |a2| < 1 (on |x| < 6; 0 elsewhere, where the result is unused).
+  const bool below6 = ix < 0x40180000u;
+  const double a1 = -zt * zt - 0.5625, a2 = (zt - ax) * (zt + ax) + quo;
+  const double et = exp_d_mid(sel(below6, a1, 0.0)) * exp_d_mid(sel(below6, a2, 0.0));
+  const double ex = et / ax;
+  const double res_tail = sel(negative, ex - 1.0, 1.0 - ex);
+  double res = sel(negative, -1.0, 1.0);  // |x| >= 6, inf
+  res = sel(below6, res_tail, res);
+  res = sel(mid, res_mid, res);
+  res = sel(small, res_small, res);
+  res = sel(ix < 0x3e300000u, res_tiny, res);
+  res = sel(ix < 0x00800000u, res_sub, res);
+  return sel(is_nan(x), x + x, res);
 }
 
 }  // namespace detail
@@ -370,15 +476,15 @@ GPTC_HD inline double erf_d(double x) {
 // ---------------------------------------------------------------------------------------
 // Public elementary functions.
 // ---------------------------------------------------------------------------------------
-GPTC_HD inline double exp(double x) { return detail::exp_d(x); }
-GPTC_HD inline double log(double x) { return detail::log_d(x); }
-GPTC_HD inline double tanh(double x) { return detail::tanh_d(x); }
-GPTC_HD inline double erf(double x) { return detail::erf_d(x); }
+GPTC_HD GPTC_INLINE double exp(double x) { return detail::exp_d(x); }
+GPTC_HD GPTC_INLINE double log(double x) { return detail::log_d(x); }
+GPTC_HD GPTC_INLINE double tanh(double x) { return detail::tanh_d(x); }
+GPTC_HD GPTC_INLINE double erf(double x) { return detail::erf_d(x); }
 // float: evaluate in double, round once (see the header comment).
-GPTC_HD inline float exp(float x) { return (float)detail::exp_d((double)x); }
-GPTC_HD inline float log(float x) { return (float)detail::log_d((double)x); }
-GPTC_HD inline float tanh(float x) { return (float)detail::tanh_d((double)x); }
-GPTC_HD inline float erf(float x) { return (float)detail::erf_d((double)x); }
+GPTC_HD GPTC_INLINE float exp(float x) { return (float)detail::exp_d((double)x); }
+GPTC_HD GPTC_INLINE float log(float x) { return (float)detail::log_d((double)x); }
+GPTC_HD GPTC_INLINE float tanh(float x) { return (float)detail::tanh_d((double)x); }
+GPTC_HD GPTC_INLINE float erf(float x) { return (float)detail::erf_d((double)x); }
 
 // IEEE sqrt (correctly rounded on the CPU and on CUDA with the default -prec-sqrt=true).
 GPTC_HD inline float sqrt(float x) {
@@ -450,18 +556,18 @@ GPTC_HD inline double pow(double x, double y) {
 GPTC_HD inline float pow(float x, float y) { return (float)gptc::pow((double)x, (double)y); }
 
 // GELU, exact (erf) form: 0.5*x*(1 + erf(x/sqrt(2))); x/sqrt(2) is computed as x*(1/sqrt(2)).
-GPTC_HD inline float gelu_erf(float x) {
+GPTC_HD GPTC_INLINE float gelu_erf(float x) {
   return 0.5f * x * (1.0f + gptc::erf(x * 0.70710678118654752440f));
 }
-GPTC_HD inline double gelu_erf(double x) {
+GPTC_HD GPTC_INLINE double gelu_erf(double x) {
   return 0.5 * x * (1.0 + gptc::erf(x * 0.70710678118654752440));
 }
 // GELU, tanh form: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
-GPTC_HD inline float gelu_tanh(float x) {
+GPTC_HD GPTC_INLINE float gelu_tanh(float x) {
   float inner = 0.79788456080286535588f * (x + 0.044715f * (x * x * x));
   return 0.5f * x * (1.0f + gptc::tanh(inner));
 }
-GPTC_HD inline double gelu_tanh(double x) {
+GPTC_HD GPTC_INLINE double gelu_tanh(double x) {
   double inner = 0.79788456080286535588 * (x + 0.044715 * (x * x * x));
   return 0.5 * x * (1.0 + gptc::tanh(inner));
 }
@@ -501,12 +607,18 @@ inline const char* take_error() { return __atomic_exchange_n(&error_slot(), null
 // sum_{k<n} elem(k): 32 partials, partial j = elem(j) + elem(j+32) + ... left to right,
 // then a butterfly over the partials (pairs 16 apart, then 8, 4, 2, 1); result p[0].
 // (On CUDA one warp: lane j holds p[j], the tree is the shuffle-down pattern.)
+// Elements are visited 32 at a time, lane j of a block adding to p[j]: the same additions in
+// the same order as visiting k one by one, but vectorised (one lane per partial).
 template <class T, class F>
-GPTC_HD inline T reduce_sum(int64_t n, F elem) {
+GPTC_HD GPTC_FLATTEN inline T reduce_sum(int64_t n, F elem) {
   T p[32];
   for (int j = 0; j < 32; ++j) p[j] = T(0);
-  // Visiting k in increasing order adds to each partial in its own increasing order.
-  for (int64_t k = 0; k < n; ++k) p[k & 31] = p[k & 31] + T(elem(k));
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    GPTC_SIMD
+    for (int j = 0; j < 32; ++j) p[j] = p[j] + T(elem(k + j));
+  }
+  for (int j = 0; k + j < n; ++j) p[j] = p[j] + T(elem(k + j));
   for (int s = 16; s >= 1; s >>= 1)
     for (int j = 0; j < s; ++j) p[j] = p[j] + p[j + s];
   return p[0];
@@ -514,10 +626,15 @@ GPTC_HD inline T reduce_sum(int64_t n, F elem) {
 
 // max_{k<n} elem(k) with the same shape as reduce_sum (-inf for n == 0; NaN propagates).
 template <class T, class F>
-GPTC_HD inline T reduce_max(int64_t n, F elem) {
+GPTC_HD GPTC_FLATTEN inline T reduce_max(int64_t n, F elem) {
   T p[32];
   for (int j = 0; j < 32; ++j) p[j] = max_identity<T>();
-  for (int64_t k = 0; k < n; ++k) p[k & 31] = maximum(p[k & 31], T(elem(k)));
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    GPTC_SIMD
+    for (int j = 0; j < 32; ++j) p[j] = maximum(p[j], T(elem(k + j)));
+  }
+  for (int j = 0; k + j < n; ++j) p[j] = maximum(p[j], T(elem(k + j)));
   for (int s = 16; s >= 1; s >>= 1)
     for (int j = 0; j < s; ++j) p[j] = maximum(p[j], p[j + s]);
   return p[0];
@@ -551,14 +668,14 @@ GPTC_HD inline float to_float(bf16 b) { return detail::from_bits32((uint32_t)b.b
 
 // gelu's derivatives, for gpt.gelu_grad: g * d/dx gelu(x), same formulas on every target.
 template <class T>
-GPTC_HD inline T gelu_erf_grad(T g, T x) {
+GPTC_HD GPTC_INLINE T gelu_erf_grad(T g, T x) {
   const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt_2pi = T(0.39894228040143267794);
   T cdf = T(0.5) * (T(1) + gptc::erf(x * inv_sqrt2));
   T pdf = inv_sqrt_2pi * gptc::exp(T(-0.5) * x * x);
   return g * (cdf + x * pdf);
 }
 template <class T>
-GPTC_HD inline T gelu_tanh_grad(T g, T x) {
+GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
   const T k = T(0.79788456080286535588), c = T(0.044715);
   T t = gptc::tanh(k * (x + c * (x * x * x)));
   T du = k * (T(1) + T(3) * c * (x * x));
@@ -634,12 +751,13 @@ inline void block_dots(int64_t D, const T* q, const T* kt, int64_t ld, T* out) {
   for (int j = 0; j < 32; ++j) out[j] = acc[j];
 }
 
-// dst[c * ld + j] = src[j * D + c] for j < S (zero up to ld): K (or V) of one head,
-// transposed so that block_dots reads 32 keys contiguously.
+// dst[c * ld + j] = src[j * stride + c] for j < S (zero up to ld): K (or V) of one head,
+// whose rows are `stride` apart, transposed so that block_dots reads 32 keys contiguously.
 template <class T>
-inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t ld, T* dst) {
+inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, int64_t ld,
+                           T* dst) {
   for (int64_t c = 0; c < D; ++c)
-    for (int64_t j = 0; j < ld; ++j) dst[c * ld + j] = j < S ? src[j * D + c] : T(0);
+    for (int64_t j = 0; j < ld; ++j) dst[c * ld + j] = j < S ? src[j * stride + c] : T(0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -683,52 +801,81 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
 
 }  // namespace detail
 
+namespace detail {
+// One task of the float matmul: output columns [n0, n0 + 32) of batch b, all rows.
+inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
+                        const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
+                        int64_t sbb, int64_t sbk, int64_t sbn, float* C) {
+  const int64_t b = t / panels, n0 = (t % panels) * kPanel;
+  const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
+  float* panel = gptc::scratch<float>(0, K * kPanel);
+  const float* Bb = B + b * sbb + n0 * sbn;
+  if (sbn == 1 && cols == kPanel) {  // rows of B are contiguous: copy them
+    for (int64_t k = 0; k < K; ++k)
+      std::memcpy(panel + k * kPanel, Bb + k * sbk, sizeof(float) * kPanel);
+  } else {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < kPanel; ++j)
+        panel[k * kPanel + j] = j < cols ? Bb[k * sbk + j * sbn] : 0.0f;
+  }
+  const float* Ab = A + b * sab;
+  float* Cb = C + b * M * N + n0;
+  int64_t m = 0;
+  for (; m + kRows <= M; m += kRows)
+    matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols);
+  switch (M - m) {
+    case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    default: break;
+  }
+}
+}  // namespace detail
+
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
                    int64_t sbn, float* C) {
-  using namespace detail;
-  const int64_t panels = (N + kPanel - 1) / kPanel;
-  GPTC_FOR(t, batch * panels) {
-    const int64_t b = t / panels, n0 = (t % panels) * kPanel;
-    const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
-    float* panel = gptc::scratch<float>(0, K * kPanel);
-    const float* Bb = B + b * sbb + n0 * sbn;
-    if (sbn == 1 && cols == kPanel) {  // rows of B are contiguous: copy them
-      for (int64_t k = 0; k < K; ++k)
-        std::memcpy(panel + k * kPanel, Bb + k * sbk, sizeof(float) * kPanel);
-    } else {
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < kPanel; ++j)
-          panel[k * kPanel + j] = j < cols ? Bb[k * sbk + j * sbn] : 0.0f;
-    }
-    const float* Ab = A + b * sab;
-    float* Cb = C + b * M * N + n0;
-    int64_t m = 0;
-    for (; m + kRows <= M; m += kRows)
-      matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols);
-    switch (M - m) {
-      case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-      case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-      case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-      case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-      case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-      default: break;
-    }
-  }
+  const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
+  GPTC_FOR(t, batch * panels)
+    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+}
+// The same inside a GPTC_PARALLEL region (a gpt.horizontal member).
+inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                      int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
+                      int64_t sbk, int64_t sbn, float* C) {
+  const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
+  GPTC_FOR_WS(t, batch * panels)
+    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
 }
 #endif
 
 // The reference (and non-AVX-512, and f64) path: dot_seq per output element.
+namespace detail {
+template <class T>
+inline void matmul_element(int64_t i, int64_t M, int64_t N, int64_t K, const T* A, int64_t sab,
+                           int64_t sam, int64_t sak, const T* B, int64_t sbb, int64_t sbk,
+                           int64_t sbn, T* C) {
+  const int64_t n = i % N, m = (i / N) % M, b = i / (M * N);
+  const T* a = A + b * sab + m * sam;
+  const T* bb = B + b * sbb + n * sbn;
+  C[i] = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
+}
+}  // namespace detail
 template <class T>
 inline void matmul_reference(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                              int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
                              int64_t sbk, int64_t sbn, T* C) {
-  GPTC_FOR(i, batch * M * N) {
-    const int64_t n = i % N, m = (i / N) % M, b = i / (M * N);
-    const T* a = A + b * sab + m * sam;
-    const T* bb = B + b * sbb + n * sbn;
-    C[i] = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
-  }
+  GPTC_FOR(i, batch * M * N)
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+}
+template <class T>
+inline void matmul_reference_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
+                                int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
+                                int64_t sbk, int64_t sbn, T* C) {
+  GPTC_FOR_WS(i, batch * M * N)
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
 }
 
 #if !(defined(__AVX512F__) && !defined(__CUDACC__))
@@ -737,11 +884,21 @@ inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
                    int64_t sbn, float* C) {
   matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
 }
+inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                      int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
+                      int64_t sbk, int64_t sbn, float* C) {
+  matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+}
 #endif
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A, int64_t sab,
                    int64_t sam, int64_t sak, const double* B, int64_t sbb, int64_t sbk,
                    int64_t sbn, double* C) {
   matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+}
+inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
+                      int64_t sab, int64_t sam, int64_t sak, const double* B, int64_t sbb,
+                      int64_t sbk, int64_t sbn, double* C) {
+  matmul_reference_ws<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
 }
 
 }  // namespace gptc

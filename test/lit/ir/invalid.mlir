@@ -175,3 +175,16 @@ func.func @bad_element_type(%x: tensor<4xi32>) -> tensor<4xi32> {
   %0 = gpt.neg %x : tensor<4xi32>
   return %0 : tensor<4xi32>
 }
+
+// -----
+
+func.func @horizontal_members_read_each_other(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{members must not read one another's results}}
+  %h:2 = gpt.horizontal %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = gpt.exp %a : tensor<4xf32>
+    %1 = gpt.neg %0 : tensor<4xf32>
+    gpt.yield %0, %1 : tensor<4xf32>, tensor<4xf32>
+  }
+  return %h#0, %h#1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -114,3 +114,16 @@ func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor
   %3 = gpt.embedding_grad %g, %idx : (tensor<64x64xf32>, tensor<64xi64>) -> tensor<65x64xf32>
   return %0, %1, %dq, %2, %3 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>
 }
+
+// CHECK-LABEL: func.func @horizontal
+// CHECK: gpt.horizontal %arg0 : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: gpt.yield
+func.func @horizontal(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %h:2 = gpt.horizontal %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = gpt.exp %a : tensor<4xf32>
+    %1 = gpt.neg %a : tensor<4xf32>
+    gpt.yield %0, %1 : tensor<4xf32>, tensor<4xf32>
+  }
+  return %h#0, %h#1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -66,3 +66,28 @@ func.func @merge(%a: tensor<16xf32>) -> tensor<2x16xf32> {
   %3 = gpt.broadcast %2 : (tensor<16xf32>) -> tensor<2x16xf32>
   return %3 : tensor<2x16xf32>
 }
+
+// -----
+
+// Tests in-place updates: an elementwise kernel that reads a parameter at the
+// index it writes, with nothing reading the old value afterwards, writes the
+// update into the argument (gpt.in_place; no arena slot). The moment %m is
+// read again after its update, so that update gets a slot.
+// CHECK-LABEL: func.func @updates
+// CHECK: %[[P:.*]] = gpt.fused %arg0, %arg2 {gpt.in_place = array<i64: 0>, gpt.offsets = array<i64: -1>}
+// CHECK: %[[M:.*]] = gpt.fused %arg1, %arg2 {gpt.offsets = array<i64: 0>}
+// CHECK: gpt.neg %arg1 {gpt.offsets = array<i64: 64>}
+func.func @updates(%p: tensor<8xf32> {gpt.kind = "param", gpt.name = "p"}, %m: tensor<8xf32> {gpt.kind = "state", gpt.name = "m"}, %g: tensor<8xf32>) -> (tensor<8xf32> {gpt.name = "p", gpt.updates = "p"}, tensor<8xf32> {gpt.name = "m", gpt.updates = "m"}, tensor<8xf32>) {
+  %0 = gpt.fused %p, %g : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+    %x = gpt.sub %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    gpt.yield %x : tensor<8xf32>
+  }
+  %1 = gpt.fused %m, %g : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+    %x = gpt.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    gpt.yield %x : tensor<8xf32>
+  }
+  %2 = gpt.neg %m : tensor<8xf32>
+  return %0, %1, %2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}

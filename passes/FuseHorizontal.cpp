@@ -1,0 +1,109 @@
+//===- FuseHorizontal.cpp - the gpt-fuse-horizontal pass ------------------===//
+//
+// Greedy over program order: consecutive kernels none of which reads another's
+// result become one gpt.horizontal op (one parallel region). Views (reshape,
+// stop_gradient) and constants between them move above the group, or below it
+// when they view a member's result; anything else ends the group. Nothing is
+// reordered against a dependency, and each member computes what it computed
+// alone.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "ir/GptDialect.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::gpt {
+#define GEN_PASS_DEF_FUSEHORIZONTAL
+#include "passes/Passes.h.inc"
+} // namespace mlir::gpt
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+/// Ops that cost no kernel: they alias or are static data.
+bool isView(Operation *op) { return isa<ReshapeOp, StopGradientOp, ConstantOp>(op); }
+
+/// Kernels whose code is only parallel loops over independent outputs (so they can share
+/// a parallel region). Cross-entropy's loss is one serial sum: it stays alone.
+bool isMember(Operation *op) {
+  return op->getDialect() && isa<GptDialect>(op->getDialect()) && !isView(op) &&
+         !isa<CrossEntropyOp, HorizontalOp, YieldOp>(op) && op->getNumResults() > 0;
+}
+
+struct Group {
+  SmallVector<Operation *> members, above, below; // views to move above / below the group
+};
+
+void group(const Group &g) {
+  ArrayRef<Operation *> members = g.members;
+  for (Operation *v : g.above)
+    v->moveBefore(members.front());
+  llvm::SetVector<Value> inputs;
+  SmallVector<Type> types;
+  for (Operation *op : members) {
+    inputs.insert(op->getOperands().begin(), op->getOperands().end());
+    llvm::append_range(types, op->getResultTypes());
+  }
+  OpBuilder b(members.front());
+  auto h = HorizontalOp::create(b, members.front()->getLoc(), types, inputs.getArrayRef());
+  Block *body = b.createBlock(&h.getBody());
+  IRMapping map;
+  for (Value in : inputs)
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  SmallVector<Value> yielded;
+  for (Operation *op : members)
+    llvm::append_range(yielded, b.clone(*op, map)->getResults());
+  YieldOp::create(b, members.back()->getLoc(), yielded);
+  unsigned next = 0;
+  for (Operation *op : members)
+    for (Value r : op->getResults())
+      r.replaceAllUsesWith(h.getResult(next++));
+  for (Operation *op : llvm::reverse(members))
+    op->erase();
+  Operation *last = h;
+  for (Operation *v : g.below) {
+    v->moveAfter(last);
+    last = v;
+  }
+}
+
+struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
+  void runOnOperation() override {
+    SmallVector<Group> groups;
+    Group current;
+    llvm::SmallPtrSet<Value, 32> produced; // by the current group's members and views below
+    auto dependsOnGroup = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(), [&](Value v) { return produced.contains(v); });
+    };
+    auto flush = [&] {
+      if (current.members.size() >= 2)
+        groups.push_back(current);
+      current = Group();
+      produced.clear();
+    };
+    for (Operation &op : getOperation().getBody().front()) {
+      if (isView(&op) && !current.members.empty()) {
+        bool below = dependsOnGroup(&op);
+        (below ? current.below : current.above).push_back(&op);
+        if (below)
+          produced.insert(op.getResults().begin(), op.getResults().end());
+        continue;
+      }
+      if (!isMember(&op) || dependsOnGroup(&op))
+        flush();
+      if (!isMember(&op))
+        continue;
+      current.members.push_back(&op);
+      produced.insert(op.getResults().begin(), op.getResults().end());
+    }
+    flush();
+    for (auto &g : groups)
+      group(g);
+  }
+};
+} // namespace

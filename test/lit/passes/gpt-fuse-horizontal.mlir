@@ -1,0 +1,64 @@
+// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-fuse-horizontal))" | FileCheck %s
+
+// Tests that a linear layer's two backward matmuls (independent: both read only
+// the incoming gradient and the saved tensors) land in one kernel.
+// CHECK-LABEL: func.func @linear_backward
+// CHECK: %[[H:.*]]:2 = gpt.horizontal %arg0, %arg1, %arg2 : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4x16xf32>)
+// CHECK-NEXT: ^bb0(%[[G:.*]]: tensor<8x16xf32>, %[[W:.*]]: tensor<4x16xf32>, %[[X:.*]]: tensor<8x4xf32>):
+// CHECK-NEXT:   %[[DX:.*]] = gpt.matmul %[[G]], %[[W]]
+// CHECK-NEXT:   %[[DW:.*]] = gpt.matmul %[[X]], %[[G]]
+// CHECK-NEXT:   gpt.yield %[[DX]], %[[DW]]
+// CHECK: return %[[H]]#0, %[[H]]#1
+func.func @linear_backward(%g: tensor<8x16xf32>, %w: tensor<4x16xf32>, %x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4x16xf32>) {
+  %dx = gpt.matmul %g, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+  %dw = gpt.matmul %x, %g {order = #gpt.order<sequential>, transpose_lhs = true, transpose_rhs = false} : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %dx, %dw : tensor<8x4xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a kernel reading a member's result ends the group (the chain
+// exp -> neg stays two kernels), and that a lone kernel is left as it is.
+// CHECK-LABEL: func.func @dependent
+// CHECK: %[[H:.*]]:2 = gpt.horizontal %arg0
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.exp
+// CHECK-NEXT:   gpt.tanh
+// CHECK-NEXT:   gpt.yield
+// CHECK: gpt.neg %[[H]]#0
+// CHECK-NOT: gpt.horizontal
+func.func @dependent(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = gpt.exp %x : tensor<4xf32>
+  %1 = gpt.tanh %x : tensor<4xf32>
+  %2 = gpt.neg %0 : tensor<4xf32>
+  return %1, %2 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests the optimizer's per-tensor sums of squares: a reshape of a member's
+// result moves below the group, so all three sums are one kernel feeding one
+// concat. The loss (cross_entropy, a serial sum) is never a member.
+// CHECK-LABEL: func.func @norms
+// CHECK: %[[H:.*]]:3 = gpt.horizontal
+// CHECK-COUNT-3: gpt.reduce_sum
+// CHECK: gpt.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: gpt.reshape %[[H]]#0
+// CHECK-NEXT: gpt.reshape %[[H]]#1
+// CHECK-NEXT: gpt.reshape %[[H]]#2
+// CHECK-NEXT: gpt.concat
+// CHECK-NEXT: gpt.cross_entropy
+// CHECK-NEXT: gpt.cross_entropy
+func.func @norms(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf32>, %l: tensor<2x5xf32>, %t: tensor<2xi64>) -> (tensor<3xf32>, tensor<f32>, tensor<f32>) {
+  %0 = gpt.reduce_sum %a {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<f32>
+  %1 = gpt.reshape %0 : (tensor<f32>) -> tensor<1xf32>
+  %2 = gpt.reduce_sum %b {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x4xf32>) -> tensor<f32>
+  %3 = gpt.reshape %2 : (tensor<f32>) -> tensor<1xf32>
+  %4 = gpt.reduce_sum %c {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<3xf32>) -> tensor<f32>
+  %5 = gpt.reshape %4 : (tensor<f32>) -> tensor<1xf32>
+  %6 = gpt.concat %1, %3, %5 {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<3xf32>
+  %7 = gpt.cross_entropy %l, %t {ignore_index = -100 : i64, order = #gpt.order<canonical>} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  %8 = gpt.cross_entropy %l, %t {ignore_index = -100 : i64, order = #gpt.order<canonical>} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  return %6, %7, %8 : tensor<3xf32>, tensor<f32>, tensor<f32>
+}
