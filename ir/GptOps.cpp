@@ -495,16 +495,24 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
+/// gpt.fused and gpt.horizontal: one block argument per input, of its type, and a yield
+/// of the result types.
+static LogicalResult verifyKernelRegion(Operation *op, Block &body, ValueRange inputs) {
+  if (body.getNumArguments() != inputs.size())
+    return op->emitOpError("needs one block argument per input");
+  for (auto [arg, in] : llvm::zip(body.getArguments(), inputs))
+    if (arg.getType() != in.getType())
+      return op->emitOpError("block argument types must match the inputs");
+  if (body.getTerminator()->getOperandTypes() != op->getResultTypes())
+    return op->emitOpError("yielded types must match the results");
+  return success();
+}
+
 LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError("needs one block argument per input");
-  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
-    if (arg.getType() != in.getType())
-      return emitOpError("block argument types must match the inputs");
+  if (failed(verifyKernelRegion(*this, body, getInputs())))
+    return failure();
   auto yield = cast<YieldOp>(body.getTerminator());
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yielded types must match the results");
   for (Type t : getResultTypes())
     if (cast<RankedTensorType>(t).getShape() != cast<RankedTensorType>(getResultTypes()[0]).getShape())
       return emitOpError("results must share one shape");
@@ -518,11 +526,8 @@ LogicalResult FusedOp::verify() {
 
 LogicalResult HorizontalOp::verify() {
   Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError("needs one block argument per input");
-  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
-    if (arg.getType() != in.getType())
-      return emitOpError("block argument types must match the inputs");
+  if (failed(verifyKernelRegion(*this, body, getInputs())))
+    return failure();
   // Members read only block arguments (never one another), and the yield lists every
   // member result in order.
   SmallVector<Value> produced;
@@ -537,8 +542,6 @@ LogicalResult HorizontalOp::verify() {
   auto yield = cast<YieldOp>(body.getTerminator());
   if (SmallVector<Value>(yield.getValues()) != produced)
     return emitOpError("must yield every member result, in order");
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yielded types must match the results");
   return success();
 }
 
