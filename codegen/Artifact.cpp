@@ -99,9 +99,17 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   for (StringRef a : args)
     if (a != src && a != lib)
       key += a.str() + "\n";
-  for (StringRef file : {StringRef(src), StringRef(runtimeInclude.str() + "/gptc/prelude.h")})
-    if (auto buf = llvm::MemoryBuffer::getFile(file))
-      key += (*buf)->getBuffer().str();
+  // (The prelude's path is a named string: a temporary in the loop's braces would be gone
+  // before the loop body reads it, and the prelude silently left out of the key.)
+  const std::string prelude = runtimeInclude.str() + "/gptc/prelude.h";
+  for (StringRef file : {StringRef(src), StringRef(prelude)}) {
+    auto buf = llvm::MemoryBuffer::getFile(file);
+    if (!buf) {
+      error = "cannot read " + file.str() + ": " + buf.getError().message();
+      return failure();
+    }
+    key += (*buf)->getBuffer().str();
+  }
   std::string cache = cacheDir(), cached;
   if (!cache.empty()) {
     SmallString<256> p(cache);

@@ -1,5 +1,6 @@
 """The compile cache: an unchanged model is not rebuilt by the host compiler."""
 import os
+import shutil
 import subprocess
 import time
 
@@ -9,8 +10,8 @@ import gptc
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 
-def compile_cli(mlir, out, cache, *flags):
-    env = dict(os.environ, GPTC_CACHE_DIR=str(cache))
+def compile_cli(mlir, out, cache, *flags, env=None):
+    env = dict(env or os.environ, GPTC_CACHE_DIR=str(cache))
     t = time.perf_counter()
     subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(out), *flags],
                    check=True, env=env)
@@ -34,4 +35,25 @@ def test_second_compile_hits_the_cache(tmp_path):
     assert len(list(cache.glob("*.so"))) == 1
     # Another program (the forward only) is another entry.
     compile_cli(mlir, tmp_path / "c", cache)
+    assert len(list(cache.glob("*.so"))) == 2
+
+
+def test_a_changed_prelude_misses_the_cache(tmp_path):
+    """The kernels include the prelude, so it is part of the key: editing it rebuilds."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    include = tmp_path / "include"
+    shutil.copytree(os.path.join(gptc.compiler._REPO, "runtime", "include"), include)
+    env = dict(os.environ, GPTC_RUNTIME_INCLUDE=str(include))
+    cache = tmp_path / "cache"
+    compile_cli(mlir, tmp_path / "a", cache, env=env)
+    compile_cli(mlir, tmp_path / "b", cache, env=env)
+    assert not (tmp_path / "b" / "compile.log").exists()     # unchanged: a hit
+    with open(include / "gptc" / "prelude.h", "a") as f:
+        f.write("\n// an edit\n")
+    compile_cli(mlir, tmp_path / "c", cache, env=env)
+    assert (tmp_path / "c" / "compile.log").exists()         # changed: rebuilt
     assert len(list(cache.glob("*.so"))) == 2
