@@ -91,13 +91,14 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   return success();
 }
 
-/// The online-softmax pass over the keys of one query row (`qr`; `kt` holds the head's
-/// keys transposed, `vb` its values, `keys` how many are visible, `r` the row's index
-/// among all B*H*T rows). Leaves the final max `m` and sum `l`; with `withOutput`, also
-/// `acc`, the unnormalised output. Attention and its gradient both use it, so both see
-/// the same bits. Scores come 32 keys at a time (gptc::block_dots: one lane per key, each
-/// summing over d in order), so vectorising never reorders a sum.
-void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput) {
+/// The online-softmax pass over the keys of one query row (`scores`: the row's raw q.k
+/// dots, from gptc::block_dots_rows; `vb` the head's values, `keys` how many are visible,
+/// `r` the row's index among all B*H*T rows). Leaves the final max `m` and sum `l`; with
+/// `withOutput`, also `acc`, the unnormalised output. Attention and its gradient both use
+/// it, so both see the same bits. Each score is one lane's dot over d in increasing order,
+/// so vectorising never reorders a sum.
+void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput,
+                            const std::string &scores) {
   const std::string &E = a.elem;
   std::string Dv = std::to_string(a.Dv);
   os << "      " << E << " m = -INFINITY, l = 0, p[32];\n";
@@ -106,14 +107,14 @@ void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withO
        << "      for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n";
   os << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
      << "        const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
-     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << a.Sp() << ", p);\n"
      << "        " << E << " mb = -INFINITY;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = p[j] * " << a.scale
-     << "; mb = gptc::maximum(mb, p[j]); }\n"
+     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = " << scores << "[j0 + j] * "
+     << a.scale << "; mb = gptc::maximum(mb, p[j]); }\n"
      << "        " << E << " mn = gptc::maximum(m, mb);\n"
      << "        " << E << " corr = gptc::exp(m - mn);\n"
      << "        " << E << " bsum = 0;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = gptc::exp(p[j] - mn); bsum = bsum + p[j]; }\n"
+     << "        GPTC_SIMD for (int64_t j = 0; j < nb; ++j) p[j] = gptc::exp(p[j] - mn);\n"
+     << "        for (int64_t j = 0; j < nb; ++j) bsum = bsum + p[j];\n"
      << "        l = l * corr + bsum;\n";
   if (withOutput) {
     if (a.dropout)
@@ -121,10 +122,8 @@ void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withO
          << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
     // Per output column c, keys j in increasing order: j outer, c inner (vectorises on c).
     os << "        for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
-       << "        for (int64_t j = 0; j < nb; ++j) {\n"
-       << "          const " << E << "* vr = vb + (j0 + j) * " << a.rowStride(a.Dv) << ";\n"
-       << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = gptc::fma(p[j], vr[c], sacc[c]);\n"
-       << "        }\n"
+       << "        gptc::axpy_rows<" << E << ">(nb, p, 1, vb + j0 * " << a.rowStride(a.Dv) << ", "
+       << a.rowStride(a.Dv) << ", " << Dv << ", sacc);\n"
        << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = acc[c] * corr + sacc[c];\n";
   }
   os << "        m = mn;\n      }\n";
@@ -139,6 +138,22 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
      << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.S, a.Dv) << ";\n";
 }
 
+/// Opens the loop over blocks of (up to) 4 query rows, t0..t0+nr-1, and fills
+/// `scores`[rr][j] with the raw q.k dots of each row for the keys the block's last row
+/// sees (gptc::block_dots_rows; `q` is the operand holding the queries).
+static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::string &q,
+                           const std::string &scores) {
+  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.rowStride(a.D));
+  os << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 4) {\n"
+     << "      const int64_t nr = " << a.T << " - t0 < 4 ? " << a.T << " - t0 : 4;\n"
+     << "      int64_t kmax;\n"
+     << "      { const int64_t t = t0 + nr - 1; kmax = " << a.keys() << "; }\n"
+     << "      " << a.elem << " " << scores << "[4][" << Sp << "];\n"
+     << "      gptc::block_dots_rows<" << a.elem << ">(nr, " << a.D << ", " << q << " + "
+     << a.headBase(a.T, a.D) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
+     << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
+}
+
 /// Online softmax over key blocks of 32 (order online_block32); one (batch, head) per
 /// iteration of the parallel loop, its queries in order.
 LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
@@ -149,15 +164,15 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   os << a.rngPrologue() << "  " << loop("bh", op.getType().getNumElements() / (a.T * a.Dv))
      << " {\n";
   emitTransposedKeys(os, a);
-  os << "    for (int64_t t = 0; t < " << a.T << "; ++t) {\n"
-     << "      const int64_t r = bh * " << a.T << " + t;\n"
-     << "      const " << a.elem << "* qr = in0 + " << a.headBase(a.T, a.D) << " + t * "
-     << a.rowStride(a.D) << ";\n"
+  emitQueryBlock(os, a, "in0", "S");
+  os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "      const int64_t t = t0 + rr, r = bh * " << a.T << " + t;\n"
      << "      " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + t * "
      << a.rowStride(a.Dv) << ";\n"
      << "      const int64_t keys = " << a.keys() << ";\n";
-  emitOnlineRow(os, a, /*withOutput=*/true);
-  os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n    }\n  }\n";
+  emitOnlineRow(os, a, /*withOutput=*/true, "S[rr]");
+  os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n"
+     << "      }\n    }\n  }\n";
   return success();
 }
 
@@ -188,28 +203,25 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
      << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n"
-     // Queries in blocks of 4 rows: each row's p and ds first, then every key's dk and
-     // dv take the block's rows in increasing order (loaded and stored once per block).
-     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 4) {\n"
-     << "      const int64_t nr = " << a.T << " - t0 < 4 ? " << a.T << " - t0 : 4;\n"
-     << "      " << E << " PK[4][" << Sp << "], dS[4][" << Sp << "];\n"
+     ;
+  // Queries in blocks of 4 rows: the block's q.k and g.v dots first, then each row's p and
+  // ds, then every key's dk and dv take the block's rows in increasing order (loaded and
+  // stored once per block).
+  emitQueryBlock(os, a, "in0", "S");
+  os << "      " << E << " PK[4][" << Sp << "], dS[4][" << Sp << "];\n"
+     << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << kvs << ", "
+     << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n"
      << "      int64_t visible[4];\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "      const int64_t t = t0 + rr, r = bh * " << a.T << " + t;\n"
-     << "      const " << E << "* qr = qh + t * " << ks << ";\n"
-     << "      const " << E << "* gr = gh + t * " << kvs << ";\n"
      << "      " << E << "* dq = dqh + t * " << ks << ";\n"
      << "      const int64_t keys = " << a.keys() << ";\n"
      << "      visible[rr] = keys;\n";
-  emitOnlineRow(os, a, /*withOutput=*/false);
+  emitOnlineRow(os, a, /*withOutput=*/false, "S[rr]");
   os << "      " << E << " P[" << Sp << "], K[" << Sp << "], qacc[" << a.D << "];\n"
      << "      " << E << "* dP = dS[rr];\n"
-     << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
-     << "        gptc::block_dots<" << E << ">(" << a.D << ", qr, kt + j0, " << Sp << ", P + j0);\n"
-     << "        gptc::block_dots<" << E << ">(" << a.Dv << ", gr, vt + j0, " << Sp
-     << ", dP + j0);\n      }\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        P[j] = gptc::exp(P[j] * " << a.scale << " - m) / l;\n"
+     << "      GPTC_SIMD for (int64_t j = 0; j < keys; ++j) {\n"
+     << "        P[j] = gptc::exp(S[rr][j] * " << a.scale << " - m) / l;\n"
      << "        K[j] = " << keep << ";\n"
      << "        dP[j] = dP[j] * K[j];\n"
      << "        PK[rr][j] = P[j] * K[j];\n      }\n"
@@ -217,26 +229,17 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "      for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
      << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
-     << "      for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        const " << E << "* kr = kb + j * " << ks << ";\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = gptc::fma(dP[j], kr[c], qacc[c]);\n"
-     << "      }\n"
+     << "      gptc::axpy_rows<" << E << ">(keys, dP, 1, kb, " << ks << ", " << a.D << ", qacc);\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
      << "      }\n"
+     // Key j is seen by the block's rows first..nr-1 (visible[] grows with the row).
      << "      for (int64_t j = 0; j < visible[nr - 1]; ++j) {\n"
-     << "        " << E << " ak[" << a.D << "], av[" << a.Dv << "];\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) ak[c] = dk[j * " << ks << " + c];\n"
-     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) av[c] = dv[j * " << kvs << " + c];\n"
-     << "        for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "          if (j >= visible[rr]) continue;\n"
-     << "          const " << E << "* qr = qh + (t0 + rr) * " << ks << ";\n"
-     << "          const " << E << "* gr = gh + (t0 + rr) * " << kvs << ";\n"
-     << "          const " << E << " ds = dS[rr][j], pk = PK[rr][j];\n"
-     << "          for (int64_t c = 0; c < " << a.D << "; ++c) ak[c] = gptc::fma(ds, qr[c], ak[c]);\n"
-     << "          for (int64_t c = 0; c < " << a.Dv << "; ++c) av[c] = gptc::fma(pk, gr[c], av[c]);\n"
-     << "        }\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = ak[c];\n"
-     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << kvs << " + c] = av[c];\n"
+     << "        int64_t first = 0;\n"
+     << "        while (j >= visible[first]) ++first;\n"
+     << "        gptc::axpy_rows<" << E << ">(nr - first, &dS[first][j], " << Sp << ", qh + (t0 + first) * "
+     << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ");\n"
+     << "        gptc::axpy_rows<" << E << ">(nr - first, &PK[first][j], " << Sp << ", gh + (t0 + first) * "
+     << kvs << ", " << kvs << ", " << a.Dv << ", dv + j * " << kvs << ");\n"
      << "      }\n"
      << "    }\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"

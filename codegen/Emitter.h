@@ -122,7 +122,8 @@ private:
   LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
   /// The online-softmax pass over the keys of query row t (attention and its
   /// gradient share it, so both see the same max and sum bits).
-  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput);
+  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput,
+                     const std::string &scores);
 
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.

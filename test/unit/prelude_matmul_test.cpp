@@ -2,6 +2,7 @@
 // dot_seq loop, bit for bit, on awkward shapes, transposes and batch strides.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -9,6 +10,12 @@
 #include "gptc/prelude.h"
 
 namespace {
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
 
 struct Case {
   int64_t batch, M, N, K;
@@ -45,3 +52,36 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 }
 
 }  // namespace
+
+// Attention's helpers: block_dots_rows (4 query rows at once) gives each score the bits of
+// block_dots; axpy_rows (accumulators in registers, masked tails) the bits of the plain
+// j-outer, c-inner loop of fmas. Widths around the 16-lane and 64-column edges.
+TEST(AttentionHelpers, SameBitsAsThePlainLoops) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int64_t D : {1, 15, 16, 32, 33, 64, 65, 130}) {
+    const int64_t S = 70, ld = 96, qs = D + 3;
+    std::vector<float> q(4 * qs), kt(D * ld), out(4 * ld, -1.0f), ref(32);
+    for (float& v : q) v = u(rng);
+    for (float& v : kt) v = u(rng);
+    for (int64_t R : {4, 3}) {
+      gptc::block_dots_rows<float>(R, D, q.data(), qs, kt.data(), ld, S, out.data(), ld);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j0 = 0; j0 < S; j0 += 32) {
+          gptc::block_dots<float>(D, q.data() + r * qs, kt.data() + j0, ld, ref.data());
+          for (int64_t j = 0; j < 32; ++j)
+            ASSERT_EQ(bits(out[r * ld + j0 + j]), bits(ref[j])) << "D " << D << " R " << R;
+        }
+    }
+    const int64_t n = 37, ws = 5, rs = D + 7;
+    std::vector<float> w(n * ws), rows(n * rs), acc(D + 16), want(D + 16);
+    for (float& v : w) v = u(rng);
+    for (float& v : rows) v = u(rng);
+    for (int64_t c = 0; c < D + 16; ++c) acc[c] = want[c] = u(rng);
+    gptc::axpy_rows<float>(n, w.data(), ws, rows.data(), rs, D, acc.data());
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < D; ++c) want[c] = std::fma(w[j * ws], rows[j * rs + c], want[c]);
+    for (int64_t c = 0; c < D + 16; ++c)  // past D: untouched
+      ASSERT_EQ(bits(acc[c]), bits(want[c])) << "D " << D << " c " << c;
+  }
+}

@@ -868,6 +868,78 @@ inline void block_dots(int64_t D, const T* q, const T* kt, int64_t ld, T* out) {
   for (int j = 0; j < 32; ++j) out[j] = acc[j];
 }
 
+// The scores of rows [0, R) of a block of queries (rows `qs` apart) against keys [0, keys),
+// 32 at a time: out[r * ldo + j] for j < keys rounded up to 32. Each score has the bits of
+// block_dots (c = 0..D-1 in increasing order with fma); R rows share each load of kt, and
+// R * 2 independent accumulators keep the FMA units busy. R <= 4.
+template <class T>
+inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const T* kt,
+                            int64_t ld, int64_t keys, T* out, int64_t ldo) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    if (R == 4) {
+      for (int64_t j0 = 0; j0 < keys; j0 += 32) {
+        __m512 acc[4][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < D; ++c) {
+          const __m512 k0 = _mm512_loadu_ps(kt + c * ld + j0);
+          const __m512 k1 = _mm512_loadu_ps(kt + c * ld + j0 + 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+            const __m512 qc = _mm512_set1_ps(q[r * qs + c]);
+            acc[r][0] = _mm512_fmadd_ps(qc, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(qc, k1, acc[r][1]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          _mm512_storeu_ps(out + r * ldo + j0, acc[r][0]);
+          _mm512_storeu_ps(out + r * ldo + j0 + 16, acc[r][1]);
+        }
+      }
+      return;
+    }
+  }
+#endif
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j0 = 0; j0 < keys; j0 += 32) block_dots<T>(D, q + r * qs, kt + j0, ld, out + r * ldo + j0);
+}
+
+// acc[c] = fma(w[j * ws], rows[j * rs + c], acc[c]) for j = 0..n-1 in increasing order,
+// every c < D: a weighted sum of rows, each lane its own sequential sum (attention's dq,
+// dk and dv). On AVX-512 the accumulators stay in registers, 64 columns at a time.
+template <class T>
+inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t rs, int64_t D,
+                      T* acc) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    for (int64_t c0 = 0; c0 < D; c0 += 64) {
+      __mmask16 mask[4];
+      __m512 a[4];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const int64_t left = D - c0 - 16 * v;
+        mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+        a[v] = _mm512_maskz_loadu_ps(mask[v], acc + c0 + 16 * v);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const __m512 wj = _mm512_set1_ps(w[j * ws]);
+        const float* row = rows + j * rs + c0;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+          a[v] = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(mask[v], row + 16 * v), a[v]);
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(acc + c0 + 16 * v, mask[v], a[v]);
+    }
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < D; ++c) acc[c] = gptc::fma(w[j * ws], rows[j * rs + c], acc[c]);
+}
+
 // dst[c * ld + j] = src[j * stride + c] for j < S (zero up to ld): K (or V) of one head,
 // whose rows are `stride` apart, transposed so that block_dots reads 32 keys contiguously.
 template <class T>
