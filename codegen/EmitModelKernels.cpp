@@ -91,42 +91,64 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   return success();
 }
 
-/// The online-softmax pass over the keys of one query row (`scores`: the row's raw q.k
-/// dots, from gptc::block_dots_rows; `vb` the head's values, `keys` how many are visible,
-/// `r` the row's index among all B*H*T rows). Leaves the final max `m` and sum `l`; with
-/// `withOutput`, also `acc`, the unnormalised output. Attention and its gradient both use
-/// it, so both see the same bits. Each score is one lane's dot over d in increasing order,
-/// so vectorising never reorders a sum.
-void Emitter::emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput,
-                            const std::string &scores) {
+/// The online-softmax pass of the block's query rows (after emitQueryBlock: `S[rr]` holds
+/// row rr's raw q.k dots, `nr` rows, `kmax` keys for the last). Per row, exactly the
+/// per-row algorithm: key blocks of 32 in increasing order, the block's max and sum taken
+/// sequentially; the rows' independent chains are interleaved (rr innermost), which changes
+/// no sum's order. Leaves `vis[rr]` (the row's visible keys), `m[rr]`, `l[rr]`; with
+/// `withOutput`, also `acc[rr]`, the unnormalised output. Attention and its gradient both
+/// use it, so both see the same bits.
+void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool withOutput) {
   const std::string &E = a.elem;
   std::string Dv = std::to_string(a.Dv);
-  os << "      " << E << " m = -INFINITY, l = 0, p[32];\n";
+  os << "      " << E << " m[4], l[4];\n"
+     << "      int64_t vis[4];\n"
+     << "      for (int64_t rr = 0; rr < 4; ++rr) {\n"
+     << "        const int64_t t = t0 + rr;\n"
+     << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
+     << "        m[rr] = -INFINITY;\n"
+     << "        l[rr] = 0;\n"
+     << "      }\n";
   if (withOutput)
-    os << "      " << E << " acc[" << Dv << "], sacc[" << Dv << "];\n"
-       << "      for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n";
-  os << "      for (int64_t j0 = 0; j0 < keys; j0 += 32) {\n"
-     << "        const int64_t nb = keys - j0 < 32 ? keys - j0 : 32;\n"
-     << "        " << E << " mb = -INFINITY;\n"
-     << "        for (int64_t j = 0; j < nb; ++j) { p[j] = " << scores << "[j0 + j] * "
-     << a.scale << "; mb = gptc::maximum(mb, p[j]); }\n"
-     << "        " << E << " mn = gptc::maximum(m, mb);\n"
-     << "        " << E << " corr = gptc::exp(m - mn);\n"
-     << "        " << E << " bsum = 0;\n"
-     << "        GPTC_SIMD for (int64_t j = 0; j < nb; ++j) p[j] = gptc::exp(p[j] - mn);\n"
-     << "        for (int64_t j = 0; j < nb; ++j) bsum = bsum + p[j];\n"
-     << "        l = l * corr + bsum;\n";
+    os << "      " << E << " acc[4][" << Dv << "], sacc[" << Dv << "];\n"
+       << "      for (int64_t rr = 0; rr < 4; ++rr)\n"
+       << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = 0;\n";
+  os << "      for (int64_t j0 = 0; j0 < kmax; j0 += 32) {\n"
+     << "        " << E << " p[4][32], mb[4], mn[4], corr[4], bsum[4];\n"
+     << "        int64_t nb[4];\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+     << "          const int64_t left = vis[rr] - j0;\n"
+     << "          nb[rr] = left < 0 ? 0 : left < 32 ? left : 32;\n"
+     << "          mb[rr] = -INFINITY;\n"
+     << "          bsum[rr] = 0;\n"
+     << "        }\n"
+     << "        for (int64_t j = 0; j < 32; ++j)\n"
+     << "          for (int64_t rr = 0; rr < 4; ++rr)\n"
+     << "            if (j < nb[rr]) { p[rr][j] = S[rr][j0 + j] * " << a.scale
+     << "; mb[rr] = gptc::maximum(mb[rr], p[rr][j]); }\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+     << "          mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
+     << "          corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
+     << "          GPTC_SIMD for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
+     << "        }\n"
+     << "        for (int64_t j = 0; j < 32; ++j)\n"
+     << "          for (int64_t rr = 0; rr < 4; ++rr)\n"
+     << "            if (j < nb[rr]) bsum[rr] = bsum[rr] + p[rr][j];\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+     << "          if (nb[rr] == 0) continue;\n"
+     << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
   if (withOutput) {
     if (a.dropout)
-      os << "        for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * "
+      os << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+         << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
          << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
-    // Per output column c, keys j in increasing order: j outer, c inner (vectorises on c).
-    os << "        for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
-       << "        gptc::axpy_rows<" << E << ">(nb, p, 1, vb + j0 * " << a.rowStride(a.Dv) << ", "
-       << a.rowStride(a.Dv) << ", " << Dv << ", sacc);\n"
-       << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[c] = acc[c] * corr + sacc[c];\n";
+    // Per output column c, keys j in increasing order (gptc::axpy_rows).
+    os << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
+       << "          gptc::axpy_rows<" << E << ">(nb[rr], p[rr], 1, vb + j0 * " << a.rowStride(a.Dv)
+       << ", " << a.rowStride(a.Dv) << ", " << Dv << ", sacc);\n"
+       << "          for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[c];\n";
   }
-  os << "        m = mn;\n      }\n";
+  os << "          m[rr] = mn[rr];\n        }\n      }\n";
 }
 
 /// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
@@ -165,13 +187,11 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
      << " {\n";
   emitTransposedKeys(os, a);
   emitQueryBlock(os, a, "in0", "S");
+  emitOnlineBlock(os, a, /*withOutput=*/true);
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "      const int64_t t = t0 + rr, r = bh * " << a.T << " + t;\n"
-     << "      " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + t * "
+     << "        " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + (t0 + rr) * "
      << a.rowStride(a.Dv) << ";\n"
-     << "      const int64_t keys = " << a.keys() << ";\n";
-  emitOnlineRow(os, a, /*withOutput=*/true, "S[rr]");
-  os << "      for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[c] / l;\n"
+     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
      << "      }\n    }\n  }\n";
   return success();
 }
@@ -202,40 +222,45 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "    }\n"
      << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
-     << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n"
-     ;
+     << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n";
   // Queries in blocks of 4 rows: the block's q.k and g.v dots first, then each row's p and
   // ds, then every key's dk and dv take the block's rows in increasing order (loaded and
   // stored once per block).
   emitQueryBlock(os, a, "in0", "S");
   os << "      " << E << " PK[4][" << Sp << "], dS[4][" << Sp << "];\n"
      << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << kvs << ", "
-     << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n"
-     << "      int64_t visible[4];\n"
+     << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n";
+  emitOnlineBlock(os, a, /*withOutput=*/false);
+  // P = exp(s - m) / l per row; then the rows' D = sum_j P*dP, interleaved like the
+  // statistics (each row's sum in increasing j).
+  os << "      " << E << " P[4][" << Sp << "], K[" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "      const int64_t t = t0 + rr, r = bh * " << a.T << " + t;\n"
+     << "        const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+     << "        " << E << "* dP = dS[rr];\n"
+     << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) {\n"
+     << "          P[rr][j] = gptc::exp(S[rr][j] * " << a.scale << " - m[rr]) / l[rr];\n"
+     << "          K[j] = " << keep << ";\n"
+     << "          dP[j] = dP[j] * K[j];\n"
+     << "          PK[rr][j] = P[rr][j] * K[j];\n"
+     << "        }\n"
+     << "      }\n"
+     << "      for (int64_t j = 0; j < kmax; ++j)\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
+     << "          if (j < vis[rr]) Dsum[rr] = gptc::fma(P[rr][j], dS[rr][j], Dsum[rr]);\n"
+     << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "      const int64_t t = t0 + rr, keys = vis[rr];\n"
      << "      " << E << "* dq = dqh + t * " << ks << ";\n"
-     << "      const int64_t keys = " << a.keys() << ";\n"
-     << "      visible[rr] = keys;\n";
-  emitOnlineRow(os, a, /*withOutput=*/false, "S[rr]");
-  os << "      " << E << " P[" << Sp << "], K[" << Sp << "], qacc[" << a.D << "];\n"
      << "      " << E << "* dP = dS[rr];\n"
-     << "      GPTC_SIMD for (int64_t j = 0; j < keys; ++j) {\n"
-     << "        P[j] = gptc::exp(S[rr][j] * " << a.scale << " - m) / l;\n"
-     << "        K[j] = " << keep << ";\n"
-     << "        dP[j] = dP[j] * K[j];\n"
-     << "        PK[rr][j] = P[j] * K[j];\n      }\n"
-     << "      " << E << " Dsum = 0;\n"
-     << "      for (int64_t j = 0; j < keys; ++j) Dsum = gptc::fma(P[j], dP[j], Dsum);\n"
-     << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[j] * (dP[j] - Dsum);\n"
+     << "      " << E << " qacc[" << a.D << "];\n"
+     << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[rr][j] * (dP[j] - Dsum[rr]);\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
      << "      gptc::axpy_rows<" << E << ">(keys, dP, 1, kb, " << ks << ", " << a.D << ", qacc);\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
      << "      }\n"
-     // Key j is seen by the block's rows first..nr-1 (visible[] grows with the row).
-     << "      for (int64_t j = 0; j < visible[nr - 1]; ++j) {\n"
+     // Key j is seen by the block's rows first..nr-1 (vis[] grows with the row).
+     << "      for (int64_t j = 0; j < vis[nr - 1]; ++j) {\n"
      << "        int64_t first = 0;\n"
-     << "        while (j >= visible[first]) ++first;\n"
+     << "        while (j >= vis[first]) ++first;\n"
      << "        gptc::axpy_rows<" << E << ">(nr - first, &dS[first][j], " << Sp << ", qh + (t0 + first) * "
      << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ");\n"
      << "        gptc::axpy_rows<" << E << ">(nr - first, &PK[first][j], " << Sp << ", gh + (t0 + first) * "

@@ -120,10 +120,9 @@ private:
   LogicalResult emitAttentionGrad(AttentionGradOp op, raw_ostream &os);
   LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
   LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
-  /// The online-softmax pass over the keys of query row t (attention and its
+  /// The online-softmax pass over the keys of a block of query rows (attention and its
   /// gradient share it, so both see the same max and sum bits).
-  void emitOnlineRow(raw_ostream &os, const AttentionShape &a, bool withOutput,
-                     const std::string &scores);
+  void emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool withOutput);
 
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
