@@ -463,6 +463,33 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
       .Default([](Operation *) -> R { return std::nullopt; });
 }
 
+/// Split (toPieces) or concat along `dim` of `whole`: for each index of the dims before
+/// `dim` (one parallel loop), each piece's contiguous run of elements is one memcpy.
+void Emitter::emitPieceCopy(raw_ostream &os, Type whole, int64_t dim, TypeRange pieceTypes,
+                            StringRef wholeName, ArrayRef<std::string> pieceNames,
+                            bool toPieces) {
+  auto w = cast<RankedTensorType>(whole);
+  ArrayRef<int64_t> shape = w.getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1; d < w.getRank(); ++d)
+    inner *= shape[d];
+  std::string E = *cType(w.getElementType());
+  os << "  " << loop("o", outer) << " {\n";
+  int64_t start = 0;
+  for (auto [t, name] : llvm::zip(pieceTypes, pieceNames)) {
+    int64_t run = cast<RankedTensorType>(t).getDimSize(dim) * inner;
+    std::string piece = name + " + o * " + std::to_string(run);
+    std::string all = wholeName.str() + " + o * " + std::to_string(shape[dim] * inner) + " + " +
+                      std::to_string(start * inner);
+    os << "    std::memcpy(" << (toPieces ? piece : all) << ", " << (toPieces ? all : piece)
+       << ", " << run << " * sizeof(" << E << "));\n";
+    start += cast<RankedTensorType>(t).getDimSize(dim);
+  }
+  os << "  }\n";
+}
+
 LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
   if (std::optional<std::string> expr = scalarExpr(op))
     return emitElementwise(op, *expr, os);
@@ -517,25 +544,19 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         return success();
       })
       .Case([&](SplitOp s) {
-        SmallVector<int64_t> src = rowMajorStrides(s.getX().getType().getShape());
-        int64_t dim = s.getDim(), start = 0;
-        for (auto [j, r] : llvm::enumerate(s.getResults())) {
-          ArrayRef<int64_t> shape = ttype(r).getShape();
-          emitCopyLoop(os, shape, {"out" + std::to_string(j), 0, rowMajorStrides(shape)},
-                       {"in0", start * src[dim], src});
-          start += shape[dim];
-        }
+        SmallVector<std::string> pieces;
+        for (size_t j = 0; j < s.getNumResults(); ++j)
+          pieces.push_back("out" + std::to_string(j));
+        emitPieceCopy(os, s.getX().getType(), s.getDim(), s.getResultTypes(), "in0", pieces,
+                      /*toPieces=*/true);
         return success();
       })
       .Case([&](ConcatOp c) {
-        SmallVector<int64_t> dst = rowMajorStrides(c.getType().getShape());
-        int64_t dim = c.getDim(), start = 0;
-        for (auto [j, v] : llvm::enumerate(c.getInputs())) {
-          ArrayRef<int64_t> shape = ttype(v).getShape();
-          emitCopyLoop(os, shape, {"out0", start * dst[dim], dst},
-                       {"in" + std::to_string(j), 0, rowMajorStrides(shape)});
-          start += shape[dim];
-        }
+        SmallVector<std::string> pieces;
+        for (size_t j = 0; j < c.getInputs().size(); ++j)
+          pieces.push_back("in" + std::to_string(j));
+        emitPieceCopy(os, c.getType(), c.getDim(), c.getInputs().getTypes(), "out0", pieces,
+                      /*toPieces=*/false);
         return success();
       })
       .Case([&](MatmulOp m) { return emitMatmul(m, os); })

@@ -118,6 +118,8 @@ private:
                            raw_ostream &os);
   LogicalResult emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os);
   LogicalResult emitAttentionGrad(AttentionGradOp op, raw_ostream &os);
+  void emitPieceCopy(raw_ostream &os, Type whole, int64_t dim, TypeRange pieceTypes,
+                     StringRef wholeName, ArrayRef<std::string> pieceNames, bool toPieces);
   LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
   LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
   /// The online-softmax pass over the keys of a block of query rows (attention and its
