@@ -1,5 +1,5 @@
 // prelude_matmul_test — the tiled (AVX-512 where available) matmul against the reference
-// dot_seq loop, bit for bit, on awkward shapes, transposes and batch strides.
+// dot_seq loop, bit for bit, on awkward shapes, transposes, batch strides and shared Bs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
   const Case cases[] = {{1, 1, 1, 1, false, false, true},   {1, 7, 33, 5, false, false, true},
                         {3, 13, 31, 17, false, true, false}, {2, 6, 64, 40, true, false, false},
                         {1, 64, 192, 64, false, true, true},  {2, 5, 70, 129, true, true, false},
-                        {1, 9, 40, 300, false, false, true}, {1, 3, 5, 0, false, false, true}};
+                        {1, 9, 40, 300, false, false, true}, {1, 3, 5, 0, false, false, true},
+                        // A shared B: folded into one taller product, and (A transposed) not.
+                        {4, 7, 33, 20, false, false, true},  {3, 6, 40, 9, true, false, true}};
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);

@@ -909,29 +909,47 @@ inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const 
 // acc[c] = fma(w[j * ws], rows[j * rs + c], acc[c]) for j = 0..n-1 in increasing order,
 // every c < D: a weighted sum of rows, each lane its own sequential sum (attention's dq,
 // dk and dv). On AVX-512 the accumulators stay in registers, 64 columns at a time.
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+// axpy_rows on columns [c0, c0 + 16 * V) (masked past D), accumulators in registers.
+template <int V>
+inline void axpy_rows_cols(int64_t n, const float* w, int64_t ws, const float* rows, int64_t rs,
+                           int64_t D, int64_t c0, float* acc) {
+  __mmask16 mask[V];
+  __m512 a[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    const int64_t left = D - c0 - 16 * v;
+    mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    a[v] = _mm512_maskz_loadu_ps(mask[v], acc + c0 + 16 * v);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 wj = _mm512_set1_ps(w[j * ws]);
+    const float* row = rows + j * rs + c0;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      a[v] = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(mask[v], row + 16 * v), a[v]);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(acc + c0 + 16 * v, mask[v], a[v]);
+}
+}  // namespace detail
+#endif
+
+// acc[c] = fma(w[j * ws], rows[j * rs + c], acc[c]) for j = 0..n-1 in increasing order,
+// every c < D: a weighted sum of rows, each lane its own sequential sum (attention's dq,
+// dk and dv). On AVX-512 the accumulators stay in registers, 64 columns at a time (32 for
+// the last 32 or fewer).
 template <class T>
 inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t rs, int64_t D,
                       T* acc) {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
   if constexpr (sizeof(T) == 4) {
     for (int64_t c0 = 0; c0 < D; c0 += 64) {
-      __mmask16 mask[4];
-      __m512 a[4];
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const int64_t left = D - c0 - 16 * v;
-        mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-        a[v] = _mm512_maskz_loadu_ps(mask[v], acc + c0 + 16 * v);
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const __m512 wj = _mm512_set1_ps(w[j * ws]);
-        const float* row = rows + j * rs + c0;
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-          a[v] = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(mask[v], row + 16 * v), a[v]);
-      }
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(acc + c0 + 16 * v, mask[v], a[v]);
+      if (D - c0 <= 32)
+        detail::axpy_rows_cols<2>(n, w, ws, rows, rs, D, c0, acc);
+      else
+        detail::axpy_rows_cols<4>(n, w, ws, rows, rs, D, c0, acc);
     }
     return;
   }
@@ -991,6 +1009,17 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
 }  // namespace detail
 
 namespace detail {
+// A batch whose members share B (sbb == 0) and whose A rows run on from one member into
+// the next (sab == M * sam) is one product with batch * M rows: the same dots, bit for
+// bit, with B's panels packed once instead of once per member.
+inline void fold_batch(int64_t& batch, int64_t& M, int64_t& sab, int64_t sam, int64_t sbb) {
+  if (batch > 1 && sbb == 0 && sab == M * sam) {
+    M *= batch;
+    batch = 1;
+    sab = 0;
+  }
+}
+
 // One task of the float matmul: output columns [n0, n0 + 32) of batch b, all rows.
 inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
@@ -1026,6 +1055,7 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
                    int64_t sbn, float* C) {
+  detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR(t, batch * panels)
     detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
@@ -1034,6 +1064,7 @@ inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
                       int64_t sbk, int64_t sbn, float* C) {
+  detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR_WS(t, batch * panels)
     detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
