@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 
 import numpy as np
 import torch
@@ -49,10 +50,14 @@ def run_compiler(mlir_path: str, out_dir: str, *extra: str) -> None:
 class CompiledModel:
     """A compiled forward pass; call it like the model. Parameters live in the runtime."""
 
-    def __init__(self, captured: Captured, artifact_dir: str):
+    def __init__(self, captured: Captured, artifact_dir: str, temporary: str | None = None):
+        """`temporary`: a folder (holding artifact_dir) that gptc made and removes when
+        this object is garbage collected or the interpreter exits."""
         from . import _runtime  # the pybind11 module over runtime/
         self.captured = captured
         self.artifact_dir = artifact_dir
+        if temporary:
+            weakref.finalize(self, shutil.rmtree, temporary, True)
         try:
             self.runtime = _runtime.Model(artifact_dir)
         except RuntimeError as e:
@@ -122,25 +127,33 @@ def compile(model: torch.nn.Module, example_inputs, *,
             workdir: str | None = None) -> CompiledModel:
     """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
 
-    The artifact is written under `workdir` (a new temporary folder by default).
-    Shapes are static: call the result with inputs shaped like the examples.
+    The artifact is written under `workdir` (by default a new temporary folder, removed
+    with the compiled model). Shapes are static: call the result with inputs shaped like
+    the examples.
     """
-    captured, out_dir = capture_and_compile(model, example_inputs, workdir, "gptc-")
-    return CompiledModel(captured, out_dir)
+    return CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-"))
 
 
 def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):
     """Capture `model`, write WORKDIR/model.{mlir,safetensors,inputs.safetensors}, run
-    `gptc compile ... FLAGS` into WORKDIR/artifact; returns (captured, artifact dir).
-    `check(captured)` may refuse the capture before compiling."""
+    `gptc compile ... FLAGS` into WORKDIR/artifact; returns (captured, artifact dir,
+    temporary), temporary being the folder made here when workdir is None (the caller
+    owns it: CompiledModel removes it) and None otherwise. `check(captured)` may refuse
+    the capture before compiling."""
     example_inputs = tuple(example_inputs)
     captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
     if check:
         check(captured)
-    workdir = workdir or tempfile.mkdtemp(prefix=prefix)
-    os.makedirs(workdir, exist_ok=True)
-    mlir_path = os.path.join(workdir, "model.mlir")
-    save(captured, mlir_path)
-    out_dir = os.path.join(workdir, "artifact")
-    run_compiler(mlir_path, out_dir, *flags)
-    return captured, out_dir
+    temporary = None if workdir else tempfile.mkdtemp(prefix=prefix)
+    workdir = workdir or temporary
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        mlir_path = os.path.join(workdir, "model.mlir")
+        save(captured, mlir_path)
+        out_dir = os.path.join(workdir, "artifact")
+        run_compiler(mlir_path, out_dir, *flags)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return captured, out_dir, temporary

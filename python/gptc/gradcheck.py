@@ -27,9 +27,9 @@ def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, see
         if any(a.kind == "input" and a.name == "rng" for a in captured.args):
             raise GptcError("gradcheck needs a deterministic model: set dropout to 0")
 
-    captured, out_dir = capture_and_compile(model64, inputs, workdir, "gptc-gradcheck-",
-                                            "--grad", check=deterministic)
-    compiled = CompiledModel(captured, out_dir)
+    compiled = CompiledModel(*capture_and_compile(model64, inputs, workdir, "gptc-gradcheck-",
+                                                  "--grad", check=deterministic))
+    captured = compiled.captured
     rt = compiled.runtime
     feeds = [compiled.input_array(a.name, x) for a, x in zip(compiled.inputs, inputs)]
     names = [r[0] for r in rt.results]

@@ -52,13 +52,13 @@ class TrainStep:
     """A compiled training step; see compile_train_step."""
 
     def __init__(self, captured, artifact_dir: str, optimizer: AdamW, seed: int,
-                 check_gradients: bool):
+                 check_gradients: bool, temporary: str | None = None):
         self.captured = captured
         self.optimizer = optimizer
         self.seed = int(seed)
         self.num_steps = 0
         self.check_gradients = check_gradients
-        self.model = CompiledModel(captured, artifact_dir)
+        self.model = CompiledModel(captured, artifact_dir, temporary)
         rt = self.model.runtime
         self._inputs = [name for name, _, _ in rt.inputs]
         self._params = [a.name for a in captured.args if a.kind == "param"]
@@ -171,9 +171,11 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     loss as a scalar output. With check_gradients, every step checks that each parameter
     got a finite, non-zero gradient (the gradient-flow arbiter). fuse=False compiles
     one kernel per op (gptc compile -O0): slower, and bit for bit the same results.
+    The artifact is written under `workdir` (by default a new temporary folder, removed
+    with the step).
     """
     optimizer = optimizer or AdamW()
-    captured, out_dir = capture_and_compile(model, example_inputs, workdir, "gptc-train-",
-                                            *_flags(optimizer, grad_clip),
-                                            *([] if fuse else ["-O0"]))
-    return TrainStep(captured, out_dir, optimizer, seed, check_gradients)
+    captured, out_dir, temporary = capture_and_compile(
+        model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
+        *([] if fuse else ["-O0"]))
+    return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary)

@@ -1,5 +1,8 @@
 """The compiled forward of the test GPT against PyTorch eager on the CPU."""
+import gc
+import os
 import subprocess
+import tempfile
 
 import pytest
 import torch
@@ -145,3 +148,25 @@ def test_bad_inputs_are_clear_errors(tiny):
     with torch.no_grad():
         ref = model(idx, targets)[1].item()
     assert abs(compiled(idx, targets)[1].item() - ref) <= 1e-5 * abs(ref)
+
+
+class DoubleModel(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def test_a_temporary_artifact_folder_goes_with_its_model(tmp_path, monkeypatch):
+    """Without a workdir, gptc compiles into a temporary folder: removed when the compiled
+    model is collected, and at once when the compile fails (none pile up in /tmp)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    x = torch.randn(2, 8)
+    compiled = gptc.compile(DoubleModel(), (x,))
+    folder = os.path.dirname(compiled.artifact_dir)
+    assert os.path.dirname(folder) == str(tmp_path)
+    assert torch.equal(compiled(x), x * 2.0)
+    del compiled
+    gc.collect()
+    assert not os.path.exists(folder)
+    with pytest.raises(gptc.GptcError, match="aten.cumsum"):
+        gptc.compile(CumsumModel(), (x,))
+    assert os.listdir(tmp_path) == []
