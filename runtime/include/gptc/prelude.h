@@ -998,11 +998,14 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
       acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
     }
   }
-  alignas(64) float out[kPanel];
+  // The panel's first `cols` columns, with masked stores past them.
+  const __mmask16 m0 = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? (__mmask16)0xffff
+                       : cols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (cols - 16)) - 1);
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm512_store_ps(out, acc[r][0]);
-    _mm512_store_ps(out + 16, acc[r][1]);
-    for (int64_t j = 0; j < cols; ++j) C[r * ldc + j] = out[j];
+    _mm512_mask_storeu_ps(C + r * ldc, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, acc[r][1]);
   }
 }
 
