@@ -490,7 +490,31 @@ void Emitter::emitPieceCopy(raw_ostream &os, Type whole, int64_t dim, TypeRange 
   os << "  }\n";
 }
 
+/// The array form (gptc::gelu_erf_n, gelu_erf_grad_n) of a lone exact GELU or its
+/// gradient over dense f32 operands, as a call on elements [i0, i0 + n); it evaluates
+/// erf's upper range only where needed, with the bits of the per-element form.
+static std::optional<std::string> geluArrayCall(Operation *op) {
+  auto t = ttype(op->getResult(0));
+  auto dense = [&](Value v) { return ttype(v).getShape() == t.getShape(); };
+  if (!t.getElementType().isF32() || !llvm::all_of(op->getOperands(), dense))
+    return std::nullopt;
+  if (auto g = dyn_cast<GeluOp>(op); g && g.getApproximate() != "tanh")
+    return std::string("gptc::gelu_erf_n(n, in0 + i0, out0 + i0)");
+  if (auto g = dyn_cast<GeluGradOp>(op); g && g.getApproximate() != "tanh")
+    return std::string("gptc::gelu_erf_grad_n(n, in0 + i0, in1 + i0, out0 + i0)");
+  return std::nullopt;
+}
+
 LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
+  if (std::optional<std::string> call = geluArrayCall(op)) {
+    // Chunks of 2048 elements over the threads.
+    int64_t n = ttype(op->getResult(0)).getNumElements(), chunk = 2048;
+    os << "  " << loop("c", (n + chunk - 1) / chunk) << " {\n"
+       << "    const int64_t i0 = c * " << chunk << ", n = " << n << " - i0 < " << chunk << " ? "
+       << n << " - i0 : " << chunk << ";\n"
+       << "    " << *call << ";\n  }\n";
+    return success();
+  }
   if (std::optional<std::string> expr = scalarExpr(op))
     return emitElementwise(op, *expr, os);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)

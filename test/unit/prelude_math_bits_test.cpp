@@ -16,6 +16,8 @@
 //   float log/tanh: every 7th bit pattern of all 2^32, plus specials and every bit
 //     pattern within 4096 of each range boundary;
 //   float gelu_tanh and its grad: every 61st bit pattern (x), g random;
+//   erf_n, gelu_erf_n, gelu_erf_grad_n (the array forms) against the per-element
+//     functions: every 13th bit pattern, and normal inputs at awkward lengths;
 //   with GPTC_MATH_BITS_STRIDE=1 in the environment, all 2^32 patterns for both (about
 //   4 minutes on 2 cores; about 16 s for the whole test by default);
 //   double exp/log/expm1/tanh/erf: random bit patterns, random values in the working
@@ -680,4 +682,49 @@ TEST_F(PreludeMathBits, Double) {
   double_check(GPTC_BITS_CASE(double, gelu_tanh_grad, gptc::gelu_tanh_grad(g, x),
                               ref::gelu_tanh_grad(g, x)), xs);
   std::printf("  (%.1f s)\n", seconds_since(t0));
+}
+
+// The array forms (erf_n, gelu_erf_n, gelu_erf_grad_n: erf's upper range gathered into a
+// dense run and scattered back) give each element the bits of the per-element function:
+// every 13th float bit pattern (all with GPTC_MATH_BITS_STRIDE=1), g random, and normal
+// inputs at lengths around the vector and block edges.
+TEST_F(PreludeMathBits, ArrayForms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t stride = stride_from_env(13), batch = 1 << 20;
+  std::vector<float> xs(batch), ys(batch), rs(batch), gs = gradients<float>(batch, 11);
+  uint64_t checked = 0, bad_erf = 0, bad_gelu = 0, bad_grad = 0;
+  auto count = [&](int64_t n, uint64_t* bad) {
+    for (int64_t i = 0; i < n; ++i) *bad += fbits(ys[i]) != fbits(rs[i]);
+  };
+  auto compare = [&](int64_t n, const float* x, const float* g) {
+    float *y = ys.data(), *r = rs.data();
+    gptc::erf_n(n, x, y);
+    GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::erf(x[i]);
+    count(n, &bad_erf);
+    gptc::gelu_erf_n(n, x, y);
+    GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::gelu_erf(x[i]);
+    count(n, &bad_gelu);
+    gptc::gelu_erf_grad_n(n, g, x, y);
+    GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::gelu_erf_grad(g[i], x[i]);
+    count(n, &bad_grad);
+    checked += n;
+  };
+  for (uint64_t start = 0; start < (1ull << 32); start += (uint64_t)batch * stride) {
+    const uint64_t left = ((1ull << 32) - start + stride - 1) / stride;
+    const int64_t n = left < (uint64_t)batch ? (int64_t)left : batch;
+    for (int64_t i = 0; i < n; ++i) xs[i] = ffrom((uint32_t)(start + (uint64_t)i * stride));
+    compare(n, xs.data(), gs.data());
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  for (int64_t n : {1, 15, 16, 17, 255, 256, 257, 1000, 4099}) {
+    for (int64_t i = 0; i < n; ++i) xs[i] = normal(rng);
+    compare(n, xs.data(), gs.data());
+  }
+  std::printf("  %" PRIu64 " inputs; mismatches: erf_n %" PRIu64 ", gelu_erf_n %" PRIu64
+              ", gelu_erf_grad_n %" PRIu64 " (%.1f s)\n",
+              checked, bad_erf, bad_gelu, bad_grad, seconds_since(t0));
+  EXPECT_EQ(bad_erf, 0u);
+  EXPECT_EQ(bad_gelu, 0u);
+  EXPECT_EQ(bad_grad, 0u);
 }

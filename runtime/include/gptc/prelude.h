@@ -517,11 +517,15 @@ GPTC_HD GPTC_INLINE float exp_f(float x) {
 // erf(x) for float x: fdlibm's erf in float (its coefficients rounded to float, as in
 // FreeBSD's s_erff.c): x + x*R(x^2)/S(x^2) below 0.84375, erx + P(|x|-1)/Q(|x|-1) below
 // 1.25, 1 - exp(-z^2 - 0.5625) * exp((z-|x|)(z+|x|) + R/S)/|x| below 6 (z = |x| with its low
-// 12 bits cleared, so z*z is exact), +-1 beyond. Every range's candidate is computed and
-// the lane's one selected; the rational forms share one division.
-GPTC_HD GPTC_INLINE float erf_f(float x) {
+// 12 bits cleared, so z*z is exact), +-1 beyond. Branch-free: erf_f_low covers |x| < 1.25
+// (both rational forms computed, the lane's one divided), erf_f_high the rest (inf and NaN
+// too), and erf_f takes the lane's one; erf_n runs erf_f_high only on the lanes that need it.
+GPTC_HD GPTC_INLINE bool erf_f_is_high(float x) { return (bits(x) & 0x7fffffffu) >= 0x3fa00000u; }
+
+// erf(x) for |x| < 1.25 (other x: some finite value).
+GPTC_HD GPTC_INLINE float erf_f_low(float x) {
   const float erx = 8.45062911510467529297e-01f, efx = 1.28379167095512586316e-01f,
-               efx8 = 1.02703333676410069053e+00f;
+              efx8 = 1.02703333676410069053e+00f;
   const float pp0 = 1.28379167095512558561e-01f, pp1 = -3.25042107247001499370e-01f,
                pp2 = -2.84817495755985104766e-02f, pp3 = -5.77027029648944159157e-03f,
                pp4 = -2.37630166566501626084e-05f, qq1 = 3.97917223959155352819e-01f,
@@ -534,6 +538,26 @@ GPTC_HD GPTC_INLINE float erf_f(float x) {
                qa2 = 5.40397917702171048937e-01f, qa3 = 7.18286544141962662868e-02f,
                qa4 = 1.26171219808761642112e-01f, qa5 = 1.36370839120290507362e-02f,
                qa6 = 1.19844998467991074170e-02f;
+  const uint32_t ux = bits(x), ix = ux & 0x7fffffffu;
+  const bool negative = (ux >> 31) != 0;
+  const float ax = from_bits32(ix);
+  const float z = x * x;
+  const float rs = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
+  const float ss = 1.0f + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
+  const float sm = ax - 1.0f;
+  const float P = pa0 + sm * (pa1 + sm * (pa2 + sm * (pa3 + sm * (pa4 + sm * (pa5 + sm * pa6)))));
+  const float Q =
+      1.0f + sm * (qa1 + sm * (qa2 + sm * (qa3 + sm * (qa4 + sm * (qa5 + sm * qa6)))));
+  const bool small = ix < 0x3f580000u;
+  const float quo = sel(small, rs, P) / sel(small, ss, Q);
+  float res = sel(negative, -erx - quo, erx + quo);
+  res = sel(small, x + x * quo, res);
+  res = sel(ix < 0x31800000u, x + efx * x, res);                   // |x| < 2^-28
+  return sel(ix < 0x04000000u, 0.125f * (8.0f * x + efx8 * x), res);  // avoids underflow
+}
+
+// erf(x) for |x| >= 1.25, inf and NaN (other x: some finite value).
+GPTC_HD GPTC_INLINE float erf_f_high(float x) {
   const float ra0 = -9.86494403484714822705e-03f, ra1 = -6.93858572707181764372e-01f,
                ra2 = -1.05586262253232909814e+01f, ra3 = -6.23753324503260060396e+01f,
                ra4 = -1.62396669462573470355e+02f, ra5 = -1.84605092906711035994e+02f,
@@ -551,16 +575,8 @@ GPTC_HD GPTC_INLINE float erf_f(float x) {
                sb6 = 4.74528541206955367215e+02f, sb7 = -2.24409524465858183362e+01f;
   const uint32_t ux = bits(x), ix = ux & 0x7fffffffu;
   const bool negative = (ux >> 31) != 0;
-  const float ax = from_bits32(ix);
-  const float z = x * x;
-  const float rs = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
-  const float ss = 1.0f + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
-  const float sm = ax - 1.0f;
-  const float P = pa0 + sm * (pa1 + sm * (pa2 + sm * (pa3 + sm * (pa4 + sm * (pa5 + sm * pa6)))));
-  const float Q =
-      1.0f + sm * (qa1 + sm * (qa2 + sm * (qa3 + sm * (qa4 + sm * (qa5 + sm * qa6)))));
   // 1/x^2 on the range that uses it (1.25 <= |x| < 6), else on 1.
-  const float at = sel(ix < 0x3fa00000u, 1.0f, sel(ix < 0x40c00000u, ax, 1.0f));
+  const float at = sel(ix >= 0x3fa00000u && ix < 0x40c00000u, from_bits32(ix), 1.0f);
   const float s = 1.0f / (at * at);
   const float Ra =
       ra0 + s * (ra1 + s * (ra2 + s * (ra3 + s * (ra4 + s * (ra5 + s * (ra6 + s * ra7))))));
@@ -569,22 +585,18 @@ GPTC_HD GPTC_INLINE float erf_f(float x) {
   const float Rb = rb0 + s * (rb1 + s * (rb2 + s * (rb3 + s * (rb4 + s * (rb5 + s * rb6)))));
   const float Sb =
       1.0f + s * (sb1 + s * (sb2 + s * (sb3 + s * (sb4 + s * (sb5 + s * (sb6 + s * sb7))))));
-  const bool small = ix < 0x3f580000u, mid = ix < 0x3fa00000u, near = ix < 0x4036db6du;
-  const float quo = sel(small, rs, sel(mid, P, sel(near, Ra, Rb))) /
-                    sel(small, ss, sel(mid, Q, sel(near, Sa, Sb)));
-  const float res_small = x + x * quo;
-  const float res_mid = sel(negative, -erx - quo, erx + quo);
+  const bool near = ix < 0x4036db6du;
+  const float quo = sel(near, Ra, Rb) / sel(near, Sa, Sb);
   const float zt = from_bits32(bits(at) & 0xffffe000u);
   const float et = exp_f(-zt * zt - 0.5625f) * exp_f((zt - at) * (zt + at) + quo);
   const float ex = et / at;
-  const float res_tail = sel(negative, ex - 1.0f, 1.0f - ex);
-  float res = sel(negative, -1.0f, 1.0f);  // |x| >= 6, inf
-  res = sel(ix < 0x40c00000u, res_tail, res);
-  res = sel(mid, res_mid, res);
-  res = sel(small, res_small, res);
-  res = sel(ix < 0x31800000u, x + efx * x, res);                   // |x| < 2^-28
-  res = sel(ix < 0x04000000u, 0.125f * (8.0f * x + efx8 * x), res);  // avoids underflow
+  const float res = sel(ix < 0x40c00000u, sel(negative, ex - 1.0f, 1.0f - ex),
+                        sel(negative, -1.0f, 1.0f));  // |x| >= 6, inf: +-1
   return sel(x != x, x + x, res);
+}
+
+GPTC_HD GPTC_INLINE float erf_f(float x) {
+  return sel(erf_f_is_high(x), erf_f_high(x), erf_f_low(x));
 }
 
 }  // namespace detail
@@ -798,6 +810,83 @@ GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
   T du = k * (T(1) + T(3) * c * (x * x));
   return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
 }
+
+// ---------------------------------------------------------------------------------------
+// Array forms of erf and the exact GELU (CPU): each y[i] the bits of the scalar function,
+// with erf's costly upper range (|argument| >= 1.25: two exps, three divisions) evaluated
+// only on the elements that need it, gathered into a dense run and scattered back. A GPT's
+// GELU inputs are mostly below it, so most of erf's cost is skipped.
+// ---------------------------------------------------------------------------------------
+#if !defined(__CUDACC__)
+namespace detail {
+constexpr int64_t kErfBlock = 256;
+
+// e[i] = erf(z[i]) for i < n <= kErfBlock.
+inline void erf_block(int64_t n, const float* z, float* e) {
+  GPTC_SIMD for (int64_t i = 0; i < n; ++i) e[i] = erf_f_low(z[i]);
+  // The upper range's arguments and their places, packed (and padded to whole vectors).
+  alignas(64) float high[kErfBlock + 16];
+  alignas(64) int32_t where[kErfBlock + 16];
+  int64_t m = 0, i = 0;
+#if defined(__AVX512F__)
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(z + i);
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 up = _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x3fa00000));
+    _mm512_storeu_ps(high + m, _mm512_maskz_compress_ps(up, v));
+    _mm512_storeu_si512(where + m, _mm512_maskz_compress_epi32(
+                                       up, _mm512_add_epi32(lanes, _mm512_set1_epi32((int32_t)i))));
+    m += __builtin_popcount((unsigned)up);
+  }
+#endif
+  for (; i < n; ++i) {  // branch-free
+    high[m] = z[i];
+    where[m] = (int32_t)i;
+    m += erf_f_is_high(z[i]);
+  }
+  for (int64_t k = m; k < ((m + 15) & ~int64_t(15)); ++k) high[k] = 1.5f;
+  for (int64_t k0 = 0; k0 < m; k0 += 16) {
+    GPTC_SIMD for (int64_t k = k0; k < k0 + 16; ++k) high[k] = erf_f_high(high[k]);
+  }
+  for (int64_t k = 0; k < m; ++k) e[where[k]] = high[k];
+}
+}  // namespace detail
+
+// y[i] = gptc::erf(x[i]).
+inline void erf_n(int64_t n, const float* x, float* y) {
+  for (int64_t b = 0; b < n; b += detail::kErfBlock)
+    detail::erf_block(n - b < detail::kErfBlock ? n - b : detail::kErfBlock, x + b, y + b);
+}
+
+// y[i] = gelu_erf(x[i]).
+inline void gelu_erf_n(int64_t n, const float* x, float* y) {
+  for (int64_t b = 0; b < n; b += detail::kErfBlock) {
+    const int64_t len = n - b < detail::kErfBlock ? n - b : detail::kErfBlock;
+    alignas(64) float z[detail::kErfBlock], e[detail::kErfBlock];
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) z[i] = x[b + i] * 0.70710678118654752440f;
+    detail::erf_block(len, z, e);
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = 0.5f * x[b + i] * (1.0f + e[i]);
+  }
+}
+
+// y[i] = gelu_erf_grad(g[i], x[i]).
+inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y) {
+  const float inv_sqrt2 = float(0.70710678118654752440), inv_sqrt_2pi = float(0.39894228040143267794);
+  for (int64_t b = 0; b < n; b += detail::kErfBlock) {
+    const int64_t len = n - b < detail::kErfBlock ? n - b : detail::kErfBlock;
+    alignas(64) float z[detail::kErfBlock], e[detail::kErfBlock];
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) z[i] = x[b + i] * inv_sqrt2;
+    detail::erf_block(len, z, e);
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) {
+      const float xi = x[b + i];
+      const float cdf = float(0.5) * (float(1) + e[i]);
+      const float pdf = inv_sqrt_2pi * gptc::exp(float(-0.5) * xi * xi);
+      y[b + i] = g[b + i] * (cdf + xi * pdf);
+    }
+  }
+}
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Counter-based randomness: Philox-4x32-10 (Salmon et al., SC'11). The dropout mask bit of
