@@ -160,14 +160,18 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
      << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.S, a.Dv) << ";\n";
 }
 
-/// Opens the loop over blocks of (up to) 4 query rows, t0..t0+nr-1, and fills
-/// `scores`[rr][j] with the raw q.k dots of each row for the keys the block's last row
-/// sees (gptc::block_dots_rows; `q` is the operand holding the queries).
+/// Opens the loop over blocks of (up to) 4 query rows, t0..t0+nr-1, from row `first` to
+/// row `end` (exclusive; default: all rows), and fills `scores`[rr][j] with the raw q.k
+/// dots of each row for the keys the block's last row sees (gptc::block_dots_rows; `q` is
+/// the operand holding the queries).
 static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::string &q,
-                           const std::string &scores) {
+                           const std::string &scores, const std::string &first = "0",
+                           std::string end = "") {
   std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.rowStride(a.D));
-  os << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 4) {\n"
-     << "      const int64_t nr = " << a.T << " - t0 < 4 ? " << a.T << " - t0 : 4;\n"
+  if (end.empty())
+    end = std::to_string(a.T);
+  os << "    for (int64_t t0 = " << first << "; t0 < " << end << "; t0 += 4) {\n"
+     << "      const int64_t nr = " << end << " - t0 < 4 ? " << end << " - t0 : 4;\n"
      << "      int64_t kmax;\n"
      << "      { const int64_t t = t0 + nr - 1; kmax = " << a.keys() << "; }\n"
      << "      " << a.elem << " " << scores << "[4][" << Sp << "];\n"
@@ -223,11 +227,19 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
      << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n";
-  // Queries in blocks of 4 rows: the block's q.k and g.v dots first, then each row's p and
-  // ds, then every key's dk and dv take the block's rows in increasing order (loaded and
-  // stored once per block).
-  emitQueryBlock(os, a, "in0", "S");
-  os << "      " << E << " PK[4][" << Sp << "], dS[4][" << Sp << "];\n"
+  // Queries in groups of 32 rows, each in blocks of 4: the block's q.k and g.v dots
+  // first, then each row's p and ds (kept for the group), and the block's dq. Then every
+  // key's dk and dv take the group's rows in increasing order, four keys at a time.
+  os << "    " << E << "* groupRows = gptc::scratch<" << E << ">(3, " << 64 * a.Sp() << ");\n"
+     << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
+     << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
+     << "    " << E << " (*dSg)[" << Sp << "] = reinterpret_cast<" << E << " (*)[" << Sp
+     << "]>(groupRows);\n"
+     << "    " << E << " (*PKg)[" << Sp << "] = dSg + 32;\n"
+     << "    int64_t visg[32];\n";
+  emitQueryBlock(os, a, "in0", "S", "t1", "t1 + n1");
+  os << "      " << E << " (*PK)[" << Sp << "] = PKg + (t0 - t1);\n"
+     << "      " << E << " (*dS)[" << Sp << "] = dSg + (t0 - t1);\n"
      << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << kvs << ", "
      << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n";
   emitOnlineBlock(os, a, /*withOutput=*/false);
@@ -247,25 +259,58 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "      for (int64_t j = 0; j < kmax; ++j)\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
      << "          if (j < vis[rr]) Dsum[rr] = gptc::fma(P[rr][j], dS[rr][j], Dsum[rr]);\n"
+     // ds = P * (dP - D) per row; dq = scale * sum_j ds[j] k[j], j increasing: the keys
+     // all four rows see in one pass over k (gptc::axpy_rows4), then each row's rest.
+     << "      " << E << " qacc[4][" << a.D << "];\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "      const int64_t t = t0 + rr, keys = vis[rr];\n"
-     << "      " << E << "* dq = dqh + t * " << ks << ";\n"
-     << "      " << E << "* dP = dS[rr];\n"
-     << "      " << E << " qacc[" << a.D << "];\n"
-     << "      for (int64_t j = 0; j < keys; ++j) dP[j] = P[rr][j] * (dP[j] - Dsum[rr]);\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) qacc[c] = 0;\n"
-     << "      gptc::axpy_rows<" << E << ">(keys, dP, 1, kb, " << ks << ", " << a.D << ", qacc);\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[c] * " << a.scale << ";\n"
+     << "        " << E << "* dP = dS[rr];\n"
+     << "        for (int64_t j = 0; j < vis[rr]; ++j) dP[j] = P[rr][j] * (dP[j] - Dsum[rr]);\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[rr][c] = 0;\n"
+     << "        visg[t0 - t1 + rr] = vis[rr];\n"
      << "      }\n"
-     // Key j is seen by the block's rows first..nr-1 (vis[] grows with the row).
-     << "      for (int64_t j = 0; j < vis[nr - 1]; ++j) {\n"
-     << "        int64_t first = 0;\n"
-     << "        while (j >= vis[first]) ++first;\n"
-     << "        gptc::axpy_rows<" << E << ">(nr - first, &dS[first][j], " << Sp << ", qh + (t0 + first) * "
+     << "      const int64_t common = nr == 4 ? vis[0] : 0;\n"
+     << "      if (nr == 4)\n"
+     << "        gptc::axpy_rows4<" << E << ">(common, &dS[0][0], 1, " << Sp << ", kb, " << ks
+     << ", " << a.D << ", &qacc[0][0], " << a.D << ");\n"
+     << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "        gptc::axpy_rows<" << E << ">(vis[rr] - common, &dS[rr][common], 1, kb + common * "
+     << ks << ", " << ks << ", " << a.D << ", qacc[rr]);\n"
+     << "        " << E << "* dq = dqh + (t0 + rr) * " << ks << ";\n"
+     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[rr][c] * " << a.scale
+     << ";\n"
+     << "      }\n"
+     << "    }\n"
+     // Key j is seen by the group's rows first(j)..n1-1 (visg[] grows with the row). Four
+     // keys at a time: each key's rows before the fourth key's first, then the rows all
+     // four see in one pass (gptc::axpy_rows4); each key's sum stays in increasing row.
+     << "    const int64_t kend = visg[n1 - 1];\n"
+     << "    int64_t j = 0, first = 0;\n"
+     << "    for (; j + 4 <= kend; j += 4) {\n"
+     << "      int64_t f[4];\n"
+     << "      for (int64_t i = 0; i < 4; ++i) {\n"
+     << "        while (j + i >= visg[first]) ++first;\n"
+     << "        f[i] = first;\n"
+     << "      }\n"
+     << "      for (int64_t i = 0; i < 3; ++i) {\n"
+     << "        gptc::axpy_rows<" << E << ">(f[3] - f[i], &dSg[f[i]][j + i], " << Sp
+     << ", qh + (t1 + f[i]) * " << ks << ", " << ks << ", " << a.D << ", dk + (j + i) * " << ks
+     << ");\n"
+     << "        gptc::axpy_rows<" << E << ">(f[3] - f[i], &PKg[f[i]][j + i], " << Sp
+     << ", gh + (t1 + f[i]) * " << kvs << ", " << kvs << ", " << a.Dv << ", dv + (j + i) * "
+     << kvs << ");\n"
+     << "      }\n"
+     << "      gptc::axpy_rows4<" << E << ">(n1 - f[3], &dSg[f[3]][j], " << Sp << ", 1, qh + (t1 + f[3]) * "
+     << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ", " << ks << ");\n"
+     << "      gptc::axpy_rows4<" << E << ">(n1 - f[3], &PKg[f[3]][j], " << Sp << ", 1, gh + (t1 + f[3]) * "
+     << kvs << ", " << kvs << ", " << a.Dv << ", dv + j * " << kvs << ", " << kvs << ");\n"
+     << "    }\n"
+     << "    for (; j < kend; ++j) {\n"
+     << "      while (j >= visg[first]) ++first;\n"
+     << "      gptc::axpy_rows<" << E << ">(n1 - first, &dSg[first][j], " << Sp << ", qh + (t1 + first) * "
      << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ");\n"
-     << "        gptc::axpy_rows<" << E << ">(nr - first, &PK[first][j], " << Sp << ", gh + (t0 + first) * "
+     << "      gptc::axpy_rows<" << E << ">(n1 - first, &PKg[first][j], " << Sp << ", gh + (t1 + first) * "
      << kvs << ", " << kvs << ", " << a.Dv << ", dv + j * " << kvs << ");\n"
-     << "      }\n"
+     << "    }\n"
      << "    }\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gptc/prelude.h"
@@ -56,8 +57,8 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 }  // namespace
 
 // Attention's helpers: block_dots_rows (4 query rows at once) gives each score the bits of
-// block_dots; axpy_rows (accumulators in registers, masked tails) the bits of the plain
-// j-outer, c-inner loop of fmas. Widths around the 16-lane and 64-column edges.
+// block_dots; axpy_rows (accumulators in registers, masked tails) and axpy_rows4 (four
+// outputs per pass over the rows) the bits of the plain j-outer, c-inner loop of fmas. Widths around the 16-lane and 64-column edges.
 TEST(AttentionHelpers, SameBitsAsThePlainLoops) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
@@ -85,5 +86,18 @@ TEST(AttentionHelpers, SameBitsAsThePlainLoops) {
       for (int64_t c = 0; c < D; ++c) want[c] = std::fma(w[j * ws], rows[j * rs + c], want[c]);
     for (int64_t c = 0; c < D + 16; ++c)  // past D: untouched
       ASSERT_EQ(bits(acc[c]), bits(want[c])) << "D " << D << " c " << c;
+    // axpy_rows4: four outputs (acc rows `as` apart), weight i of row j at w[j*wj + i*wi].
+    for (auto [wj, wi] : {std::pair<int64_t, int64_t>{5, 1}, {1, 40}}) {
+      const int64_t as = D + 16;
+      std::vector<float> acc4(4 * as), want4(4 * as);
+      for (int64_t c = 0; c < 4 * as; ++c) acc4[c] = want4[c] = u(rng);
+      gptc::axpy_rows4<float>(n - 1, w.data(), wj, wi, rows.data(), rs, D, acc4.data(), as);
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < n - 1; ++j)
+          for (int64_t c = 0; c < D; ++c)
+            want4[i * as + c] = std::fma(w[j * wj + i * wi], rows[j * rs + c], want4[i * as + c]);
+      for (int64_t c = 0; c < 4 * as; ++c)
+        ASSERT_EQ(bits(acc4[c]), bits(want4[c])) << "axpy_rows4 D " << D << " at " << c;
+    }
   }
 }

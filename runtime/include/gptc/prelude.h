@@ -1047,6 +1047,63 @@ inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t 
     for (int64_t c = 0; c < D; ++c) acc[c] = gptc::fma(w[j * ws], rows[j * rs + c], acc[c]);
 }
 
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+// axpy_rows4 on columns [c0, c0 + 16 * V): 4 outputs, each loaded row used 4 times.
+template <int V>
+inline void axpy_rows4_cols(int64_t n, const float* w, int64_t wj, int64_t wi,
+                            const float* rows, int64_t rs, int64_t D, int64_t c0, float* acc,
+                            int64_t as) {
+  __mmask16 mask[V];
+  __m512 a[4][V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    const int64_t left = D - c0 - 16 * v;
+    mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) a[i][v] = _mm512_maskz_loadu_ps(mask[v], acc + i * as + c0 + 16 * v);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const float* row = rows + j * rs + c0;
+    __m512 r[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) r[v] = _mm512_maskz_loadu_ps(mask[v], row + 16 * v);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512 wij = _mm512_set1_ps(w[j * wj + i * wi]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) a[i][v] = _mm512_fmadd_ps(wij, r[v], a[i][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(acc + i * as + c0 + 16 * v, mask[v], a[i][v]);
+}
+}  // namespace detail
+#endif
+
+// axpy_rows for 4 outputs over the same rows: acc[i * as + c] = fma(w[j * wj + i * wi],
+// rows[j * rs + c], acc[i * as + c]) for j = 0..n-1 in increasing order, i < 4, c < D; each
+// output's sum is exactly axpy_rows's (attention's dq over a block's rows, dk and dv over
+// four keys). On AVX-512 each row is loaded once for the four outputs.
+template <class T>
+inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* rows, int64_t rs,
+                       int64_t D, T* acc, int64_t as) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    for (int64_t c0 = 0; c0 < D; c0 += 64) {
+      if (D - c0 <= 32)
+        detail::axpy_rows4_cols<2>(n, w, wj, wi, rows, rs, D, c0, acc, as);
+      else
+        detail::axpy_rows4_cols<4>(n, w, wj, wi, rows, rs, D, c0, acc, as);
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < 4; ++i) axpy_rows<T>(n, w + i * wi, wj, rows, rs, D, acc + i * as);
+}
+
 // dst[c * ld + j] = src[j * stride + c] for j < S (zero up to ld): K (or V) of one head,
 // whose rows are `stride` apart, transposed so that block_dots reads 32 keys contiguously.
 template <class T>
