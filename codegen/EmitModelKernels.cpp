@@ -57,7 +57,7 @@ LogicalResult Emitter::emitLayerNorm(LayerNormOp op, raw_ostream &os) {
      << "    const " << T << "* x = in0 + row * " << c << ";\n"
      << "    " << T << "* y = out0 + row * " << c << ";\n"
      << rowStats(T, c, op.getEps().convertToDouble(), t.getElementType())
-     << "    for (int64_t k = 0; k < " << c << "; ++k) {\n"
+     << "    GPTC_SIMD for (int64_t k = 0; k < " << c << "; ++k) {\n"
      << "      " << T << " v = (x[k] - mean) * rstd;\n";
   if (hasW)
     os << "      v = v * " << w << "[k];\n";
@@ -82,10 +82,10 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
      << ", [&](int64_t k) { return gptc::exp(x[k * " << inner << "] - m); });\n";
   if (log)
     os << "    " << T << " ls = gptc::log(s);\n"
-       << "    for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner << "] = x[k * " << inner
+       << "    GPTC_SIMD for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner << "] = x[k * " << inner
        << "] - m - ls;\n";
   else
-    os << "    for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner
+    os << "    GPTC_SIMD for (int64_t k = 0; k < " << d << "; ++k) y[k * " << inner
        << "] = gptc::exp(x[k * " << inner << "] - m) / s;\n";
   os << "  }\n";
   return success();
@@ -368,7 +368,7 @@ LogicalResult Emitter::emitLayerNormGrad(LayerNormGradOp op, raw_ostream &os) {
      << dxhat << "; }) / " << T << "(" << c << ");\n"
      << "    " << T << " b = gptc::reduce_sum<" << T << ">(" << c << ", [&](int64_t k) { return ("
      << dxhat << ") * ((x[k] - mean) * rstd); }) / " << T << "(" << c << ");\n"
-     << "    for (int64_t k = 0; k < " << c << "; ++k)\n"
+     << "    GPTC_SIMD for (int64_t k = 0; k < " << c << "; ++k)\n"
      << "      dx[k] = rstd * ((" << dxhat << ") - a - ((x[k] - mean) * rstd) * b);\n  }\n";
   return success();
 }
@@ -389,7 +389,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
      << "      for (int64_t k = 0; k < " << v << "; ++k) d[k] = 0;\n"
      << "      continue;\n    }\n"
      << logitStats(T, v)
-     << "    for (int64_t k = 0; k < " << v << "; ++k)\n"
+     << "    GPTC_SIMD for (int64_t k = 0; k < " << v << "; ++k)\n"
      << "      d[k] = (gptc::exp(x[k] - m) / s - (k == t ? " << T << "(1) : " << T
      << "(0))) * scale;\n  }\n";
   return success();
