@@ -47,29 +47,63 @@ def sgemm_bench():
     return run_json([sys.executable, "-c", code], env=env)
 
 
+def pool(runs):
+    """One framework's runs of one size as one result: step times pooled (median, min, max
+    over all of them), the peaks the highest of the runs."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    out = dict(ok[0])
+    times = sorted(t for r in ok for t in r.pop("times_ms"))
+    tokens = out["batch"] * out["block_size"]
+    out.update(rounds=len(ok), steps_timed=len(times), ms_min=times[0],
+               ms_median=times[len(times) // 2], ms_max=times[-1],
+               tokens_per_s=tokens / (times[len(times) // 2] / 1e3),
+               peak_rss_mib=max(r["peak_rss_mib"] for r in ok),
+               compile_and_warmup_s=max(r["compile_and_warmup_s"] for r in ok))
+    if all(r.get("step_peak_rss_mib") for r in ok):
+        out["step_peak_rss_mib"] = max(r["step_peak_rss_mib"] for r in ok)
+    out.pop("times_ms", None)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default="tiny,shakespeare")
     ap.add_argument("--frameworks", default="gptc,eager,compile")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs per framework and size, interleaved; step times pooled")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
-    results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads,
+    results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
                "machine": f"{os.cpu_count()} cores", "steps": []}
+    # Rounds: every framework runs once per round, in turn, and a size's step times are
+    # pooled over the rounds. On a shared machine a burst of load then falls on all
+    # frameworks alike instead of on whichever ran during it.
+    steps = {"tiny": (200, 50), "shakespeare": (10, 3)}  # (timed, warm-up) per round
     for size in args.sizes.split(","):
-        for fw in args.frameworks.split(","):
-            r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework", fw,
-                          "--size", size, "--threads", str(args.threads),
-                          # Many short tiny steps after a long warm-up: on this shared
-                          # machine the first ~70 tiny steps of any framework run slower.
-                          "--steps", "200" if size == "tiny" else "10",
-                          "--warmup", "50" if size == "tiny" else "3"])
-            r.setdefault("framework", fw)
-            r.setdefault("size", size)
-            print(json.dumps(r), flush=True)
-            results["steps"].append(r)
-    results["matmul"] = matmul_bench()
-    results["sgemm_openblas"] = sgemm_bench()
+        pooled = {}
+        for rnd in range(args.rounds):
+            for fw in args.frameworks.split(","):
+                timed, warmup = steps.get(size, (10, 3))
+                r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
+                              fw, "--size", size, "--threads", str(args.threads),
+                              # Many short tiny steps after a long warm-up: on this shared
+                              # machine the first ~70 tiny steps of any framework run slower.
+                              "--steps", str(timed), "--warmup", str(warmup)])
+                r.setdefault("framework", fw)
+                r.setdefault("size", size)
+                print(json.dumps({k: v for k, v in r.items() if k != "times_ms"}), flush=True)
+                pooled.setdefault(fw, []).append(r)
+        for fw, runs in pooled.items():
+            results["steps"].append(pool(runs))
+    # The micro-kernel and OpenBLAS in turn, the best of the rounds for each.
+    for _ in range(args.rounds):
+        for name, bench in (("matmul", matmul_bench), ("sgemm_openblas", sgemm_bench)):
+            r = bench()
+            if r.get("gflops", 0) > results.get(name, {}).get("gflops", -1):
+                results[name] = r
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -124,6 +124,7 @@ def main():
         t = time.perf_counter()
         run()
         times.append((time.perf_counter() - t) * 1e3)
+    out["times_ms"] = list(times)
     times.sort()
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
