@@ -995,11 +995,13 @@ inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const 
     for (int64_t j0 = 0; j0 < keys; j0 += 32) block_dots<T>(D, q + r * qs, kt + j0, ld, out + r * ldo + j0);
 }
 
-// acc[c] = fma(w[j * ws], rows[j * rs + c], acc[c]) for j = 0..n-1 in increasing order,
-// every c < D: a weighted sum of rows, each lane its own sequential sum (attention's dq,
-// dk and dv). On AVX-512 the accumulators stay in registers, 64 columns at a time.
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 namespace detail {
+// The first `left` of 16 lanes (none for left <= 0, all for left >= 16).
+inline __mmask16 lanes_mask(int64_t left) {
+  return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
+
 // axpy_rows on columns [c0, c0 + 16 * V) (masked past D), accumulators in registers.
 template <int V>
 inline void axpy_rows_cols(int64_t n, const float* w, int64_t ws, const float* rows, int64_t rs,
@@ -1008,8 +1010,7 @@ inline void axpy_rows_cols(int64_t n, const float* w, int64_t ws, const float* r
   __m512 a[V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) {
-    const int64_t left = D - c0 - 16 * v;
-    mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    mask[v] = lanes_mask(D - c0 - 16 * v);
     a[v] = _mm512_maskz_loadu_ps(mask[v], acc + c0 + 16 * v);
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -1058,8 +1059,7 @@ inline void axpy_rows4_cols(int64_t n, const float* w, int64_t wj, int64_t wi,
   __m512 a[4][V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) {
-    const int64_t left = D - c0 - 16 * v;
-    mask[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    mask[v] = lanes_mask(D - c0 - 16 * v);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) a[i][v] = _mm512_maskz_loadu_ps(mask[v], acc + i * as + c0 + 16 * v);
   }
@@ -1145,9 +1145,7 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
     }
   }
   // The panel's first `cols` columns, with masked stores past them.
-  const __mmask16 m0 = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
-  const __mmask16 m1 = cols >= 32 ? (__mmask16)0xffff
-                       : cols <= 16 ? (__mmask16)0 : (__mmask16)((1u << (cols - 16)) - 1);
+  const __mmask16 m0 = lanes_mask(cols), m1 = lanes_mask(cols - 16);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm512_mask_storeu_ps(C + r * ldc, m0, acc[r][0]);
