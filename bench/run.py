@@ -49,14 +49,15 @@ def sgemm_bench():
 
 def pool(runs):
     """One framework's runs of one size as one result: step times pooled (median, min, max
-    over all of them), the peaks the highest of the runs."""
+    over all of them; each round's median kept too), the peaks the highest of the runs."""
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return runs[0]
     out = dict(ok[0])
     times = sorted(t for r in ok for t in r.pop("times_ms"))
     tokens = out["batch"] * out["block_size"]
-    out.update(rounds=len(ok), steps_timed=len(times), ms_min=times[0],
+    out.update(rounds=len(ok), round_medians_ms=[r["ms_median"] for r in ok],
+               steps_timed=len(times), ms_min=times[0],
                ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=tokens / (times[len(times) // 2] / 1e3),
                peak_rss_mib=max(r["peak_rss_mib"] for r in ok),
@@ -84,7 +85,7 @@ def main():
     steps = {"tiny": (200, 50), "shakespeare": (10, 3)}  # (timed, warm-up) per round
     for size in args.sizes.split(","):
         pooled = {}
-        for rnd in range(args.rounds):
+        for _ in range(args.rounds):
             for fw in args.frameworks.split(","):
                 timed, warmup = steps.get(size, (10, 3))
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
