@@ -54,12 +54,13 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def vm_hwm_mib() -> float:
+def proc_status_mib(field: str) -> float:
+    """A memory line of /proc/self/status (VmHWM: peak resident set, VmRSS: current)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def eager_step(model, opt, x, y):
@@ -119,6 +120,7 @@ def main():
     # current size, so it then records only what the timed steps add on top of what is held.
     gc.collect()
     step_peak = reset_peak_rss()
+    held = proc_status_mib("VmRSS")
     times = []
     for _ in range(args.steps):
         t = time.perf_counter()
@@ -129,7 +131,9 @@ def main():
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               step_peak_rss_mib=vm_hwm_mib() if step_peak else None)
+               step_peak_rss_mib=proc_status_mib("VmHWM") if step_peak else None,
+               # What the timed steps add on top of what the process held before them.
+               step_growth_mib=proc_status_mib("VmHWM") - held if step_peak else None)
     print(json.dumps(out))
 
 
