@@ -122,18 +122,21 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "          mb[rr] = -INFINITY;\n"
      << "          bsum[rr] = 0;\n"
      << "        }\n"
+     // Branch-free: a key the row does not see scores -inf, which leaves the max as it is
+     // and whose exp is an exact 0 that leaves the sum as it is (a sum from +0 of
+     // non-negative terms is never -0). Each row's max and sum still run in key order.
+     << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
+     << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j)\n"
+     << "            p[rr][j] = j < nb[rr] ? S[rr][j0 + j] * " << a.scale << " : -INFINITY;\n"
      << "        for (int64_t j = 0; j < 32; ++j)\n"
-     << "          for (int64_t rr = 0; rr < 4; ++rr)\n"
-     << "            if (j < nb[rr]) { p[rr][j] = S[rr][j0 + j] * " << a.scale
-     << "; mb[rr] = gptc::maximum(mb[rr], p[rr][j]); }\n"
+     << "          for (int64_t rr = 0; rr < 4; ++rr) mb[rr] = gptc::maximum(mb[rr], p[rr][j]);\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
      << "          corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
-     << "          GPTC_SIMD for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
+     << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
      << "        }\n"
      << "        for (int64_t j = 0; j < 32; ++j)\n"
-     << "          for (int64_t rr = 0; rr < 4; ++rr)\n"
-     << "            if (j < nb[rr]) bsum[rr] = bsum[rr] + p[rr][j];\n"
+     << "          for (int64_t rr = 0; rr < 4; ++rr) bsum[rr] = bsum[rr] + p[rr][j];\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          if (nb[rr] == 0) continue;\n"
      << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
