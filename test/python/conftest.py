@@ -9,7 +9,12 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-# One compile cache for the whole test session, not the user's ~/.cache/gptc.
+# One compile cache for the whole test session, not the user's ~/.cache/gptc; removed
+# when the session ends.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-os.environ.setdefault("GPTC_CACHE_DIR", tempfile.mkdtemp(prefix="gptc-test-cache-"))
+if "GPTC_CACHE_DIR" not in os.environ:
+    os.environ["GPTC_CACHE_DIR"] = tempfile.mkdtemp(prefix="gptc-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GPTC_CACHE_DIR"], True)
