@@ -609,9 +609,10 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   int64_t aRow = op.getTransposeLhs() ? 1 : k, aK = op.getTransposeLhs() ? m : 1;
   int64_t bK = op.getTransposeRhs() ? 1 : n, bCol = op.getTransposeRhs() ? k : 1;
   int64_t bBatch = rb == 2 ? 0 : k * n;
+  // With an addend (in2, dense like out0): each finished product plus its addend.
   os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << batch << ", " << m << ", " << n << ", " << k << ", in0, " << m * k
      << ", " << aRow << ", " << aK << ", in1, " << bBatch << ", " << bK << ", " << bCol
-     << ", out0);\n";
+     << ", out0" << (op.getAddend() ? ", in2" : "") << ");\n";
   return success();
 }
 

@@ -32,7 +32,7 @@ int64_t flopsOf(Operation *op) {
       .Case([](MatmulOp m) {
         auto a = m.getLhs().getType();
         int64_t k = m.getTransposeLhs() ? a.getDimSize(a.getRank() - 2) : a.getShape().back();
-        return 2 * elements(m.getResult()) * k;
+        return 2 * elements(m.getResult()) * k + (m.getAddend() ? elements(m.getResult()) : 0);
       })
       .Case([](AttentionOp a) {
         auto q = a.getQ().getType();

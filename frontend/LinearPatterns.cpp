@@ -15,7 +15,7 @@ namespace {
 
 Value buildMatmul(OpBuilder &b, Location loc, RankedTensorType type, Value lhs, Value rhs,
                   bool transposeRhs) {
-  return MatmulOp::create(b, loc, type, lhs, rhs, b.getBoolAttr(false),
+  return MatmulOp::create(b, loc, type, lhs, rhs, Value(), b.getBoolAttr(false),
                           b.getBoolAttr(transposeRhs),
                           orderAttr(b, ReductionOrder::Sequential));
 }

@@ -201,6 +201,8 @@ LogicalResult MatmulOp::verify() {
   if (r.getShape() != ArrayRef<int64_t>(expect))
     return emitOpError("result shape ") << shapeStr(r.getShape()) << " should be "
                                         << shapeStr(expect);
+  if (getAddend() && getAddend().getType() != r)
+    return emitOpError("addend must have the result's type");
   return success();
 }
 

@@ -227,14 +227,21 @@ def Gpt_MatmulOp : Gpt_Op<"matmul"> {
     transpose_rhs). Each output element sums k = 0..K-1 in increasing order
     with fma into one accumulator (`order = #gpt.order<sequential>`).
 
+    With `plus %addend` (a tensor of the result's type; gpt-fuse-matmul-epilogue
+    makes it from a following gpt.add, after autodiff) each element is addend +
+    its product, the product summed exactly as without it: the add's bits.
+
     ```mlir
     %y = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>) -> tensor<2x32x192xf32>
+    %z = gpt.matmul %x, %w plus %r {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>, tensor<2x32x192xf32>) -> tensor<2x32x192xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$lhs, Gpt_FloatTensor:$rhs,
+                   Optional<Gpt_FloatTensor>:$addend,
                    BoolAttr:$transpose_lhs, BoolAttr:$transpose_rhs, Gpt_ReductionOrderAttr:$order);
   let results = (outs Gpt_FloatTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat =
+      "$lhs `,` $rhs (`plus` $addend^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -242,12 +242,15 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
 
 // out = op(a) @ op(b) where op() transposes when the flag is set.
 LogicalResult MatmulOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  if (getAddend())
+    return emitError("no gradient for a matmul with a fused addend (fusion runs after autodiff)");
   Location loc = getLoc();
   Value A = getLhs(), B = getRhs(), G = g[0];
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   auto order = ReductionOrderAttr::get(b.getContext(), ReductionOrder::Sequential);
   auto mm = [&](Value x, Value y, bool tx, bool ty, RankedTensorType type) -> Value {
-    return MatmulOp::create(b, loc, type, x, y, b.getBoolAttr(tx), b.getBoolAttr(ty), order);
+    return MatmulOp::create(b, loc, type, x, y, Value(), b.getBoolAttr(tx), b.getBoolAttr(ty),
+                            order);
   };
   bool sharedRhs = tt(B).getRank() == 2 && tt(A).getRank() > 2;
   if (ta && sharedRhs)

@@ -99,6 +99,28 @@ def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {
   }];
 }
 
+def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Fold an add of a matmul's result into the matmul (its epilogue)";
+  let description = [{
+    `gpt.add` of a gpt.matmul result (the add its only user) and another
+    tensor of the same type becomes that matmul with `plus` the other tensor:
+    one kernel that adds each finished product to its addend (a residual
+    connection, say), with the add's bits (addition commutes exactly). Runs
+    after autodiff, before gpt-fuse-elementwise; gptc compile -O0 skips it.
+
+    Before:
+    ```mlir
+    %m = gpt.matmul %x, %w {...} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %y = gpt.add %r, %m : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    ```
+    After:
+    ```mlir
+    %y = gpt.matmul %x, %w plus %r {...} : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Fuse runs of elementwise ops of one shape into gpt.fused kernels";
   let description = [{

@@ -29,6 +29,7 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   // Runs of elementwise ops become one kernel each; every other op is a kernel.
   // Then consecutive independent kernels share one parallel region.
   if (options.fuse) {
+    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
   }

@@ -47,6 +47,17 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                                   sbk, sbn, ref.data());
     EXPECT_EQ(0, std::memcmp(tiled.data(), ref.data(), tiled.size() * sizeof(float)))
         << "batch " << c.batch << " M " << c.M << " N " << c.N << " K " << c.K;
+    // With an addend (the fused epilogue): each element is addend + the same product.
+    std::vector<float> E(tiled.size()), withE(tiled.size()), refE(tiled.size());
+    for (float& v : E) v = normal(rng);
+    gptc::matmul(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(), sbb, sbk, sbn,
+                 withE.data(), E.data());
+    gptc::matmul_reference<float>(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(),
+                                  sbb, sbk, sbn, refE.data(), E.data());
+    for (size_t i = 0; i < tiled.size(); ++i) {
+      ASSERT_EQ(bits(withE[i]), bits(E[i] + ref[i])) << "tiled, with addend, at " << i;
+      ASSERT_EQ(bits(refE[i]), bits(E[i] + ref[i])) << "reference, with addend, at " << i;
+    }
     // And the reference is the canonical order: element (0, 0) by hand.
     float acc = 0;
     for (int64_t k = 0; k < c.K; ++k) acc = std::fma(A[k * sak], B[k * sbk], acc);

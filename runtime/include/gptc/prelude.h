@@ -1130,7 +1130,8 @@ constexpr int64_t kRows = 6;    // rows per register tile (12 accumulators)
 // Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order.
 template <int R>
 inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
-                        const float* panel, float* C, int64_t ldc, int64_t cols) {
+                        const float* panel, float* C, int64_t ldc, int64_t cols,
+                        const float* E) {
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -1146,6 +1147,13 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
   }
   // The panel's first `cols` columns, with masked stores past them.
   const __mmask16 m0 = lanes_mask(cols), m1 = lanes_mask(cols - 16);
+  if (E) {  // the epilogue: addend + product, once the product is complete
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, E + r * ldc), acc[r][0]);
+      acc[r][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, E + r * ldc + 16), acc[r][1]);
+    }
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm512_mask_storeu_ps(C + r * ldc, m0, acc[r][0]);
@@ -1170,7 +1178,7 @@ inline void fold_batch(int64_t& batch, int64_t& M, int64_t& sab, int64_t sam, in
 // One task of the float matmul: output columns [n0, n0 + 32) of batch b, all rows.
 inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
-                        int64_t sbb, int64_t sbk, int64_t sbn, float* C) {
+                        int64_t sbb, int64_t sbk, int64_t sbn, float* C, const float* E) {
   const int64_t b = t / panels, n0 = (t % panels) * kPanel;
   const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
   float* panel = gptc::scratch<float>(0, K * kPanel);
@@ -1185,15 +1193,17 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
   }
   const float* Ab = A + b * sab;
   float* Cb = C + b * M * N + n0;
+  const float* Eb = E ? E + b * M * N + n0 : nullptr;
+  auto rowsOf = [&](const float* X, int64_t m) { return X ? X + m * N : nullptr; };
   int64_t m = 0;
   for (; m + kRows <= M; m += kRows)
-    matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols);
+    matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m));
   switch (M - m) {
-    case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-    case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-    case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-    case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
-    case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols); break;
+    case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
+    case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
+    case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
+    case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
+    case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
     default: break;
   }
 }
@@ -1201,20 +1211,22 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
 
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C) {
+                   int64_t sbn, float* C,
+                   const float* E = nullptr) {
   detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR(t, batch * panels)
-    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 // The same inside a GPTC_PARALLEL region (a gpt.horizontal member).
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C) {
+                      int64_t sbk, int64_t sbn, float* C,
+                   const float* E = nullptr) {
   detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR_WS(t, batch * panels)
-    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 #endif
 
@@ -1223,49 +1235,56 @@ namespace detail {
 template <class T>
 inline void matmul_element(int64_t i, int64_t M, int64_t N, int64_t K, const T* A, int64_t sab,
                            int64_t sam, int64_t sak, const T* B, int64_t sbb, int64_t sbk,
-                           int64_t sbn, T* C) {
+                           int64_t sbn, T* C, const T* E) {
   const int64_t n = i % N, m = (i / N) % M, b = i / (M * N);
   const T* a = A + b * sab + m * sam;
   const T* bb = B + b * sbb + n * sbn;
-  C[i] = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
+  const T v = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
+  C[i] = E ? E[i] + v : v;
 }
 }  // namespace detail
 template <class T>
 inline void matmul_reference(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                              int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
-                             int64_t sbk, int64_t sbn, T* C) {
+                             int64_t sbk, int64_t sbn, T* C,
+                             const T* E = nullptr) {
   GPTC_FOR(i, batch * M * N)
-    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 template <class T>
 inline void matmul_reference_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                                 int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
-                                int64_t sbk, int64_t sbn, T* C) {
+                                int64_t sbk, int64_t sbn, T* C,
+                                const T* E = nullptr) {
   GPTC_FOR_WS(i, batch * M * N)
-    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 
 #if !(defined(__AVX512F__) && !defined(__CUDACC__))
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C) {
-  matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+                   int64_t sbn, float* C,
+                   const float* E = nullptr) {
+  matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C) {
-  matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+                      int64_t sbk, int64_t sbn, float* C,
+                   const float* E = nullptr) {
+  matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 #endif
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A, int64_t sab,
                    int64_t sam, int64_t sak, const double* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, double* C) {
-  matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+                   int64_t sbn, double* C,
+                   const double* E = nullptr) {
+  matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
                       int64_t sab, int64_t sam, int64_t sak, const double* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, double* C) {
-  matmul_reference_ws<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C);
+                      int64_t sbk, int64_t sbn, double* C,
+                   const double* E = nullptr) {
+  matmul_reference_ws<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 
 }  // namespace gptc

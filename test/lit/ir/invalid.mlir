@@ -34,6 +34,14 @@ func.func @matmul_k(%a: tensor<4x8xf32>, %b: tensor<7x5xf32>) -> tensor<4x5xf32>
 
 // -----
 
+func.func @matmul_addend(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %c: tensor<5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{addend must have the result's type}}
+  %0 = gpt.matmul %a, %b plus %c {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
 func.func @matmul_order(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>) -> tensor<4x5xf32> {
   // expected-error @+1 {{supports only reduction order 'sequential'}}
   %0 = gpt.matmul %a, %b {order = #gpt.order<canonical>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
