@@ -1118,7 +1118,8 @@ inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, i
 // with one fma accumulator per element: the canonical matmul order, the same bits as
 // dot_seq whatever the tiling, vector width or thread count.
 //   A(b, m, k) = A[b*sab + m*sam + k*sak]    B(b, k, n) = B[b*sbb + k*sbk + n*sbn]
-//   C is dense [batch, M, N].
+//   C is dense [batch, M, N]. With an addend E (dense like C; a fused residual add),
+//   C = E + the product, added once the product is complete.
 // On AVX-512 a 6x32 register tile runs over a packed 32-column panel of B (each lane is
 // one output element, so vectorising never reorders a sum); elsewhere, dot_seq per element.
 // ---------------------------------------------------------------------------------------
@@ -1211,8 +1212,7 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
 
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C,
-                   const float* E = nullptr) {
+                   int64_t sbn, float* C, const float* E = nullptr) {
   detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR(t, batch * panels)
@@ -1221,8 +1221,7 @@ inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
 // The same inside a GPTC_PARALLEL region (a gpt.horizontal member).
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C,
-                   const float* E = nullptr) {
+                      int64_t sbk, int64_t sbn, float* C, const float* E = nullptr) {
   detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR_WS(t, batch * panels)
@@ -1263,14 +1262,12 @@ inline void matmul_reference_ws(int64_t batch, int64_t M, int64_t N, int64_t K, 
 #if !(defined(__AVX512F__) && !defined(__CUDACC__))
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C,
-                   const float* E = nullptr) {
+                   int64_t sbn, float* C, const float* E = nullptr) {
   matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C,
-                   const float* E = nullptr) {
+                      int64_t sbk, int64_t sbn, float* C, const float* E = nullptr) {
   matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 #endif
