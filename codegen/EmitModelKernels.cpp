@@ -294,26 +294,33 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "        while (j + i >= visg[first]) ++first;\n"
      << "        f[i] = first;\n"
      << "      }\n"
-     << "      for (int64_t i = 0; i < 3; ++i) {\n"
-     << "        gptc::axpy_rows<" << E << ">(f[3] - f[i], &dSg[f[i]][j + i], " << Sp
-     << ", qh + (t1 + f[i]) * " << ks << ", " << ks << ", " << a.D << ", dk + (j + i) * " << ks
-     << ");\n"
-     << "        gptc::axpy_rows<" << E << ">(f[3] - f[i], &PKg[f[i]][j + i], " << Sp
-     << ", gh + (t1 + f[i]) * " << kvs << ", " << kvs << ", " << a.Dv << ", dv + (j + i) * "
-     << kvs << ");\n"
-     << "      }\n"
-     << "      gptc::axpy_rows4<" << E << ">(n1 - f[3], &dSg[f[3]][j], " << Sp << ", 1, qh + (t1 + f[3]) * "
-     << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ", " << ks << ");\n"
-     << "      gptc::axpy_rows4<" << E << ">(n1 - f[3], &PKg[f[3]][j], " << Sp << ", 1, gh + (t1 + f[3]) * "
-     << kvs << ", " << kvs << ", " << a.Dv << ", dv + j * " << kvs << ", " << kvs << ");\n"
-     << "    }\n"
+     << "      for (int64_t i = 0; i < 3; ++i) {\n";
+  // dk (ds against q) and dv (p*keep against g) of keys from `key` on, over the group's
+  // rows from `row` on, `count` of them; four keys at once with axpy_rows4.
+  struct Side {
+    const char *weights, *rows, *out;
+    std::string stride;
+    int64_t width;
+  };
+  const Side sides[] = {{"dSg", "qh", "dk", ks, a.D}, {"PKg", "gh", "dv", kvs, a.Dv}};
+  auto accumulate = [&](const char *indent, const char *count, const char *row,
+                        const std::string &key, bool four) {
+    std::string keyRow = key.find(' ') == std::string::npos ? key : "(" + key + ")";
+    for (const Side &d : sides)
+      os << indent << "gptc::axpy_rows" << (four ? "4" : "") << "<" << E << ">(" << count
+         << ", &" << d.weights << "[" << row << "][" << key << "], " << Sp << (four ? ", 1" : "")
+         << ", " << d.rows << " + (t1 + " << row << ") * " << d.stride << ", " << d.stride
+         << ", " << d.width << ", " << d.out << " + " << keyRow << " * " << d.stride
+         << (four ? ", " + d.stride : "") << ");\n";
+  };
+  accumulate("        ", "f[3] - f[i]", "f[i]", "j + i", false);
+  os << "      }\n";
+  accumulate("      ", "n1 - f[3]", "f[3]", "j", true);
+  os << "    }\n"
      << "    for (; j < kend; ++j) {\n"
-     << "      while (j >= visg[first]) ++first;\n"
-     << "      gptc::axpy_rows<" << E << ">(n1 - first, &dSg[first][j], " << Sp << ", qh + (t1 + first) * "
-     << ks << ", " << ks << ", " << a.D << ", dk + j * " << ks << ");\n"
-     << "      gptc::axpy_rows<" << E << ">(n1 - first, &PKg[first][j], " << Sp << ", gh + (t1 + first) * "
-     << kvs << ", " << kvs << ", " << a.Dv << ", dv + j * " << kvs << ");\n"
-     << "    }\n"
+     << "      while (j >= visg[first]) ++first;\n";
+  accumulate("      ", "n1 - first", "first", "j", false);
+  os << "    }\n"
      << "    }\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
      << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "

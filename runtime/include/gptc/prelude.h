@@ -685,11 +685,16 @@ GPTC_HD inline double pow(double x, double y) {
 GPTC_HD inline float pow(float x, float y) { return (float)gptc::pow((double)x, (double)y); }
 
 // GELU, exact (erf) form: 0.5*x*(1 + erf(x/sqrt(2))); x/sqrt(2) is computed as x*(1/sqrt(2)).
+// gelu_erf_given takes e = erf(x/sqrt(2)) computed elsewhere (the array form's, in bulk).
+template <class T>
+GPTC_HD GPTC_INLINE T gelu_erf_given(T x, T e) {
+  return T(0.5) * x * (T(1) + e);
+}
 GPTC_HD GPTC_INLINE float gelu_erf(float x) {
-  return 0.5f * x * (1.0f + gptc::erf(x * 0.70710678118654752440f));
+  return gelu_erf_given(x, gptc::erf(x * 0.70710678118654752440f));
 }
 GPTC_HD GPTC_INLINE double gelu_erf(double x) {
-  return 0.5 * x * (1.0 + gptc::erf(x * 0.70710678118654752440));
+  return gelu_erf_given(x, gptc::erf(x * 0.70710678118654752440));
 }
 // GELU, tanh form: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
 GPTC_HD GPTC_INLINE float gelu_tanh(float x) {
@@ -796,12 +801,17 @@ GPTC_HD inline bf16 to_bf16(float f) {
 GPTC_HD inline float to_float(bf16 b) { return detail::from_bits32((uint32_t)b.bits << 16); }
 
 // gelu's derivatives, for gpt.gelu_grad: g * d/dx gelu(x), same formulas on every target.
+// gelu_erf_grad_given takes e = erf(x * T(1/sqrt(2))) computed elsewhere.
 template <class T>
-GPTC_HD GPTC_INLINE T gelu_erf_grad(T g, T x) {
-  const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt_2pi = T(0.39894228040143267794);
-  T cdf = T(0.5) * (T(1) + gptc::erf(x * inv_sqrt2));
+GPTC_HD GPTC_INLINE T gelu_erf_grad_given(T g, T x, T e) {
+  const T inv_sqrt_2pi = T(0.39894228040143267794);
+  T cdf = T(0.5) * (T(1) + e);
   T pdf = inv_sqrt_2pi * gptc::exp(T(-0.5) * x * x);
   return g * (cdf + x * pdf);
+}
+template <class T>
+GPTC_HD GPTC_INLINE T gelu_erf_grad(T g, T x) {
+  return gelu_erf_grad_given(g, x, gptc::erf(x * T(0.70710678118654752440)));
 }
 template <class T>
 GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
@@ -859,32 +869,33 @@ inline void erf_n(int64_t n, const float* x, float* y) {
     detail::erf_block(n - b < detail::kErfBlock ? n - b : detail::kErfBlock, x + b, y + b);
 }
 
+namespace detail {
+// For each block of up to kErfBlock elements from b: e = erf(x * c) over the block, then
+// finish(b, len, e).
+template <class F>
+inline void erf_scaled_blocks(int64_t n, const float* x, float c, F&& finish) {
+  for (int64_t b = 0; b < n; b += kErfBlock) {
+    const int64_t len = n - b < kErfBlock ? n - b : kErfBlock;
+    alignas(64) float z[kErfBlock], e[kErfBlock];
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) z[i] = x[b + i] * c;
+    erf_block(len, z, e);
+    finish(b, len, e);
+  }
+}
+}  // namespace detail
+
 // y[i] = gelu_erf(x[i]).
 inline void gelu_erf_n(int64_t n, const float* x, float* y) {
-  for (int64_t b = 0; b < n; b += detail::kErfBlock) {
-    const int64_t len = n - b < detail::kErfBlock ? n - b : detail::kErfBlock;
-    alignas(64) float z[detail::kErfBlock], e[detail::kErfBlock];
-    GPTC_SIMD for (int64_t i = 0; i < len; ++i) z[i] = x[b + i] * 0.70710678118654752440f;
-    detail::erf_block(len, z, e);
-    GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = 0.5f * x[b + i] * (1.0f + e[i]);
-  }
+  detail::erf_scaled_blocks(n, x, 0.70710678118654752440f, [&](int64_t b, int64_t len, const float* e) {
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_given(x[b + i], e[i]);
+  });
 }
 
 // y[i] = gelu_erf_grad(g[i], x[i]).
 inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y) {
-  const float inv_sqrt2 = float(0.70710678118654752440), inv_sqrt_2pi = float(0.39894228040143267794);
-  for (int64_t b = 0; b < n; b += detail::kErfBlock) {
-    const int64_t len = n - b < detail::kErfBlock ? n - b : detail::kErfBlock;
-    alignas(64) float z[detail::kErfBlock], e[detail::kErfBlock];
-    GPTC_SIMD for (int64_t i = 0; i < len; ++i) z[i] = x[b + i] * inv_sqrt2;
-    detail::erf_block(len, z, e);
-    GPTC_SIMD for (int64_t i = 0; i < len; ++i) {
-      const float xi = x[b + i];
-      const float cdf = float(0.5) * (float(1) + e[i]);
-      const float pdf = inv_sqrt_2pi * gptc::exp(float(-0.5) * xi * xi);
-      y[b + i] = g[b + i] * (cdf + xi * pdf);
-    }
-  }
+  detail::erf_scaled_blocks(n, x, float(0.70710678118654752440), [&](int64_t b, int64_t len, const float* e) {
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_grad_given(g[b + i], x[b + i], e[i]);
+  });
 }
 #endif
 
