@@ -128,12 +128,13 @@ def main():
         times.append((time.perf_counter() - t) * 1e3)
     out["times_ms"] = list(times)
     times.sort()
+    hwm = proc_status_mib("VmHWM") if step_peak else None
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               step_peak_rss_mib=proc_status_mib("VmHWM") if step_peak else None,
+               step_peak_rss_mib=hwm,
                # What the timed steps add on top of what the process held before them.
-               step_growth_mib=proc_status_mib("VmHWM") - held if step_peak else None)
+               step_growth_mib=hwm - held if step_peak else None)
     print(json.dumps(out))
 
 

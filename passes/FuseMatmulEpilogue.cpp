@@ -29,8 +29,9 @@ struct FuseMatmulEpiloguePass
       for (unsigned i = 0; i < 2; ++i) {
         auto mm = add->getOperand(i).getDefiningOp<MatmulOp>();
         Value addend = add->getOperand(1 - i);
+        // (add(m, m) is two uses of m, so it stays.)
         if (!mm || mm.getAddend() || !mm->hasOneUse() || mm.getType() != add.getType() ||
-            addend.getType() != add.getType() || addend == mm.getResult())
+            addend.getType() != add.getType())
           continue;
         // At the add's place: the addend and the matmul's operands are all defined by then.
         OpBuilder b(add);
