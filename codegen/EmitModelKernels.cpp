@@ -94,8 +94,8 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
 /// The online-softmax pass of the block's query rows (after emitQueryBlock: `S[rr]` holds
 /// row rr's raw q.k dots, `nr` rows, `kmax` keys for the last). Per row, exactly the
 /// per-row algorithm: key blocks of 32 in increasing order, the block's max and sum taken
-/// sequentially; the rows' independent chains are interleaved (rr innermost), which changes
-/// no sum's order. Leaves `vis[rr]` (the row's visible keys), `m[rr]`, `l[rr]`; with
+/// sequentially (gptc::block_max4 and block_sum4 give the sequential loops' bits; the
+/// sums run one lane per row). Leaves `vis[rr]` (the row's visible keys), `m[rr]`, `l[rr]`; with
 /// `withOutput`, also `acc[rr]`, the unnormalised output. Attention and its gradient both
 /// use it, so both see the same bits.
 void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool withOutput) {
@@ -119,8 +119,6 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          const int64_t left = vis[rr] - j0;\n"
      << "          nb[rr] = left < 0 ? 0 : left < 32 ? left : 32;\n"
-     << "          mb[rr] = -INFINITY;\n"
-     << "          bsum[rr] = 0;\n"
      << "        }\n"
      // Branch-free: a key the row does not see scores -inf, which leaves the max as it is
      // and whose exp is an exact 0 that leaves the sum as it is (a sum from +0 of
@@ -128,15 +126,13 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
      << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j)\n"
      << "            p[rr][j] = j < nb[rr] ? S[rr][j0 + j] * " << a.scale << " : -INFINITY;\n"
-     << "        for (int64_t j = 0; j < 32; ++j)\n"
-     << "          for (int64_t rr = 0; rr < 4; ++rr) mb[rr] = gptc::maximum(mb[rr], p[rr][j]);\n"
+     << "        gptc::block_max4<" << E << ">(p, mb);\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
      << "          corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
      << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
      << "        }\n"
-     << "        for (int64_t j = 0; j < 32; ++j)\n"
-     << "          for (int64_t rr = 0; rr < 4; ++rr) bsum[rr] = bsum[rr] + p[rr][j];\n"
+     << "        gptc::block_sum4<" << E << ">(p, bsum);\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          if (nb[rr] == 0) continue;\n"
      << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
@@ -146,10 +142,10 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
          << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
          << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
     // Per output column c, keys j in increasing order (gptc::axpy_rows).
-    os << "          for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
+    os << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
        << "          gptc::axpy_rows<" << E << ">(nb[rr], p[rr], 1, vb + j0 * " << a.rowStride(a.Dv)
        << ", " << a.rowStride(a.Dv) << ", " << Dv << ", sacc);\n"
-       << "          for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[c];\n";
+       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[c];\n";
   }
   os << "          m[rr] = mn[rr];\n        }\n      }\n";
 }
@@ -198,7 +194,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + (t0 + rr) * "
      << a.rowStride(a.Dv) << ";\n"
-     << "        for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
+     << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
      << "      }\n    }\n  }\n";
   return success();
 }
@@ -259,16 +255,15 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "          PK[rr][j] = P[rr][j] * K[j];\n"
      << "        }\n"
      << "      }\n"
-     << "      for (int64_t j = 0; j < kmax; ++j)\n"
-     << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
-     << "          if (j < vis[rr]) Dsum[rr] = gptc::fma(P[rr][j], dS[rr][j], Dsum[rr]);\n"
+     << "      gptc::dot_rows4<" << E << ">(vis, &P[0][0], " << Sp << ", &dS[0][0], " << Sp
+     << ", Dsum);\n"
      // ds = P * (dP - D) per row; dq = scale * sum_j ds[j] k[j], j increasing: the keys
      // all four rows see in one pass over k (gptc::axpy_rows4), then each row's rest.
      << "      " << E << " qacc[4][" << a.D << "];\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        " << E << "* dP = dS[rr];\n"
-     << "        for (int64_t j = 0; j < vis[rr]; ++j) dP[j] = P[rr][j] * (dP[j] - Dsum[rr]);\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) qacc[rr][c] = 0;\n"
+     << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) dP[j] = P[rr][j] * (dP[j] - Dsum[rr]);\n"
+     << "        GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) qacc[rr][c] = 0;\n"
      << "        visg[t0 - t1 + rr] = vis[rr];\n"
      << "      }\n"
      << "      const int64_t common = nr == 4 ? vis[0] : 0;\n"
@@ -279,7 +274,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "        gptc::axpy_rows<" << E << ">(vis[rr] - common, &dS[rr][common], 1, kb + common * "
      << ks << ", " << ks << ", " << a.D << ", qacc[rr]);\n"
      << "        " << E << "* dq = dqh + (t0 + rr) * " << ks << ";\n"
-     << "        for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[rr][c] * " << a.scale
+     << "        GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[rr][c] * " << a.scale
      << ";\n"
      << "      }\n"
      << "    }\n"
@@ -323,7 +318,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   os << "    }\n"
      << "    }\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
-     << "      for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "
+     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "
      << ks << " + c] * " << a.scale << ";\n  }\n";
   return success();
 }

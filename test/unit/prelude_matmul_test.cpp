@@ -112,3 +112,75 @@ TEST(AttentionHelpers, SameBitsAsThePlainLoops) {
     }
   }
 }
+
+// transpose_keys (16x16 register blocks on AVX-512) against the plain loop, zero padding
+// past S included; sizes around the 16-lane edges.
+TEST(AttentionHelpers, TransposeKeys) {
+  for (int64_t S : {1, 15, 16, 17, 70}) {
+    for (int64_t D : {1, 16, 33, 64}) {
+      const int64_t stride = D + 5, ld = (S + 31) / 32 * 32;
+      std::vector<float> src(S * stride), got(D * ld, -7.0f);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = float(i) * 0.5f - 3.0f;
+      gptc::transpose_keys<float>(S, D, src.data(), stride, ld, got.data());
+      for (int64_t c = 0; c < D; ++c)
+        for (int64_t j = 0; j < ld; ++j)
+          ASSERT_EQ(bits(got[c * ld + j]), bits(j < S ? src[j * stride + c] : 0.0f))
+              << "S " << S << " D " << D << " c " << c << " j " << j;
+    }
+  }
+}
+
+// block_max4 and block_sum4: the sequential loops' bits, with NaNs, zeros of both signs,
+// -inf fillers and rows of nothing but -inf.
+TEST(AttentionHelpers, BlockMaxAndSumAreSequential) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-30.0f, 30.0f);
+  std::uniform_int_distribution<int> pick(0, 40);
+  for (int trial = 0; trial < 2000; ++trial) {
+    float p[4][32];
+    for (auto& row : p)
+      for (float& v : row) {
+        const int k = pick(rng);
+        v = k == 0 ? NAN : k == 1 ? -NAN : k == 2 ? 0.0f : k == 3 ? -0.0f : k < 8 ? -INFINITY : u(rng);
+      }
+    if (trial % 3 == 0)  // no specials at all: the fast paths
+      for (auto& row : p)
+        for (float& v : row) v = u(rng);
+    if (trial % 7 == 0)
+      for (float& v : p[trial % 4]) v = -INFINITY;
+    if (trial % 11 == 0)  // zeros only with -inf: the max is a zero
+      for (auto& row : p)
+        for (int j = 0; j < 32; ++j) row[j] = j % 3 == 0 ? -INFINITY : (j % 2 ? 0.0f : -0.0f);
+    float mb[4], want[4];
+    gptc::block_max4<float>(p, mb);
+    for (float& w : want) w = -INFINITY;
+    for (int j = 0; j < 32; ++j)
+      for (int rr = 0; rr < 4; ++rr) want[rr] = gptc::maximum(want[rr], p[rr][j]);
+    for (int rr = 0; rr < 4; ++rr) ASSERT_EQ(bits(mb[rr]), bits(want[rr])) << "trial " << trial;
+    float s[4], sw[4] = {0, 0, 0, 0};
+    gptc::block_sum4<float>(p, s);
+    for (int j = 0; j < 32; ++j)
+      for (int rr = 0; rr < 4; ++rr) sw[rr] = sw[rr] + p[rr][j];
+    for (int rr = 0; rr < 4; ++rr) ASSERT_EQ(bits(s[rr]), bits(sw[rr])) << "trial " << trial;
+  }
+}
+
+// dot_rows4: each row's fma chain over its own length, in increasing j, from its start.
+TEST(AttentionHelpers, DotRows4IsSequential) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  const int64_t as = 64, bs = 96;
+  std::vector<float> a(4 * as), b(4 * bs);
+  for (float& v : a) v = u(rng);
+  for (float& v : b) v = u(rng);
+  const int64_t lens[][4] = {{0, 0, 0, 0}, {1, 2, 3, 4}, {17, 18, 19, 20}, {64, 0, 33, 5}, {15, 16, 31, 32}};
+  for (const auto& n : lens) {
+    float out[4] = {0.0f, 1.5f, -2.0f, 0.25f}, want[4];
+    std::memcpy(want, out, sizeof out);
+    gptc::dot_rows4<float>(n, a.data(), as, b.data(), bs, out);
+    for (int rr = 0; rr < 4; ++rr) {
+      for (int64_t j = 0; j < n[rr]; ++j) want[rr] = std::fma(a[rr * as + j], b[rr * bs + j], want[rr]);
+      ASSERT_EQ(bits(out[rr]), bits(want[rr])) << "row " << rr << " n " << n[rr];
+    }
+  }
+}

@@ -1115,13 +1115,175 @@ inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* r
   for (int64_t i = 0; i < 4; ++i) axpy_rows<T>(n, w + i * wi, wj, rows, rs, D, acc + i * as);
 }
 
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+// r[i] = column i of the 16x16 block whose rows were r[0..15]: unpack pairs of rows, then
+// gather 4-row groups per 128-bit lane, then the lanes across groups. Moves bits only.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+    t[4 * g + 3] = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+  }
+  // u[4g + i], lane k: rows 4g..4g+3 of column 4k + i.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512 v = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+    const __m512 w = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+    const __m512 w2 = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+    r[i] = _mm512_shuffle_f32x4(v, v2, 0x88);
+    r[4 + i] = _mm512_shuffle_f32x4(w, w2, 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(v, v2, 0xDD);
+    r[12 + i] = _mm512_shuffle_f32x4(w, w2, 0xDD);
+  }
+}
+}  // namespace detail
+#endif
+
 // dst[c * ld + j] = src[j * stride + c] for j < S (zero up to ld): K (or V) of one head,
 // whose rows are `stride` apart, transposed so that block_dots reads 32 keys contiguously.
+// On AVX-512, 16x16 blocks through registers.
 template <class T>
 inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, int64_t ld,
                            T* dst) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    for (int64_t j0 = 0; j0 < ld; j0 += 16) {
+      const __mmask16 jm = detail::lanes_mask(ld - j0);
+      for (int64_t c0 = 0; c0 < D; c0 += 16) {
+        const __mmask16 cm = detail::lanes_mask(D - c0);
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          r[i] = j0 + i < S ? _mm512_maskz_loadu_ps(cm, src + (j0 + i) * stride + c0)
+                            : _mm512_setzero_ps();
+        detail::transpose16(r);
+        const int64_t nc = D - c0 < 16 ? D - c0 : 16;
+        for (int64_t c = 0; c < nc; ++c) _mm512_mask_storeu_ps(dst + (c0 + c) * ld + j0, jm, r[c]);
+      }
+    }
+    return;
+  }
+#endif
   for (int64_t c = 0; c < D; ++c)
     for (int64_t j = 0; j < ld; ++j) dst[c * ld + j] = j < S ? src[j * stride + c] : T(0);
+}
+
+// One key block of the online softmax, for 4 query rows: mb[rr] = the max of p[rr][0..31]
+// and, once p holds exps, bsum[rr] = p[rr][0] + p[rr][1] + ... in increasing j from 0.
+// Each is exactly the sequential loop (mb from -inf through gptc::maximum). On AVX-512 the
+// max is a tree of vmaxps, whose value is the sequential one unless a NaN is present or
+// the max is a zero (whose sign the sequence decides): then the sequential loop runs. The
+// sums run as 4 lanes, one per row, each lane adding its row's terms in order.
+template <class T>
+inline void block_max4(const T (*p)[32], T* mb) {
+  auto sequential = [&] {
+    for (int64_t rr = 0; rr < 4; ++rr) mb[rr] = -INFINITY;
+    for (int64_t j = 0; j < 32; ++j)
+      for (int64_t rr = 0; rr < 4; ++rr) mb[rr] = gptc::maximum(mb[rr], p[rr][j]);
+  };
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    __mmask16 nan = 0;
+    for (int rr = 0; rr < 4; ++rr) {
+      const __m512 a = _mm512_loadu_ps(p[rr]), b = _mm512_loadu_ps(p[rr] + 16);
+      nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+      mb[rr] = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+      nan |= (__mmask16)(mb[rr] == 0.0f);
+    }
+    if (nan) sequential();
+    return;
+  }
+#endif
+  sequential();
+}
+
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+// Columns j0..j0+15 of 4 rows (`ps` apart) by column: lane rr of 128-bit lane k of u[i] is
+// p[rr * ps + j0 + 4k + i].
+inline void columns4(const float* p, int64_t ps, int64_t j0, __m512 u[4]) {
+  const __m512 r0 = _mm512_loadu_ps(p + j0), r1 = _mm512_loadu_ps(p + ps + j0),
+               r2 = _mm512_loadu_ps(p + 2 * ps + j0), r3 = _mm512_loadu_ps(p + 3 * ps + j0);
+  const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1),
+               t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+  u[0] = _mm512_shuffle_ps(t0, t2, 0x44);
+  u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+  u[2] = _mm512_shuffle_ps(t1, t3, 0x44);
+  u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+// Column j0 + 4k + i of columns4's rows, as 4 lanes.
+inline __m128 column4(const __m512 u[4], int k, int i) {
+  switch (k) {
+    case 0: return _mm512_castps512_ps128(u[i]);
+    case 1: return _mm512_extractf32x4_ps(u[i], 1);
+    case 2: return _mm512_extractf32x4_ps(u[i], 2);
+    default: return _mm512_extractf32x4_ps(u[i], 3);
+  }
+}
+}  // namespace detail
+#endif
+
+template <class T>
+inline void block_sum4(const T (*p)[32], T* bsum) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    __m128 s = _mm_setzero_ps();
+    for (int64_t j0 = 0; j0 < 32; j0 += 16) {
+      __m512 u[4];
+      detail::columns4(p[0], 32, j0, u);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) s = _mm_add_ps(s, detail::column4(u, j / 4, j % 4));
+    }
+    _mm_storeu_ps(bsum, s);
+    return;
+  }
+#endif
+  for (int64_t rr = 0; rr < 4; ++rr) bsum[rr] = 0;
+  for (int64_t j = 0; j < 32; ++j)
+    for (int64_t rr = 0; rr < 4; ++rr) bsum[rr] = bsum[rr] + p[rr][j];
+}
+
+// out[rr] = fma(a[rr * as + j], b[rr * bs + j], out[rr]) for j = 0..n[rr]-1 in increasing
+// order, rows rr < 4 (attention_grad's D = sum_j P dP per row). On AVX-512 one lane per
+// row; a and b rows must be readable up to the largest n rounded up to 16.
+template <class T>
+inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int64_t bs, T* out) {
+  int64_t nmax = 0;
+  for (int64_t rr = 0; rr < 4; ++rr) nmax = n[rr] > nmax ? n[rr] : nmax;
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    __m128 acc = _mm_loadu_ps(out);
+    const __m128i nv = _mm_setr_epi32((int)n[0], (int)n[1], (int)n[2], (int)n[3]);
+    for (int64_t j0 = 0; j0 < nmax; j0 += 16) {
+      __m512 ua[4], ub[4];
+      detail::columns4(a, as, j0, ua);
+      detail::columns4(b, bs, j0, ub);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const __mmask8 live = _mm_cmpgt_epi32_mask(nv, _mm_set1_epi32((int)(j0 + j)));
+        acc = _mm_mask3_fmadd_ps(detail::column4(ua, j / 4, j % 4), detail::column4(ub, j / 4, j % 4),
+                                 acc, live);
+      }
+    }
+    _mm_storeu_ps(out, acc);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < nmax; ++j)
+    for (int64_t rr = 0; rr < 4; ++rr)
+      if (j < n[rr]) out[rr] = gptc::fma(a[rr * as + j], b[rr * bs + j], out[rr]);
 }
 
 // ---------------------------------------------------------------------------------------
