@@ -401,18 +401,33 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   }
   int64_t outN = red.getType().getNumElements();
   int64_t redN = x.getNumElements() / std::max<int64_t>(outN, 1);
-  os << "  " << loop("i", outN) << " {\n";
+  bool lanes = sumsColumns(keptShape, keptStrides);
+  if (lanes)
+    os << "  " << loop("ib", outN / 16) << " {\n    const int64_t i = ib * 16;\n";
+  else
+    os << "  " << loop("i", outN) << " {\n";
   SmallVector<std::string> base = emitOffsets(os, keptShape, {{"", 0, keptStrides}}, "    ");
-  os << "    const int64_t base = " << base[0] << ";\n"
-     << "    out0[i] = gptc::reduce_sum<" << T << ">(" << redN << ", [&](int64_t i) {\n";
+  os << "    const int64_t base = " << base[0] << ";\n";
+  if (lanes)
+    os << "    gptc::reduce_sum16<" << T << ">(" << redN << ", [&](int64_t i, int64_t l) {\n";
+  else
+    os << "    out0[i] = gptc::reduce_sum<" << T << ">(" << redN << ", [&](int64_t i) {\n";
   SmallVector<std::string> inner = emitOffsets(os, redShape, {{"", 0, redStrides}}, "      ");
-  os << "      const int64_t e = base + " << inner[0] << ";\n"
+  os << "      const int64_t e = base + " << inner[0] << (lanes ? " + l" : "") << ";\n"
      << "      {\n        const int64_t i = e;\n";
   auto names = emitFusedBody(op, x.getShape(), os, "        ");
   if (failed(names))
     return failure();
-  os << "        return " << names->lookup(red.getX()) << ";\n      }\n    });\n  }\n";
+  os << "        return " << names->lookup(red.getX()) << ";\n      }\n    }"
+     << (lanes ? ", out0 + i" : "") << ");\n  }\n";
   return success();
+}
+
+/// Whether a sum keeping these dims (row-major strides in the input) can run 16 outputs
+/// per call of gptc::reduce_sum16: the innermost kept dim is the input's innermost (16
+/// neighbouring outputs read neighbouring elements) and blocks of 16 never cross it.
+bool Emitter::sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides) {
+  return !keptShape.empty() && keptStrides.back() == 1 && keptShape.back() % 16 == 0;
 }
 
 void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
@@ -633,6 +648,19 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
     outN *= s;
   for (int64_t s : redShape)
     redN *= s;
+  if (kind != "max" && sumsColumns(keptShape, keptStrides)) {  // 16 outputs per call
+    os << "  " << loop("ib", outN / 16) << " {\n    const int64_t i = ib * 16;\n";
+    SmallVector<std::string> base = emitOffsets(os, keptShape, {{"in0", 0, keptStrides}}, "    ");
+    os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
+       << "    gptc::reduce_sum16<" << T << ">(" << redN << ", [&](int64_t i, int64_t l) {\n";
+    SmallVector<std::string> inner = emitOffsets(os, redShape, {{"x", 0, redStrides}}, "      ");
+    os << "      return x[" << inner[0] << " + l];\n    }, out0 + i);\n";
+    if (kind == "mean")
+      os << "    GPTC_SIMD for (int64_t l = 0; l < 16; ++l) out0[i + l] = out0[i + l] / " << T
+         << "(" << redN << ");\n";
+    os << "  }\n";
+    return success();
+  }
   os << "  " << loop("i", outN) << " {\n";
   SmallVector<std::string> base = emitOffsets(os, keptShape, {{"in0", 0, keptStrides}}, "    ");
   os << "    const " << T << "* x = in0 + " << base[0] << ";\n"

@@ -129,6 +129,7 @@ private:
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
   /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
+  static bool sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides);
   std::string loop(StringRef var, int64_t n, bool simd = false) const;
   /// `static void name(const T* in0.., T* out0..)`.
   std::string signature(const std::string &name, ValueRange ins, ValueRange outs);

@@ -65,6 +65,25 @@ TEST(PreludeReduce, SumMatchesSpecBitwise) {
   }
 }
 
+// reduce_sum16 (16 column sums at once, vectorised across the columns): each column's
+// bits are the canonical reduce_sum's, for lengths around the 32-partial edges.
+TEST(PreludeReduce, Sum16IsSixteenCanonicalSums) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-20, 20);
+  for (int64_t n : {0, 1, 4, 31, 32, 33, 100, 1024, 1031}) {
+    const int64_t ld = 40;  // rows of a matrix wider than the 16 columns summed
+    std::vector<float> x(n * ld);
+    for (auto& v : x) v = std::ldexp(mant(rng), expo(rng));
+    float got[16];
+    gptc::reduce_sum16<float>(n, [&](int64_t k, int64_t l) { return x[k * ld + 3 + l]; }, got);
+    for (int64_t l = 0; l < 16; ++l) {
+      float want = gptc::reduce_sum<float>(n, [&](int64_t k) { return x[k * ld + 3 + l]; });
+      ASSERT_EQ(bits(got[l]), bits(want)) << "n=" << n << " column " << l;
+    }
+  }
+}
+
 TEST(PreludeReduce, SumDiffersFromNaiveOrder) {
   // Constructed: canonical order gives p[0] = 1e8 + -1e8 = 0 and p[1] = 1, total 1; naive
   // left to right loses the 1 in 1e8 + 1 and ends at 0.

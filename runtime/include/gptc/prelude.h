@@ -758,6 +758,27 @@ GPTC_HD GPTC_FLATTEN inline T reduce_sum(int64_t n, F elem) {
   return p[0];
 }
 
+// reduce_sum for 16 outputs at once: out[l] = reduce_sum(n, k -> elem(k, l)) for l < 16,
+// each lane exactly the canonical order above. For sums along an outer dimension (a column
+// of a row-major matrix), whose 16 neighbouring outputs read neighbouring elements: the
+// lanes vectorise, and each pass over k reads whole rows.
+template <class T, class F>
+GPTC_HD GPTC_FLATTEN inline void reduce_sum16(int64_t n, F elem, T* out) {
+  T p[32][16];
+  for (int j = 0; j < 32; ++j)
+    GPTC_SIMD for (int l = 0; l < 16; ++l) p[j][l] = T(0);
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32)
+    for (int j = 0; j < 32; ++j)
+      GPTC_SIMD for (int l = 0; l < 16; ++l) p[j][l] = p[j][l] + T(elem(k + j, l));
+  for (int j = 0; k + j < n; ++j)
+    GPTC_SIMD for (int l = 0; l < 16; ++l) p[j][l] = p[j][l] + T(elem(k + j, l));
+  for (int s = 16; s >= 1; s >>= 1)
+    for (int j = 0; j < s; ++j)
+      GPTC_SIMD for (int l = 0; l < 16; ++l) p[j][l] = p[j][l] + p[j + s][l];
+  for (int l = 0; l < 16; ++l) out[l] = p[0][l];
+}
+
 // max_{k<n} elem(k) with the same shape as reduce_sum (-inf for n == 0; NaN propagates).
 template <class T, class F>
 GPTC_HD GPTC_FLATTEN inline T reduce_max(int64_t n, F elem) {
