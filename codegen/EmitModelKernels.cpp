@@ -110,7 +110,7 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "        l[rr] = 0;\n"
      << "      }\n";
   if (withOutput)
-    os << "      " << E << " acc[4][" << Dv << "], sacc[" << Dv << "];\n"
+    os << "      " << E << " acc[4][" << Dv << "];\n"
        << "      for (int64_t rr = 0; rr < 4; ++rr)\n"
        << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = 0;\n";
   os << "      for (int64_t j0 = 0; j0 < kmax; j0 += 32) {\n"
@@ -132,21 +132,31 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "          corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
      << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
      << "        }\n"
-     << "        gptc::block_sum4<" << E << ">(p, bsum);\n"
-     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
-     << "          if (nb[rr] == 0) continue;\n"
-     << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
+     << "        gptc::block_sum4<" << E << ">(p, bsum);\n";
   if (withOutput) {
     if (a.dropout)
-      os << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+      os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+         << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
          << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
-         << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n";
-    // Per output column c, keys j in increasing order (gptc::axpy_rows).
-    os << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) sacc[c] = 0;\n"
-       << "          gptc::axpy_rows<" << E << ">(nb[rr], p[rr], 1, vb + j0 * " << a.rowStride(a.Dv)
-       << ", " << a.rowStride(a.Dv) << ", " << Dv << ", sacc);\n"
-       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[c];\n";
+         << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n"
+         << "        }\n";
+    // The block's p.v per row: per output column c, keys j in increasing order; the keys
+    // all four rows see in one pass over v (gptc::axpy_rows4), then each row's rest.
+    std::string vs = std::to_string(a.rowStride(a.Dv));
+    os << "        " << E << " sacc[4][" << Dv << "];\n"
+       << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
+       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) sacc[rr][c] = 0;\n"
+       << "        const int64_t common = nr == 4 ? nb[0] : 0;\n"
+       << "        gptc::axpy_rows4<" << E << ">(common, &p[0][0], 1, 32, vb + j0 * " << vs << ", "
+       << vs << ", " << Dv << ", &sacc[0][0], " << Dv << ");\n";
   }
+  os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+     << "          if (nb[rr] == 0) continue;\n"
+     << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
+  if (withOutput)
+    os << "          gptc::axpy_rows<" << E << ">(nb[rr] - common, &p[rr][common], 1, vb + (j0 + common) * "
+       << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", " << Dv << ", sacc[rr]);\n"
+       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[rr][c];\n";
   os << "          m[rr] = mn[rr];\n        }\n      }\n";
 }
 
