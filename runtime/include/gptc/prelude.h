@@ -1381,6 +1381,8 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
   if (sbn == 1 && cols == kPanel) {  // rows of B are contiguous: copy them
     for (int64_t k = 0; k < K; ++k)
       std::memcpy(panel + k * kPanel, Bb + k * sbk, sizeof(float) * kPanel);
+  } else if (sbk == 1) {  // B transposed (a linear layer's weight): 16x16 register blocks
+    transpose_keys<float>(cols, K, Bb, sbn, kPanel, panel);
   } else {
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < kPanel; ++j)
