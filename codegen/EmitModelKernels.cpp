@@ -91,29 +91,35 @@ LogicalResult Emitter::emitSoftmax(Operation *op, int64_t dim, bool log, raw_ost
   return success();
 }
 
-/// The online-softmax pass of the block's query rows (after emitQueryBlock: `S[rr]` holds
-/// row rr's raw q.k dots, `nr` rows, `kmax` keys for the last). Per row, exactly the
-/// per-row algorithm: key blocks of 32 in increasing order, the block's max and sum taken
-/// sequentially (gptc::block_max4 and block_sum4 give the sequential loops' bits; the
-/// sums run one lane per row). Leaves `vis[rr]` (the row's visible keys), `m[rr]`, `l[rr]`; with
-/// `withOutput`, also `acc[rr]`, the unnormalised output. Attention and its gradient both
-/// use it, so both see the same bits.
-void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool withOutput) {
-  const std::string &E = a.elem;
-  std::string Dv = std::to_string(a.Dv);
-  os << "      " << E << " m[4], l[4];\n"
+/// Declares the block's per-row running max `m[rr]` and sum `l[rr]`, and `vis[rr]`, the
+/// keys row rr sees (0 for rows past `nr`).
+static void emitRowsSeen(raw_ostream &os, const AttentionShape &a) {
+  os << "      " << a.elem << " m[4], l[4];\n"
      << "      int64_t vis[4];\n"
      << "      for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "        const int64_t t = t0 + rr;\n"
      << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
+     << "      }\n";
+}
+
+/// The online-softmax pass of the block's query rows (after emitQueryBlock: `S[rr]` holds
+/// row rr's raw q.k dots, `nr` rows, `kmax` keys for the last). Per row, exactly the
+/// per-row algorithm: key blocks of 32 in increasing order, the block's max and sum taken
+/// sequentially (gptc::block_max4 and block_sum4 give the sequential loops' bits; the
+/// sums run one lane per row). Leaves `vis[rr]` (the row's visible keys), `m[rr]`, `l[rr]`
+/// and `acc[rr]`, the unnormalised output. The gradient reads m and l as the forward left
+/// them (its `stats`), so both see the same bits.
+void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
+  const std::string &E = a.elem;
+  std::string Dv = std::to_string(a.Dv), vs = std::to_string(a.rowStride(a.Dv));
+  emitRowsSeen(os, a);
+  os << "      " << E << " acc[4][" << Dv << "];\n"
+     << "      for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "        m[rr] = -INFINITY;\n"
      << "        l[rr] = 0;\n"
-     << "      }\n";
-  if (withOutput)
-    os << "      " << E << " acc[4][" << Dv << "];\n"
-       << "      for (int64_t rr = 0; rr < 4; ++rr)\n"
-       << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = 0;\n";
-  os << "      for (int64_t j0 = 0; j0 < kmax; j0 += 32) {\n"
+     << "        for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = 0;\n"
+     << "      }\n"
+     << "      for (int64_t j0 = 0; j0 < kmax; j0 += 32) {\n"
      << "        " << E << " p[4][32], mb[4], mn[4], corr[4], bsum[4];\n"
      << "        int64_t nb[4];\n"
      << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
@@ -133,31 +139,29 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool wit
      << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
      << "        }\n"
      << "        gptc::block_sum4<" << E << ">(p, bsum);\n";
-  if (withOutput) {
-    if (a.dropout)
-      os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
-         << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
-         << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
-         << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n"
-         << "        }\n";
-    // The block's p.v per row: per output column c, keys j in increasing order; the keys
-    // all four rows see in one pass over v (gptc::axpy_rows4), then each row's rest.
-    std::string vs = std::to_string(a.rowStride(a.Dv));
-    os << "        " << E << " sacc[4][" << Dv << "];\n"
-       << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
-       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) sacc[rr][c] = 0;\n"
-       << "        const int64_t common = nr == 4 ? nb[0] : 0;\n"
-       << "        gptc::axpy_rows4<" << E << ">(common, &p[0][0], 1, 32, vb + j0 * " << vs << ", "
-       << vs << ", " << Dv << ", &sacc[0][0], " << Dv << ");\n";
-  }
-  os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+  if (a.dropout)
+    os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
+       << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+       << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
+       << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n"
+       << "        }\n";
+  // The block's p.v per row: per output column c, keys j in increasing order; the keys
+  // all four rows see in one pass over v (gptc::axpy_rows4), then each row's rest.
+  os << "        " << E << " sacc[4][" << Dv << "];\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr)\n"
+     << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) sacc[rr][c] = 0;\n"
+     << "        const int64_t common = nr == 4 ? nb[0] : 0;\n"
+     << "        gptc::axpy_rows4<" << E << ">(common, &p[0][0], 1, 32, vb + j0 * " << vs << ", "
+     << vs << ", " << Dv << ", &sacc[0][0], " << Dv << ");\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
      << "          if (nb[rr] == 0) continue;\n"
-     << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n";
-  if (withOutput)
-    os << "          gptc::axpy_rows<" << E << ">(nb[rr] - common, &p[rr][common], 1, vb + (j0 + common) * "
-       << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", " << Dv << ", sacc[rr]);\n"
-       << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[rr][c];\n";
-  os << "          m[rr] = mn[rr];\n        }\n      }\n";
+     << "          l[rr] = l[rr] * corr[rr] + bsum[rr];\n"
+     << "          gptc::axpy_rows<" << E << ">(nb[rr] - common, &p[rr][common], 1, vb + (j0 + common) * "
+     << vs << ", " << vs << ", " << Dv << ", sacc[rr]);\n"
+     << "          GPTC_SIMD for (int64_t c = 0; c < " << Dv << "; ++c) acc[rr][c] = acc[rr][c] * corr[rr] + sacc[rr][c];\n"
+     << "          m[rr] = mn[rr];\n"
+     << "        }\n"
+     << "      }\n";
 }
 
 /// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
@@ -196,25 +200,29 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 3,
                                     op.getBthd());
-  os << a.rngPrologue() << "  " << loop("bh", op.getType().getNumElements() / (a.T * a.Dv))
+  os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
      << " {\n";
   emitTransposedKeys(os, a);
   emitQueryBlock(os, a, "in0", "S");
-  emitOnlineBlock(os, a, /*withOutput=*/true);
+  emitOnlineBlock(os, a);
+  // The output, and each row's final max and sum (out1, [B, H, T, 2]) for the gradient.
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        " << a.elem << "* y = out0 + " << a.headBase(a.T, a.Dv) << " + (t0 + rr) * "
      << a.rowStride(a.Dv) << ";\n"
      << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
+     << "        " << a.elem << "* st = out1 + (bh * " << a.T << " + t0 + rr) * 2;\n"
+     << "        st[0] = m[rr];\n"
+     << "        st[1] = l[rr];\n"
      << "      }\n    }\n  }\n";
   return success();
 }
 
-/// Per (batch, head), queries in increasing order: recompute the row's max and sum,
+/// Per (batch, head), queries in increasing order: each row's max and sum from the forward,
 /// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
                                     op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 4,
+                                    op.getDropoutP().convertToDouble(), op.getId(), 5,
                                     op.getBthd());
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp());
@@ -251,7 +259,13 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "      " << E << " (*dS)[" << Sp << "] = dSg + (t0 - t1);\n"
      << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << kvs << ", "
      << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n";
-  emitOnlineBlock(os, a, /*withOutput=*/false);
+  // Each row's max and sum: the forward's (in4, [B, H, T, 2]).
+  emitRowsSeen(os, a);
+  os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
+     << "        const " << E << "* st = in4 + (bh * " << a.T << " + t0 + rr) * 2;\n"
+     << "        m[rr] = st[0];\n"
+     << "        l[rr] = st[1];\n"
+     << "      }\n";
   // P = exp(s - m) / l per row; then the rows' D = sum_j P*dP, interleaved like the
   // statistics (each row's sum in increasing j).
   os << "      " << E << " P[4][" << Sp << "], K[" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"

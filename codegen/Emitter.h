@@ -124,7 +124,7 @@ private:
   LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
   /// The online-softmax pass over the keys of a block of query rows (attention and its
   /// gradient share it, so both see the same max and sum bits).
-  void emitOnlineBlock(raw_ostream &os, const AttentionShape &a, bool withOutput);
+  void emitOnlineBlock(raw_ostream &os, const AttentionShape &a);
 
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.

@@ -239,8 +239,19 @@ static SmallVector<int64_t> headsOuter(ArrayRef<int64_t> s, bool bthd) {
   return {s[0], s[2], s[1], s[3]};
 }
 
+/// Attention's per-row statistics: [B, H, T, 2] (heads outer whatever the layout), q's
+/// element type; `q` is already heads outer.
+static LogicalResult verifyStats(Operation *op, RankedTensorType stats, RankedTensorType q) {
+  SmallVector<int64_t> expect(q.getShape().take_front(3));
+  expect.push_back(2);
+  if (stats.getShape() != ArrayRef<int64_t>(expect) ||
+      stats.getElementType() != q.getElementType())
+    return op->emitOpError("stats must be ") << shapeStr(expect) << " of q's element type";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
-  auto q = getQ().getType(), k = getK().getType(), v = getV().getType(), r = getType();
+  auto q = getQ().getType(), k = getK().getType(), v = getV().getType(), r = getResult().getType();
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("q, k and v must be 4-D [B, H, T, D]");
   bool bthd = getBthd();
@@ -260,6 +271,8 @@ LogicalResult AttentionOp::verify() {
   expect.push_back(v.getDimSize(3));
   if (r.getShape() != ArrayRef<int64_t>(expect))
     return emitOpError("result must be ") << shapeStr(expect);
+  if (failed(verifyStats(*this, getStats().getType(), q)))
+    return failure();
   double p = getDropoutP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("dropout_p must be in [0, 1)");
@@ -277,18 +290,19 @@ struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
   }
 
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
-    if (op.getBthd() || !op->hasOneUse())
+    if (op.getBthd() || !op.getResult().hasOneUse())
       return failure();
     auto out = dyn_cast<TransposeOp>(*op->getUsers().begin());
     auto q = op.getQ().getDefiningOp<TransposeOp>(), k = op.getK().getDefiningOp<TransposeOp>(),
          v = op.getV().getDefiningOp<TransposeOp>();
     if (!swaps12(out) || !swaps12(q) || !swaps12(k) || !swaps12(v))
       return failure();
-    auto folded = AttentionOp::create(rewriter, op.getLoc(), out.getType(), q.getX(), k.getX(),
-                                      v.getX(), op.getRng(), op.getIsCausalAttr(),
-                                      op.getDropoutPAttr(), op.getScaleAttr(), op.getIdAttr(),
-                                      op.getOrderAttr(), rewriter.getUnitAttr());
+    auto folded = AttentionOp::create(
+        rewriter, op.getLoc(), out.getType(), op.getStats().getType(), q.getX(), k.getX(),
+        v.getX(), op.getRng(), op.getIsCausalAttr(), op.getDropoutPAttr(), op.getScaleAttr(),
+        op.getIdAttr(), op.getOrderAttr(), rewriter.getUnitAttr());
     rewriter.replaceOp(out, folded.getResult());
+    rewriter.replaceAllUsesWith(op.getStats(), folded.getStats());
     rewriter.eraseOp(op);
     return success();
   }
@@ -333,6 +347,8 @@ LogicalResult AttentionGradOp::verify() {
   out.push_back(v.getShape().back());
   if (getG().getType().getShape() != ArrayRef<int64_t>(out))
     return emitOpError("g must have the attention output's shape");
+  if (failed(verifyStats(*this, getStats().getType(), q.clone(headsOuter(q.getShape(), getBthd())))))
+    return failure();
   return verifyRng(*this, getRng(), getDropoutP().convertToDouble() > 0.0);
 }
 

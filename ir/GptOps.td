@@ -298,15 +298,19 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     values, the order of every sum and the dropout draws are the same. The
     canonicalizer folds transposes into and out of attention into this form.
 
+    `stats` [B, H, T, 2] (whatever the layout) holds each query row's final
+    running max and running sum, which gpt.attention_grad reads instead of
+    recomputing them.
+
     ```mlir
-    %y = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+    %y, %stats = gpt.attention %q, %k, %v {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>)
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal, F64Attr:$dropout_p,
                    F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order,
                    UnitAttr:$bthd);
-  let results = (outs Gpt_FloatTensor:$result);
+  let results = (outs Gpt_FloatTensor:$result, Gpt_FloatTensor:$stats);
   let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
@@ -478,8 +482,9 @@ def Gpt_LayerNormGradOp : Gpt_Op<"layer_norm_grad"> {
 def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   let summary = "dq, dk, dv of gpt.attention";
   let description = [{
-    Recomputes each query row's probabilities with the forward's online
-    algorithm, then: dv_j = sum_i p_ij g_i (queries in increasing order),
+    Recomputes each query row's probabilities p_ij = exp(s_ij - m_i) / l_i
+    from the forward's running max m_i and sum l_i (`stats`, the forward's
+    second result), then: dv_j = sum_i p_ij g_i (queries in increasing order),
     dp_ij = g_i . v_j, D_i = g_i . o_i, ds_ij = p_ij (dp_ij - D_i),
     dq_i = scale * sum_j ds_ij k_j (keys in increasing order),
     dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
@@ -487,15 +492,15 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     `bthd` as for gpt.attention (g and the gradients in that layout too).
 
     ```mlir
-    %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
+    %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g, %stats {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
-                   Gpt_FloatTensor:$g, Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal,
-                   F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
+                   Gpt_FloatTensor:$g, Gpt_FloatTensor:$stats, Optional<Gpt_IndexTensor>:$rng,
+                   BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
                    Gpt_ReductionOrderAttr:$order, UnitAttr:$bthd);
   let results = (outs Gpt_FloatTensor:$dq, Gpt_FloatTensor:$dk, Gpt_FloatTensor:$dv);
-  let assemblyFormat = "$q `,` $k `,` $v `,` $g (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$q `,` $k `,` $v `,` $g `,` $stats (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

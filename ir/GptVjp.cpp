@@ -324,8 +324,11 @@ LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
 
 LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
                                     SmallVectorImpl<Value> &grads) {
+  if (!g[0])
+    return emitOpError("gpt-autodiff: no gradient reaches the attention output");
   auto grad = AttentionGradOp::create(b, getLoc(), getQ().getType(), getK().getType(),
-                                      getV().getType(), getQ(), getK(), getV(), g[0], getRng(),
+                                      getV().getType(), getQ(), getK(), getV(), g[0], getStats(),
+                                      getRng(),
                                       getIsCausalAttr(), getDropoutPAttr(), getScaleAttr(),
                                       getIdAttr(), getOrderAttr(), getBthdAttr());
   grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});

@@ -3,15 +3,16 @@
 // Tests that transposes of dims 1 and 2 into and out of attention fold into
 // the op's bthd layout: one kernel, no copies.
 // CHECK-LABEL: func.func @attention_bthd
-// CHECK-NEXT: %[[Y:.*]] = gpt.attention %arg0, %arg1, %arg2 {bthd, {{.*}}} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
-// CHECK-NEXT: return %[[Y]]
-func.func @attention_bthd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32> {
+// The per-row stats keep their [B, H, T, 2] layout, and their users follow the fold.
+// CHECK-NEXT: %[[Y:.*]], %[[S:.*]] = gpt.attention %arg0, %arg1, %arg2 {bthd, {{.*}}} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>)
+// CHECK-NEXT: return %[[Y]], %[[S]]
+func.func @attention_bthd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>) {
   %0 = gpt.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %1 = gpt.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %2 = gpt.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
-  %3 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
-  %4 = gpt.transpose %3 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
-  return %4 : tensor<2x5x3x4xf32>
+  %3:2 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
+  %4 = gpt.transpose %3#0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  return %4, %3#1 : tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>
 }
 
 // -----
@@ -26,6 +27,6 @@ func.func @attention_result_used_directly(%q: tensor<2x5x3x4xf32>, %k: tensor<2x
   %0 = gpt.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %1 = gpt.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %2 = gpt.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
-  %3 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
-  return %3 : tensor<2x3x5x4xf32>
+  %3:2 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
+  return %3#0 : tensor<2x3x5x4xf32>
 }

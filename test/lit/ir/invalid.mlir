@@ -68,8 +68,16 @@ func.func @softmax_dim(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
 
 func.func @attention_shapes(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x8xf32>) -> tensor<2x2x32x16xf32> {
   // expected-error @+1 {{do not agree}}
-  %0 = gpt.attention %q, %k, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32>
-  return %0 : tensor<2x2x32x16xf32>
+  %0:2 = gpt.attention %q, %k, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x2xf32>)
+  return %0#0 : tensor<2x2x32x16xf32>
+}
+
+// -----
+
+func.func @attention_stats(%q: tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32> {
+  // expected-error @+1 {{stats must be [2x2x32x2] of q's element type}}
+  %0:2 = gpt.attention %q, %q, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x1xf32>)
+  return %0#0 : tensor<2x2x32x16xf32>
 }
 
 // -----

@@ -82,7 +82,7 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
   // CHECK: gpt.transpose {{.*}} {perm = array<i64: 0, 2, 1, 3>}
   %tq = gpt.transpose %r {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x32x2x32xf32>) -> tensor<2x2x32x32xf32>
   // CHECK: gpt.attention {{.*}}is_causal = true, order = #gpt.order<online_block32>
-  %a = gpt.attention %tq, %q, %q {dropout_p = 0.0 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> tensor<2x2x32x32xf32>
+  %a:2 = gpt.attention %tq, %q, %q {dropout_p = 0.0 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>)
   // CHECK: gpt.broadcast
   %b = gpt.broadcast %w : (tensor<64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.softmax {{.*}}dim = 1
@@ -97,17 +97,17 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
   %rn = gpt.reduce_mean %lsm {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<64x64xf32>) -> tensor<64xf32>
   // CHECK: gpt.cross_entropy {{.*}}ignore_index = -1 : i64
   %l = gpt.cross_entropy %lsm, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64xi64>) -> tensor<f32>
-  return %qkv, %a, %l : tensor<2x32x192xf32>, tensor<2x2x32x32xf32>, tensor<f32>
+  return %qkv, %a#0, %l : tensor<2x32x192xf32>, tensor<2x2x32x32xf32>, tensor<f32>
 }
 
 // CHECK-LABEL: func.func @backward_ops
-func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
+func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>, %st: tensor<1x2x32x2xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
   // CHECK: gpt.gelu_grad
   %0 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.layer_norm_grad
   %1 = gpt.layer_norm_grad %g, %x, %w {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
-  // CHECK: gpt.attention_grad {{.*}}, %{{.*}} {dropout_p = 1.000000e-01 : f64
-  %dq, %dk, %dv = gpt.attention_grad %q, %q, %q, %q, %rng {dropout_p = 0.1 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<2xi64>) -> (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>)
+  // CHECK: gpt.attention_grad {{.*}}, %arg8, %arg7 {dropout_p = 1.000000e-01 : f64
+  %dq, %dk, %dv = gpt.attention_grad %q, %q, %q, %q, %st, %rng {dropout_p = 0.1 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x2xf32>, tensor<2xi64>) -> (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>)
   // CHECK: gpt.cross_entropy_grad
   %2 = gpt.cross_entropy_grad %x, %t, %s {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x64xf32>
   // CHECK: gpt.embedding_grad

@@ -68,14 +68,15 @@ func.func @layer_norm(%w: tensor<8xf32> {gpt.kind = "param", gpt.name = "w"}, %b
 // Tests attention, gelu and dropout: the backward ops take the forward's
 // operands; the dropout of the gradient reuses the forward's rng and id.
 // CHECK-LABEL: func.func @attention_gelu_dropout
+// CHECK: %{{.*}}, %[[S:.*]] = gpt.attention
 // CHECK: gpt.dropout %{{.*}}, %arg2 {id = 4 : i64, p = 1.000000e-01 : f64, train = true}
 // CHECK: gpt.gelu_grad %{{.*}}, %{{.*}} {approximate = "none"}
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = gpt.attention_grad %arg0, %arg0, %arg0, %{{.*}}, %arg2 {dropout_p = 2.000000e-01 : f64, id = 3 : i64, is_causal = true
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = gpt.attention_grad %arg0, %arg0, %arg0, %{{.*}}, %[[S]], %arg2 {dropout_p = 2.000000e-01 : f64, id = 3 : i64, is_causal = true
 // CHECK: gpt.add
 // CHECK: gpt.add
 func.func @attention_gelu_dropout(%q: tensor<1x2x8x4xf32> {gpt.kind = "param", gpt.name = "q"}, %t: tensor<8xi64>, %rng: tensor<2xi64>) -> tensor<f32> {
-  %a = gpt.attention %q, %q, %q, %rng {dropout_p = 0.2 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<2xi64>) -> tensor<1x2x8x4xf32>
-  %g = gpt.gelu %a {approximate = "none"} : tensor<1x2x8x4xf32>
+  %a:2 = gpt.attention %q, %q, %q, %rng {dropout_p = 0.2 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<2xi64>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x2xf32>)
+  %g = gpt.gelu %a#0 {approximate = "none"} : tensor<1x2x8x4xf32>
   %d = gpt.dropout %g, %rng {id = 4 : i64, p = 0.1 : f64, train = true} : (tensor<1x2x8x4xf32>, tensor<2xi64>) -> tensor<1x2x8x4xf32>
   %r = gpt.reshape %d : (tensor<1x2x8x4xf32>) -> tensor<8x8xf32>
   %l = gpt.cross_entropy %r, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
