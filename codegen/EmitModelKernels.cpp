@@ -266,8 +266,8 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "        m[rr] = st[0];\n"
      << "        l[rr] = st[1];\n"
      << "      }\n";
-  // P = exp(s - m) / l per row; then the rows' D = sum_j P*dP, interleaved like the
-  // statistics (each row's sum in increasing j).
+  // P = exp(s - m) / l per row; then the rows' D = sum_j P*dP, one lane per row (each
+  // row's sum in increasing j).
   os << "      " << E << " P[4][" << Sp << "], K[" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        const int64_t r = bh * " << a.T << " + t0 + rr;\n"

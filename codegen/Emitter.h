@@ -122,14 +122,15 @@ private:
                      StringRef wholeName, ArrayRef<std::string> pieceNames, bool toPieces);
   LogicalResult emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &os);
   LogicalResult emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os);
-  /// The online-softmax pass over the keys of a block of query rows (attention and its
-  /// gradient share it, so both see the same max and sum bits).
+  /// The forward's online-softmax pass over the keys of a block of query rows (the
+  /// gradient reads the max and sum it leaves from the forward's `stats`).
   void emitOnlineBlock(raw_ostream &os, const AttentionShape &a);
+  /// Whether a sum keeping these dims can run 16 outputs per gptc::reduce_sum16 call.
+  static bool sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides);
 
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
   /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
-  static bool sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides);
   std::string loop(StringRef var, int64_t n, bool simd = false) const;
   /// `static void name(const T* in0.., T* out0..)`.
   std::string signature(const std::string &name, ValueRange ins, ValueRange outs);

@@ -292,7 +292,7 @@ struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
     if (op.getBthd() || !op.getResult().hasOneUse())
       return failure();
-    auto out = dyn_cast<TransposeOp>(*op->getUsers().begin());
+    auto out = dyn_cast<TransposeOp>(*op.getResult().getUsers().begin());
     auto q = op.getQ().getDefiningOp<TransposeOp>(), k = op.getK().getDefiningOp<TransposeOp>(),
          v = op.getV().getDefiningOp<TransposeOp>();
     if (!swaps12(out) || !swaps12(q) || !swaps12(k) || !swaps12(v))

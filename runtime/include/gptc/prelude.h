@@ -1138,25 +1138,23 @@ inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* r
 
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 namespace detail {
-// r[i] = column i of the 16x16 block whose rows were r[0..15]: unpack pairs of rows, then
-// gather 4-row groups per 128-bit lane, then the lanes across groups. Moves bits only.
+// Four rows r[0..3] of 16 by column: 128-bit lane k of u[i] holds the rows' elements
+// 4k + i (a 4x4 transpose within each 128-bit lane). Moves bits only.
+inline void quads(const __m512 r[4], __m512 u[4]) {
+  const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]),
+               t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+  u[0] = _mm512_shuffle_ps(t0, t2, 0x44);
+  u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+  u[2] = _mm512_shuffle_ps(t1, t3, 0x44);
+  u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+
+// r[i] = column i of the 16x16 block whose rows were r[0..15]: quads of each 4 rows, then
+// the 128-bit lanes across the four groups. Moves bits only.
 inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
+  __m512 u[16];  // u[4g + i], lane k: rows 4g..4g+3 of column 4k + i
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
-    t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-    t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
-    t[4 * g + 3] = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-  }
-  // u[4g + i], lane k: rows 4g..4g+3 of column 4k + i.
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
+  for (int g = 0; g < 4; ++g) quads(r + 4 * g, u + 4 * g);
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     const __m512 v = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
@@ -1216,14 +1214,14 @@ inline void block_max4(const T (*p)[32], T* mb) {
   };
 #if defined(__AVX512F__) && !defined(__CUDACC__)
   if constexpr (sizeof(T) == 4) {
-    __mmask16 nan = 0;
+    bool fallback = false;  // a NaN, or a zero max
     for (int rr = 0; rr < 4; ++rr) {
       const __m512 a = _mm512_loadu_ps(p[rr]), b = _mm512_loadu_ps(p[rr] + 16);
-      nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+      fallback |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) != 0;
       mb[rr] = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
-      nan |= (__mmask16)(mb[rr] == 0.0f);
+      fallback |= mb[rr] == 0.0f;
     }
-    if (nan) sequential();
+    if (fallback) sequential();
     return;
   }
 #endif
@@ -1235,14 +1233,9 @@ namespace detail {
 // Columns j0..j0+15 of 4 rows (`ps` apart) by column: lane rr of 128-bit lane k of u[i] is
 // p[rr * ps + j0 + 4k + i].
 inline void columns4(const float* p, int64_t ps, int64_t j0, __m512 u[4]) {
-  const __m512 r0 = _mm512_loadu_ps(p + j0), r1 = _mm512_loadu_ps(p + ps + j0),
-               r2 = _mm512_loadu_ps(p + 2 * ps + j0), r3 = _mm512_loadu_ps(p + 3 * ps + j0);
-  const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1),
-               t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
-  u[0] = _mm512_shuffle_ps(t0, t2, 0x44);
-  u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
-  u[2] = _mm512_shuffle_ps(t1, t3, 0x44);
-  u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+  const __m512 r[4] = {_mm512_loadu_ps(p + j0), _mm512_loadu_ps(p + ps + j0),
+                       _mm512_loadu_ps(p + 2 * ps + j0), _mm512_loadu_ps(p + 3 * ps + j0)};
+  quads(r, u);
 }
 // Column j0 + 4k + i of columns4's rows, as 4 lanes.
 inline __m128 column4(const __m512 u[4], int k, int i) {
@@ -1256,6 +1249,7 @@ inline __m128 column4(const __m512 u[4], int k, int i) {
 }  // namespace detail
 #endif
 
+// bsum[rr] = p[rr][0] + p[rr][1] + ... + p[rr][31] from 0, in order (see block_max4).
 template <class T>
 inline void block_sum4(const T (*p)[32], T* bsum) {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
