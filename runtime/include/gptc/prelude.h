@@ -743,6 +743,59 @@ inline const char* take_error() { return __atomic_exchange_n(&error_slot(), null
 // (On CUDA one warp: lane j holds p[j], the tree is the shuffle-down pattern.)
 // Elements are visited 32 at a time, lane j of a block adding to p[j]: the same additions in
 // the same order as visiting k one by one, but vectorised (one lane per partial).
+namespace detail {
+// The butterfly over 32 partials: p[j] = p[j] + p[j + s] for j < s, s = 16, 8, 4, 2, 1;
+// returns p[0]. On AVX-512 the same additions as halves of vectors (zmm, ymm, xmm, then
+// lanes), with the partial j first in each, instead of 31 scalar adds through memory. (A NaN
+// result may carry either operand's NaN: compilers order a commutative add freely, in the
+// scalar loop as here; every other bit is the loop's.)
+template <class T>
+GPTC_HD GPTC_INLINE T butterfly_sum32(T* p) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    const __m512 a = _mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16));
+    const __m256 b = _mm256_add_ps(_mm512_castps512_ps256(a),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    const __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+#endif
+  for (int s = 16; s >= 1; s >>= 1)
+    for (int j = 0; j < s; ++j) p[j] = p[j] + p[j + s];
+  return p[0];
+}
+
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+// gptc::maximum(a, b) per lane: a where a is NaN or a > b, else b.
+inline __m128 maximum4(__m128 a, __m128 b) {
+  return _mm_blendv_ps(b, a, _mm_or_ps(_mm_cmpunord_ps(a, a), _mm_cmpgt_ps(a, b)));
+}
+inline __m256 maximum8(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q),
+                                             _mm256_cmp_ps(a, b, _CMP_GT_OQ)));
+}
+#endif
+
+// butterfly_sum32's shape with gptc::maximum, partial j the first operand.
+template <class T>
+GPTC_HD GPTC_INLINE T butterfly_max32(T* p) {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  if constexpr (sizeof(T) == 4) {
+    const __m256 a0 = maximum8(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16));
+    const __m256 a1 = maximum8(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 24));
+    const __m256 b = maximum8(a0, a1);
+    const __m128 c = maximum4(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    const __m128 d = maximum4(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(maximum4(d, _mm_movehdup_ps(d)));
+  }
+#endif
+  for (int s = 16; s >= 1; s >>= 1)
+    for (int j = 0; j < s; ++j) p[j] = maximum(p[j], p[j + s]);
+  return p[0];
+}
+}  // namespace detail
+
 template <class T, class F>
 GPTC_HD GPTC_FLATTEN inline T reduce_sum(int64_t n, F elem) {
   T p[32];
@@ -753,9 +806,7 @@ GPTC_HD GPTC_FLATTEN inline T reduce_sum(int64_t n, F elem) {
     for (int j = 0; j < 32; ++j) p[j] = p[j] + T(elem(k + j));
   }
   for (int j = 0; k + j < n; ++j) p[j] = p[j] + T(elem(k + j));
-  for (int s = 16; s >= 1; s >>= 1)
-    for (int j = 0; j < s; ++j) p[j] = p[j] + p[j + s];
-  return p[0];
+  return detail::butterfly_sum32(p);
 }
 
 // reduce_sum for 16 outputs at once: out[l] = reduce_sum(n, k -> elem(k, l)) for l < 16,
@@ -790,9 +841,7 @@ GPTC_HD GPTC_FLATTEN inline T reduce_max(int64_t n, F elem) {
     for (int j = 0; j < 32; ++j) p[j] = maximum(p[j], T(elem(k + j)));
   }
   for (int j = 0; k + j < n; ++j) p[j] = maximum(p[j], T(elem(k + j)));
-  for (int s = 16; s >= 1; s >>= 1)
-    for (int j = 0; j < s; ++j) p[j] = maximum(p[j], p[j + s]);
-  return p[0];
+  return detail::butterfly_max32(p);
 }
 
 // sum_{k<n} a(k)*b(k) in the matmul order: acc = 0; acc = fma(a(k), b(k), acc) for
