@@ -367,16 +367,21 @@ LogicalResult Emitter::emitCrossEntropy(CrossEntropyOp op, raw_ostream &os) {
   auto l = op.getLogits().getType();
   int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)op.getIgnoreIndex();
   std::string T = elemType(op.getResult());
+  // Each row's loss on its own (rows split among the threads, into the calling thread's
+  // scratch), then their canonical sum.
   os << keptRows(n, ignore)
-     << "  " << T << " total = gptc::reduce_sum<" << T << ">(" << n << ", [&](int64_t r) -> " << T
-     << " {\n"
-     << "    int64_t t = in1[r];\n"
-     << "    if (t == " << ignore << "LL) return 0;\n"
+     << "  " << T << "* rowLoss = gptc::scratch<" << T << ">(0, " << n << ");\n"
+     << "  " << loop("r", n) << " {\n"
+     << "    const int64_t t = in1[r];\n"
+     << "    rowLoss[r] = 0;\n"
+     << "    if (t == " << ignore << "LL) continue;\n"
      << "    if (t < 0 || t >= " << v << ") { gptc::report_error(\"cross_entropy target out of "
-        "range\"); return 0; }\n"
+        "range\"); continue; }\n"
      << "    const " << T << "* x = in0 + r * " << v << ";\n"
      << logitStats(T, v)
-     << "    return gptc::log(s) + m - x[t];\n  });\n"
+     << "    rowLoss[r] = gptc::log(s) + m - x[t];\n  }\n"
+     << "  " << T << " total = gptc::reduce_sum<" << T << ">(" << n
+     << ", [&](int64_t r) { return rowLoss[r]; });\n"
      << "  out0[0] = total / " << T << "(kept);\n";
   return success();
 }
