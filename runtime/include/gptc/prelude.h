@@ -1023,6 +1023,15 @@ inline T* scratch(int slot, int64_t count) {
   return static_cast<T*>(bufs[slot]);
 }
 
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+namespace detail {
+// Keeps a loaded vector in its register for the several FMAs that use it: GCC otherwise
+// folds the load into each of them, loading it again per use (a third more time in
+// attention). Changes no value.
+inline void hold(__m512& v) { asm("" : "+v"(v)); }
+}  // namespace detail
+#endif
+
 // Attention helpers: the scores of 32 keys at once, each lane one key, each lane summing
 // its dot product over c = 0..D-1 in increasing order with fma: the same bits as dot_seq
 // per key. kt is K transposed and padded: kt[c * ld + j] = K[j0 + j][c].
@@ -1053,8 +1062,10 @@ inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         for (int64_t c = 0; c < D; ++c) {
-          const __m512 k0 = _mm512_loadu_ps(kt + c * ld + j0);
-          const __m512 k1 = _mm512_loadu_ps(kt + c * ld + j0 + 16);
+          __m512 k0 = _mm512_loadu_ps(kt + c * ld + j0);
+          __m512 k1 = _mm512_loadu_ps(kt + c * ld + j0 + 16);
+          detail::hold(k0);
+          detail::hold(k1);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
             const __m512 qc = _mm512_set1_ps(q[r * qs + c]);
@@ -1148,7 +1159,10 @@ inline void axpy_rows4_cols(int64_t n, const float* w, int64_t wj, int64_t wi,
     const float* row = rows + j * rs + c0;
     __m512 r[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) r[v] = _mm512_maskz_loadu_ps(mask[v], row + 16 * v);
+    for (int v = 0; v < V; ++v) {
+      r[v] = _mm512_maskz_loadu_ps(mask[v], row + 16 * v);
+      hold(r[v]);
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m512 wij = _mm512_set1_ps(w[j * wj + i * wi]);
