@@ -389,30 +389,49 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   return success();
 }
 
+namespace {
+/// A reduction over `dims` of x: the kept and reduced dims (sizes, row-major strides in
+/// x) and their element counts. `columns`: a sum can run 16 outputs per call of
+/// gptc::reduce_sum16 (the innermost kept dim is x's innermost, so 16 neighbouring outputs
+/// read neighbouring elements, and blocks of 16 never cross it).
+struct ReduceSplit {
+  SmallVector<int64_t> keptShape, keptStrides, redShape, redStrides;
+  int64_t outN = 1, redN = 1;
+  bool columns = false;
+};
+
+ReduceSplit splitReduce(RankedTensorType x, ArrayRef<int64_t> dims) {
+  ReduceSplit r;
+  SmallVector<int64_t> strides = rowMajorStrides(x.getShape());
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    bool reduced = llvm::is_contained(dims, d);
+    (reduced ? r.redShape : r.keptShape).push_back(x.getDimSize(d));
+    (reduced ? r.redStrides : r.keptStrides).push_back(strides[d]);
+    (reduced ? r.redN : r.outN) *= x.getDimSize(d);
+  }
+  r.columns = !r.keptShape.empty() && r.keptStrides.back() == 1 && r.keptShape.back() % 16 == 0;
+  return r;
+}
+} // namespace
+
+std::string Emitter::outputLoop(int64_t outN, bool blocksOf16) const {
+  return blocksOf16 ? loop("ib", outN / 16) + " {\n    const int64_t i = ib * 16;\n"
+                    : loop("i", outN) + " {\n";
+}
+
 LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os) {
   auto x = red.getX().getType();
   std::string T = elemType(red.getResult());
-  SmallVector<int64_t> strides = rowMajorStrides(x.getShape());
-  SmallVector<int64_t> keptShape, keptStrides, redShape, redStrides;
-  for (int64_t d = 0; d < x.getRank(); ++d) {
-    bool reduced = llvm::is_contained(red.getDims(), d);
-    (reduced ? redShape : keptShape).push_back(x.getDimSize(d));
-    (reduced ? redStrides : keptStrides).push_back(strides[d]);
-  }
-  int64_t outN = red.getType().getNumElements();
-  int64_t redN = x.getNumElements() / std::max<int64_t>(outN, 1);
-  bool lanes = sumsColumns(keptShape, keptStrides);
-  if (lanes)
-    os << "  " << loop("ib", outN / 16) << " {\n    const int64_t i = ib * 16;\n";
-  else
-    os << "  " << loop("i", outN) << " {\n";
-  SmallVector<std::string> base = emitOffsets(os, keptShape, {{"", 0, keptStrides}}, "    ");
+  ReduceSplit r = splitReduce(x, red.getDims());
+  bool lanes = r.columns;
+  os << "  " << outputLoop(r.outN, lanes);
+  SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
   os << "    const int64_t base = " << base[0] << ";\n";
   if (lanes)
-    os << "    gptc::reduce_sum16<" << T << ">(" << redN << ", [&](int64_t i, int64_t l) {\n";
+    os << "    gptc::reduce_sum16<" << T << ">(" << r.redN << ", [&](int64_t i, int64_t l) {\n";
   else
-    os << "    out0[i] = gptc::reduce_sum<" << T << ">(" << redN << ", [&](int64_t i) {\n";
-  SmallVector<std::string> inner = emitOffsets(os, redShape, {{"", 0, redStrides}}, "      ");
+    os << "    out0[i] = gptc::reduce_sum<" << T << ">(" << r.redN << ", [&](int64_t i) {\n";
+  SmallVector<std::string> inner = emitOffsets(os, r.redShape, {{"", 0, r.redStrides}}, "      ");
   os << "      const int64_t e = base + " << inner[0] << (lanes ? " + l" : "") << ";\n"
      << "      {\n        const int64_t i = e;\n";
   auto names = emitFusedBody(op, x.getShape(), os, "        ");
@@ -423,12 +442,6 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   return success();
 }
 
-/// Whether a sum keeping these dims (row-major strides in the input) can run 16 outputs
-/// per call of gptc::reduce_sum16: the innermost kept dim is the input's innermost (16
-/// neighbouring outputs read neighbouring elements) and blocks of 16 never cross it.
-bool Emitter::sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides) {
-  return !keptShape.empty() && keptStrides.back() == 1 && keptShape.back() % 16 == 0;
-}
 
 void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                            const Access &src) {
@@ -636,41 +649,31 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
                                   raw_ostream &os) {
   auto x = ttype(op->getOperand(0));
   std::string T = elemType(op->getResult(0));
-  SmallVector<int64_t> strides = rowMajorStrides(x.getShape());
-  SmallVector<int64_t> keptShape, keptStrides, redShape, redStrides;
-  for (int64_t d = 0; d < x.getRank(); ++d) {
-    bool reduced = llvm::is_contained(dims, d);
-    (reduced ? redShape : keptShape).push_back(x.getDimSize(d));
-    (reduced ? redStrides : keptStrides).push_back(strides[d]);
+  ReduceSplit r = splitReduce(x, dims);
+  bool lanes = r.columns && kind != "max";  // sums: 16 outputs per reduce_sum16 call
+  std::string div = kind == "mean" ? " / " + T + "(" + std::to_string(r.redN) + ")" : "";
+  os << "  " << outputLoop(r.outN, lanes);
+  SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"in0", 0, r.keptStrides}}, "    ");
+  os << "    const " << T << "* x = in0 + " << base[0] << ";\n";
+  if (lanes)
+    os << "    gptc::reduce_sum16<" << T << ">(" << r.redN << ", [&](int64_t i, int64_t l) {\n";
+  else
+    os << "    " << T << " v = gptc::reduce_" << (kind == "max" ? "max" : "sum") << "<" << T
+       << ">(" << r.redN << ", [&](int64_t i) {\n";
+  SmallVector<std::string> inner = emitOffsets(os, r.redShape, {{"x", 0, r.redStrides}}, "      ");
+  os << "      return x[" << inner[0] << (lanes ? " + l" : "") << "];\n    }";
+  if (lanes) {
+    os << ", out0 + i);\n";
+    if (!div.empty())
+      os << "    GPTC_SIMD for (int64_t l = 0; l < 16; ++l) out0[i + l] = out0[i + l]" << div
+         << ";\n";
+  } else {
+    os << ");\n";
+    if (!div.empty())
+      os << "    v = v" << div << ";\n";
+    os << "    out0[i] = v;\n";
   }
-  int64_t outN = 1, redN = 1;
-  for (int64_t s : keptShape)
-    outN *= s;
-  for (int64_t s : redShape)
-    redN *= s;
-  if (kind != "max" && sumsColumns(keptShape, keptStrides)) {  // 16 outputs per call
-    os << "  " << loop("ib", outN / 16) << " {\n    const int64_t i = ib * 16;\n";
-    SmallVector<std::string> base = emitOffsets(os, keptShape, {{"in0", 0, keptStrides}}, "    ");
-    os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
-       << "    gptc::reduce_sum16<" << T << ">(" << redN << ", [&](int64_t i, int64_t l) {\n";
-    SmallVector<std::string> inner = emitOffsets(os, redShape, {{"x", 0, redStrides}}, "      ");
-    os << "      return x[" << inner[0] << " + l];\n    }, out0 + i);\n";
-    if (kind == "mean")
-      os << "    GPTC_SIMD for (int64_t l = 0; l < 16; ++l) out0[i + l] = out0[i + l] / " << T
-         << "(" << redN << ");\n";
-    os << "  }\n";
-    return success();
-  }
-  os << "  " << loop("i", outN) << " {\n";
-  SmallVector<std::string> base = emitOffsets(os, keptShape, {{"in0", 0, keptStrides}}, "    ");
-  os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
-     << "    " << T << " v = gptc::reduce_" << (kind == "max" ? "max" : "sum") << "<" << T << ">("
-     << redN << ", [&](int64_t i) {\n";
-  SmallVector<std::string> inner = emitOffsets(os, redShape, {{"x", 0, redStrides}}, "      ");
-  os << "      return x[" << inner[0] << "];\n    });\n";
-  if (kind == "mean")
-    os << "    v = v / " << T << "(" << redN << ");\n";
-  os << "    out0[i] = v;\n  }\n";
+  os << "  }\n";
   return success();
 }
 

@@ -125,13 +125,14 @@ private:
   /// The forward's online-softmax pass over the keys of a block of query rows (the
   /// gradient reads the max and sum it leaves from the forward's `stats`).
   void emitOnlineBlock(raw_ostream &os, const AttentionShape &a);
-  /// Whether a sum keeping these dims can run 16 outputs per gptc::reduce_sum16 call.
-  static bool sumsColumns(ArrayRef<int64_t> keptShape, ArrayRef<int64_t> keptStrides);
 
   /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
   /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
   std::string loop(StringRef var, int64_t n, bool simd = false) const;
+  /// A reduction's loop over its `outN` outputs `i` and its opening brace; with
+  /// `blocksOf16`, over blocks of 16 outputs (gptc::reduce_sum16), `i` each block's first.
+  std::string outputLoop(int64_t outN, bool blocksOf16) const;
   /// `static void name(const T* in0.., T* out0..)`.
   std::string signature(const std::string &name, ValueRange ins, ValueRange outs);
   /// `static void name(in0.., out0..) {body}` for `op` (a kernel or a horizontal member).

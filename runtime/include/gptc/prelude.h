@@ -1026,8 +1026,8 @@ inline T* scratch(int slot, int64_t count) {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 namespace detail {
 // Keeps a loaded vector in its register for the several FMAs that use it: GCC otherwise
-// folds the load into each of them, loading it again per use (a third more time in
-// attention). Changes no value.
+// folds the load into each of them, loading it again per use (measured: attention's
+// forward took a quarter more time that way, its gradient half more). Changes no value.
 inline void hold(__m512& v) { asm("" : "+v"(v)); }
 }  // namespace detail
 #endif
