@@ -62,7 +62,7 @@ def pool(runs):
                tokens_per_s=tokens / (times[len(times) // 2] / 1e3),
                peak_rss_mib=max(r["peak_rss_mib"] for r in ok),
                compile_and_warmup_s=max(r["compile_and_warmup_s"] for r in ok))
-    for key in ("step_peak_rss_mib", "step_growth_mib"):
+    for key in ("step_peak_rss_mib", "step_growth_mib", "children_peak_rss_mib"):
         if all(r.get(key) is not None for r in ok):
             out[key] = max(r[key] for r in ok)
     out.pop("times_ms", None)
@@ -110,22 +110,25 @@ def main():
         json.dump(results, f, indent=2)
 
     print("\n| size | framework | ms/step median (min–max) | speed vs eager | tokens/s | "
-          "kernels/step | step peak RSS MiB | step growth MiB | process peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "kernels/step | step peak RSS MiB | step growth MiB | process peak RSS MiB | "
+          "child peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     eager = {r["size"]: r["ms_median"] for r in results["steps"]
              if r["framework"] == "eager" and "error" not in r}
     for r in results["steps"]:
         if "error" in r:
-            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | | | | |")
+            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | | | | | |")
             continue
         k = r.get("kernels_per_step")
         ratio = eager[r["size"]] / r["ms_median"] if r["size"] in eager else None
         step_peak, growth = r.get("step_peak_rss_mib"), r.get("step_growth_mib")
+        child = r.get("children_peak_rss_mib")
         print(f"| {r['size']} | {r['framework']} | {r['ms_median']:.1f} ({r['ms_min']:.1f}–"
               f"{r['ms_max']:.1f}) | {f'{ratio:.2f}x' if ratio else 'n/a'} | "
               f"{r['tokens_per_s']:,.0f} | {k if k is not None else 'n/a'} | "
               f"{f'{step_peak:.0f}' if step_peak else 'n/a'} | "
-              f"{f'{growth:.1f}' if growth is not None else 'n/a'} | {r['peak_rss_mib']:.0f} |")
+              f"{f'{growth:.1f}' if growth is not None else 'n/a'} | {r['peak_rss_mib']:.0f} | "
+              f"{f'{child:.0f}' if child else 'n/a'} |")
     m, s = results["matmul"], results["sgemm_openblas"]
     print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "

@@ -132,6 +132,10 @@ def main():
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
                tokens_per_s=batch * cfg.block_size / (times[len(times) // 2] / 1e3),
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               # The largest child process's peak: gptc's capture child and its compiler,
+               # torch.compile's compile workers. They have exited before the step runs.
+               children_peak_rss_mib=resource.getrusage(
+                   resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                step_peak_rss_mib=hwm,
                # What the timed steps add on top of what the process held before them.
                step_growth_mib=hwm - held if step_peak else None)

@@ -21,6 +21,7 @@ import math
 import operator
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -294,6 +295,73 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
                     const_outputs=const_outputs, tied=tied,
                     example_inputs={a.name: x for a, x in zip(
                         [s for s in arg_specs if s.kind == "input"], example_inputs)})
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.device == b.device and a.dtype == b.dtype and a.data_ptr() == b.data_ptr()
+            and a.shape == b.shape and a.stride() == b.stride())
+
+
+def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -> Captured:
+    """capture(), run in a forked child process: the same result, but torch.export's
+    imports (sympy, networkx, torch._dynamo, ~180 MB resident) stay in the child and the
+    calling process (the one that goes on to train) never holds them.
+
+    The child sends back the Captured with each weight that is one of the model's own
+    parameters or buffers named, not copied; the parent puts its own tensor back in.
+    Errors raised in the child are raised here. Where fork is unavailable or unsafe (no
+    os.fork, CUDA initialised) or the child dies without an answer, this is capture().
+    """
+    import pickle
+    import warnings
+    if (not hasattr(os, "fork") or os.environ.get("GPTC_CAPTURE_IN_PROCESS")
+            or torch.cuda.is_initialized()):
+        return capture(model, example_inputs, input_names)
+    state = {**dict(model.named_parameters(remove_duplicate=False)),
+             **dict(model.named_buffers(remove_duplicate=False))}
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 0
+        try:
+            os.close(read_fd)
+            torch.set_num_threads(1)  # a forked OpenMP pool must not be entered
+            try:
+                c = capture(model, example_inputs, input_names)
+                refs = {}
+                for k, w in c.weights.items():
+                    ref = next((n for n, t in state.items() if _same_tensor(t.detach(), w)), None)
+                    refs[k] = ("state", ref) if ref is not None else ("tensor", w)
+                c.weights = refs
+                answer = ("ok", c)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the parent
+                answer = ("error", e)
+            try:
+                data = pickle.dumps(answer)
+            except Exception as e:  # an exception that does not pickle
+                data = pickle.dumps(("error", CaptureError(f"{type(e).__name__}: {e}")))
+            with os.fdopen(write_fd, "wb") as f:
+                f.write(data)
+        except BaseException:  # noqa: BLE001
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    try:
+        kind, value = pickle.loads(data)
+    except Exception:  # the child died before answering
+        warnings.warn("gptc: the capture child process gave no answer; capturing in process")
+        return capture(model, example_inputs, input_names)
+    if kind == "error":
+        raise value
+    value.weights = {k: state[ref].detach() if how == "state" else ref
+                     for k, (how, ref) in value.weights.items()}
+    return value
 
 
 def save(captured: Captured, mlir_path: str) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .capture import Captured, capture, save
+from .capture import Captured, capture_in_child, save
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -141,7 +141,8 @@ def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=No
     owns it: CompiledModel removes it) and None otherwise. `check(captured)` may refuse
     the capture before compiling."""
     example_inputs = tuple(example_inputs)
-    captured = capture(model, example_inputs, input_names=_input_names(model, example_inputs))
+    captured = capture_in_child(model, example_inputs,
+                                input_names=_input_names(model, example_inputs))
     if check:
         check(captured)
     temporary = None if workdir else tempfile.mkdtemp(prefix=prefix)
