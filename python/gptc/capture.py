@@ -21,6 +21,7 @@ import math
 import operator
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -310,7 +311,8 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
     The child sends back the Captured with each weight that is one of the model's own
     parameters or buffers named, not copied; the parent puts its own tensor back in.
     Errors raised in the child are raised here. Where fork is unavailable or unsafe (no
-    os.fork, CUDA initialised) or the child dies without an answer, this is capture().
+    os.fork, CUDA initialised), GPTC_CAPTURE_IN_PROCESS is set, or the child cannot give
+    its answer, this is capture() in this process.
     """
     import pickle
     import warnings
@@ -340,8 +342,10 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
                 answer = ("error", e)
             try:
                 data = pickle.dumps(answer)
-            except Exception as e:  # an exception that does not pickle
-                data = pickle.dumps(("error", CaptureError(f"{type(e).__name__}: {e}")))
+            except Exception:  # an error that does not pickle goes as its message; a
+                kind, value = answer  # capture that does not, as a request to redo it
+                data = pickle.dumps(("error", CaptureError(f"{type(value).__name__}: {value}"))
+                                    if kind == "error" else ("redo", None))
             with os.fdopen(write_fd, "wb") as f:
                 f.write(data)
         except BaseException:  # noqa: BLE001
@@ -349,13 +353,20 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
         finally:
             os._exit(status)
     os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
+    try:
+        with os.fdopen(read_fd, "rb") as f:
+            data = f.read()
+    except BaseException:  # Ctrl-C while waiting: the child goes too
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.waitpid(pid, 0)
     try:
         kind, value = pickle.loads(data)
-    except Exception:  # the child died before answering
+    except Exception:  # the child died before answering, or its error does not unpickle
         warnings.warn("gptc: the capture child process gave no answer; capturing in process")
+        return capture(model, example_inputs, input_names)
+    if kind == "redo":
         return capture(model, example_inputs, input_names)
     if kind == "error":
         raise value

@@ -93,3 +93,25 @@ def test_training_process_never_imports_torch_export(tmp_path):
     assert mods_child.strip() == "[]"
     assert "torch._dynamo" in mods_here
     assert loss_child == loss_here  # the same bits either way
+
+
+class DiesInChild(torch.nn.Module):
+    """Exits the process when traced anywhere but in the process that built it."""
+
+    def __init__(self):
+        super().__init__()
+        self.parent = os.getpid()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if os.getpid() != self.parent:
+            os._exit(3)
+        return self.lin(x).sum()
+
+
+def test_a_child_that_dies_falls_back_to_capture_in_process():
+    model, x = DiesInChild(), torch.randn(2, 4)
+    with pytest.warns(UserWarning, match="gave no answer"):
+        child = capture_in_child(model, (x,))
+    assert child.mlir == gptc.capture(model, (x,)).mlir
+    assert child.weights["lin.weight"].data_ptr() == model.lin.weight.data_ptr()
