@@ -111,7 +111,7 @@ def main():
 
     print("\n| size | framework | ms/step median (min–max) | speed vs eager | tokens/s | "
           "kernels/step | step peak RSS MiB | step growth MiB | process peak RSS MiB | "
-          "child peak RSS MiB |")
+          "largest child's peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     eager = {r["size"]: r["ms_median"] for r in results["steps"]
              if r["framework"] == "eager" and "error" not in r}
