@@ -324,7 +324,9 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads (OpenMP's)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: never returns
         status = 0
         try:
