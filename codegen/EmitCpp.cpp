@@ -442,7 +442,6 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   return success();
 }
 
-
 void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                            const Access &src) {
   int64_t n = 1;

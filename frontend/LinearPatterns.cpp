@@ -70,10 +70,8 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
   double dropout = op.getFloat("dropout_p").value_or(0.0);
   Value rng = dropout > 0.0 ? op.rngArgument() : Value();
-  SmallVector<int64_t> stats(qt.getShape().take_front(3));
-  stats.push_back(2);
   out.push_back(AttentionOp::create(
-      b, op.loc(), op.resultType(), RankedTensorType::get(stats, qt.getElementType()), q, k, v,
+      b, op.loc(), op.resultType(), AttentionOp::statsType(qt), q, k, v,
       rng, b.getBoolAttr(op.getBool("is_causal").value_or(false)), b.getF64FloatAttr(dropout),
       b.getF64FloatAttr(scale), b.getI64IntegerAttr(0), orderAttr(b, ReductionOrder::OnlineBlock32),
       /*bthd=*/nullptr).getResult());

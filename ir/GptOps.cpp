@@ -239,14 +239,19 @@ static SmallVector<int64_t> headsOuter(ArrayRef<int64_t> s, bool bthd) {
   return {s[0], s[2], s[1], s[3]};
 }
 
-/// Attention's per-row statistics: [B, H, T, 2] (heads outer whatever the layout), q's
-/// element type; `q` is already heads outer.
+RankedTensorType AttentionOp::statsType(RankedTensorType qHeadsOuter) {
+  SmallVector<int64_t> shape(qHeadsOuter.getShape().take_front(3));
+  shape.push_back(2);
+  return RankedTensorType::get(shape, qHeadsOuter.getElementType());
+}
+
+/// Attention's per-row statistics: AttentionOp::statsType (heads outer whatever the
+/// layout); `q` is already heads outer.
 static LogicalResult verifyStats(Operation *op, RankedTensorType stats, RankedTensorType q) {
-  SmallVector<int64_t> expect(q.getShape().take_front(3));
-  expect.push_back(2);
-  if (stats.getShape() != ArrayRef<int64_t>(expect) ||
-      stats.getElementType() != q.getElementType())
-    return op->emitOpError("stats must be ") << shapeStr(expect) << " of q's element type";
+  RankedTensorType expect = AttentionOp::statsType(q);
+  if (stats != expect)
+    return op->emitOpError("stats must be ") << shapeStr(expect.getShape())
+                                             << " of q's element type";
   return success();
 }
 

@@ -314,6 +314,10 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
   let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    /// The type of `stats` for q laid out heads outer ([B, H, T, D]): [B, H, T, 2].
+    static ::mlir::RankedTensorType statsType(::mlir::RankedTensorType qHeadsOuter);
+  }];
 }
 
 def Gpt_CrossEntropyOp : Gpt_Op<"cross_entropy"> {
