@@ -90,13 +90,17 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   llvm::sys::path::append(lib, "kernels.so");
   llvm::sys::path::append(log, "compile.log");
   std::string include = "-I" + runtimeInclude.str();
+  // The target: the host's vector extensions, or GPTC_MARCH's (x86-64-v3 to build for any
+  // AVX2 machine, say). The prelude's vector forms give the same bits at every width.
+  const char *marchEnv = std::getenv("GPTC_MARCH");
+  std::string march = std::string("-march=") + (marchEnv && *marchEnv ? marchEnv : "native");
   // -fno-math-errno: sqrt need not set errno, so loops that take it (AdamW) vectorise;
   // it changes no result.
-  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-march=native",
+  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", march,
                                  "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
                                  "-fopenmp", "-fPIC", "-shared", include, src, "-o", lib};
-  // The key: the generated source, the prelude it includes, the compiler, the flags and
-  // the host CPU (-march=native).
+  // The key: the generated source, the prelude it includes, the compiler, the flags (the
+  // target among them) and the host CPU (for -march=native).
   std::string key = llvm::sys::getHostCPUName().str() + "\n";
   for (StringRef a : args)
     if (a != src && a != lib)
