@@ -1799,17 +1799,20 @@ namespace detail {
 inline bool copies_a(int64_t sam, int64_t sak) { return sam == 1 && sak > 1; }
 
 // The product with A copied to rows, called by every thread of a parallel region. The copy
-// goes into the scratch (slot 4, grown once) of whichever thread takes the `single`; the
-// others get its address. Barriers: the copy is complete before a task reads it, and every
-// task is done before the scratch can be reused. (Splitting rows by thread instead, each
+// goes into the scratch (slot 4) of whichever thread takes the `single`; the others get its
+// address. Every thread grows its own slot first, so that all of them are grown in the first
+// step, whichever thread the `single` falls to later: a step never allocates after that.
+// Barriers: the copy is complete before a task reads it, and every task is done before the
+// scratch can be reused. (Splitting rows by thread instead, each
 // copying its own rows, needs no barrier, but every thread then packs all of B: measured
 // 3-8% slower on the step's weight gradients.)
 inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sak, const float* B, int64_t sbb,
                                int64_t sbk, int64_t sbn, float* C, const float* E) {
+  float* const mine = gptc::scratch<float>(4, batch * M * K);
   float* rows = nullptr;
   GPTC_OMP("omp single copyprivate(rows)")
-  rows = gptc::scratch<float>(4, batch * M * K);
+  rows = mine;
   const int64_t chunks = (M + 63) / 64;  // 64 rows of the copy per iteration
   GPTC_OMP("omp for schedule(static)")
   for (int64_t i = 0; i < batch * chunks; ++i) {
