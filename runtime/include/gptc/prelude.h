@@ -1070,6 +1070,28 @@ namespace detail {
 // folds the load into each of them, loading it again per use (measured: attention's
 // forward took a quarter more time that way, its gradient half more). Changes no value.
 inline void hold(__m512& v) { asm("" : "+v"(v)); }
+// The first `left` of 16 lanes (none for left <= 0, all for left >= 16).
+inline __mmask16 lanes_mask(int64_t left) {
+  return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
+
+// The vector of the register tiles (matmul_tile, block_dots_rows) on AVX-512: a zmm, 16
+// lanes. One lane is one output, so the AVX2 form below gives the same bits.
+struct TileVec {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static Mask first(int64_t left) { return lanes_mask(left); }
+  static V load_first(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void store_first(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+};
 }  // namespace detail
 #elif defined(GPTC_AVX2)
 namespace detail {
@@ -1079,6 +1101,22 @@ inline __m256i lanes_mask8(int64_t left) {
   const int live = left >= 8 ? 8 : left <= 0 ? 0 : (int)left;
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+// The register tiles' vector on AVX2 with FMA: a ymm, 8 lanes.
+struct TileVec {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int64_t kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static Mask first(int64_t left) { return lanes_mask8(left); }
+  static V load_first(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void store_first(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+};
 }  // namespace detail
 #endif
 
@@ -1104,58 +1142,32 @@ inline void block_dots(int64_t D, const T* q, const T* kt, int64_t ld, T* out) {
 template <class T>
 inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const T* kt,
                             int64_t ld, int64_t keys, T* out, int64_t ldo) {
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if (defined(__AVX512F__) && !defined(__CUDACC__)) || defined(GPTC_AVX2)
   if constexpr (sizeof(T) == 4) {
-    if (R == 4) {
-      for (int64_t j0 = 0; j0 < keys; j0 += 32) {
-        __m512 acc[4][2];
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int64_t c = 0; c < D; ++c) {
-          __m512 k0 = _mm512_loadu_ps(kt + c * ld + j0);
-          __m512 k1 = _mm512_loadu_ps(kt + c * ld + j0 + 16);
-          detail::hold(k0);
-          detail::hold(k1);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-            const __m512 qc = _mm512_set1_ps(q[r * qs + c]);
-            acc[r][0] = _mm512_fmadd_ps(qc, k0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(qc, k1, acc[r][1]);
-          }
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-          _mm512_storeu_ps(out + r * ldo + j0, acc[r][0]);
-          _mm512_storeu_ps(out + r * ldo + j0 + 16, acc[r][1]);
-        }
-      }
-      return;
-    }
-  }
-#elif defined(GPTC_AVX2)
-  if constexpr (sizeof(T) == 4) {
-    if (R == 4) {  // 16 keys at a time (8 accumulators), up to keys rounded up to 32
+    if (R == 4) {  // 2 vectors of keys at a time (8 accumulators), up to keys rounded to 32
+      using W = detail::TileVec;
+      constexpr int64_t L = W::kLanes;
       const int64_t end = (keys + 31) / 32 * 32;
-      for (int64_t j0 = 0; j0 < end; j0 += 16) {
-        __m256 acc[4][2];
+      for (int64_t j0 = 0; j0 < end; j0 += 2 * L) {
+        W::V acc[4][2];
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = W::zero();
         for (int64_t c = 0; c < D; ++c) {
-          __m256 k0 = _mm256_loadu_ps(kt + c * ld + j0);
-          __m256 k1 = _mm256_loadu_ps(kt + c * ld + j0 + 8);
+          W::V k0 = W::loadu(kt + c * ld + j0);
+          W::V k1 = W::loadu(kt + c * ld + j0 + L);
           detail::hold(k0);
           detail::hold(k1);
 #pragma GCC unroll 4
           for (int r = 0; r < 4; ++r) {
-            const __m256 qc = _mm256_broadcast_ss(q + r * qs + c);
-            acc[r][0] = _mm256_fmadd_ps(qc, k0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(qc, k1, acc[r][1]);
+            const W::V qc = W::broadcast(q + r * qs + c);
+            acc[r][0] = W::fma(qc, k0, acc[r][0]);
+            acc[r][1] = W::fma(qc, k1, acc[r][1]);
           }
         }
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
-          _mm256_storeu_ps(out + r * ldo + j0, acc[r][0]);
-          _mm256_storeu_ps(out + r * ldo + j0 + 8, acc[r][1]);
+          W::store(out + r * ldo + j0, acc[r][0]);
+          W::store(out + r * ldo + j0 + L, acc[r][1]);
         }
       }
       return;
@@ -1168,10 +1180,6 @@ inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const 
 
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 namespace detail {
-// The first `left` of 16 lanes (none for left <= 0, all for left >= 16).
-inline __mmask16 lanes_mask(int64_t left) {
-  return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-}
 
 // axpy_rows on columns [c0, c0 + 16 * V) (masked past D), accumulators in registers.
 template <int V>
@@ -1651,98 +1659,59 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // a 6x16 tile over a 16-column panel (each lane is one output element, so vectorising never
 // reorders a sum, and both give dot_seq's bits); elsewhere, dot_seq per element.
 // ---------------------------------------------------------------------------------------
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if (defined(__AVX512F__) && !defined(__CUDACC__)) || defined(GPTC_AVX2)
 #define GPTC_TILED_MATMUL 1
+#endif
+
+#if defined(GPTC_TILED_MATMUL)
 namespace detail {
-constexpr int64_t kPanel = 32;  // columns per packed panel (two zmm registers)
-constexpr int64_t kRows = 6;    // rows per register tile (12 accumulators)
+constexpr int64_t kPanel = 2 * TileVec::kLanes;  // columns per packed panel (two vectors)
+constexpr int64_t kRows = 6;                      // rows per register tile (12 accumulators)
 
 // Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order.
 template <int R>
 inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
                         const float* panel, float* C, int64_t ldc, int64_t cols,
                         const float* E) {
-  __m512 acc[R][2];
+  using W = TileVec;
+  constexpr int64_t L = W::kLanes;
+  W::V acc[R][2];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = W::zero();
   for (int64_t k = 0; k < K; ++k) {
-    const __m512 b0 = _mm512_load_ps(panel + k * kPanel);
-    const __m512 b1 = _mm512_load_ps(panel + k * kPanel + 16);
+    const W::V b0 = W::load(panel + k * kPanel);
+    const W::V b1 = W::load(panel + k * kPanel + L);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(A[r * sam + k * sak]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      const W::V a = W::broadcast(A + r * sam + k * sak);
+      acc[r][0] = W::fma(a, b0, acc[r][0]);
+      acc[r][1] = W::fma(a, b1, acc[r][1]);
     }
   }
-  // The panel's first `cols` columns, with masked stores past them.
-  const __mmask16 m0 = lanes_mask(cols), m1 = lanes_mask(cols - 16);
+  // The panel's first `cols` columns.
+  const W::Mask m0 = W::first(cols), m1 = W::first(cols - L);
   if (E) {  // the epilogue: addend + product, once the product is complete
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      acc[r][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, E + r * ldc), acc[r][0]);
-      acc[r][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, E + r * ldc + 16), acc[r][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(C + r * ldc, m0, acc[r][0]);
-    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, acc[r][1]);
-  }
-}
-
-}  // namespace detail
-#elif defined(GPTC_AVX2)
-#define GPTC_TILED_MATMUL 1
-namespace detail {
-constexpr int64_t kPanel = 16;  // columns per packed panel (two ymm registers)
-constexpr int64_t kRows = 6;    // rows per register tile (12 accumulators)
-
-// The AVX-512 tile's arithmetic, 16 columns wide: acc[r] += a(r, k) * panel[k] in k order.
-template <int R>
-inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
-                        const float* panel, float* C, int64_t ldc, int64_t cols,
-                        const float* E) {
-  __m256 acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_load_ps(panel + k * kPanel);
-    const __m256 b1 = _mm256_load_ps(panel + k * kPanel + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(A + r * sam + k * sak);
-      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
-    }
-  }
-  const __m256i m0 = lanes_mask8(cols), m1 = lanes_mask8(cols - 8);
-  if (E) {  // the epilogue: addend + product, once the product is complete
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] = _mm256_add_ps(_mm256_maskload_ps(E + r * ldc, m0), acc[r][0]);
-      acc[r][1] = _mm256_add_ps(_mm256_maskload_ps(E + r * ldc + 8, m1), acc[r][1]);
+      acc[r][0] = W::add(W::load_first(E + r * ldc, m0), acc[r][0]);
+      acc[r][1] = W::add(W::load_first(E + r * ldc + L, m1), acc[r][1]);
     }
   }
   if (cols == kPanel) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      _mm256_storeu_ps(C + r * ldc, acc[r][0]);
-      _mm256_storeu_ps(C + r * ldc + 8, acc[r][1]);
+      W::store(C + r * ldc, acc[r][0]);
+      W::store(C + r * ldc + L, acc[r][1]);
     }
     return;
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm256_maskstore_ps(C + r * ldc, m0, acc[r][0]);
-    _mm256_maskstore_ps(C + r * ldc + 8, m1, acc[r][1]);
+  for (int r = 0; r < R; ++r) {  // masked stores past the columns
+    W::store_first(C + r * ldc, m0, acc[r][0]);
+    W::store_first(C + r * ldc + L, m1, acc[r][1]);
   }
 }
-}  // namespace detail
-#endif
 
-#if defined(GPTC_TILED_MATMUL)
-namespace detail {
 // A batch whose members share B (sbb == 0) and whose A rows run on from one member into
 // the next (sab == M * sam) is one product with batch * M rows: the same dots, bit for
 // bit, with B's panels packed once instead of once per member.
