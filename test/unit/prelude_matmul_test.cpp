@@ -31,7 +31,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         {1, 64, 192, 64, false, true, true},  {2, 5, 70, 129, true, true, false},
                         {1, 9, 40, 300, false, false, true}, {1, 3, 5, 0, false, false, true},
                         // A shared B: folded into one taller product, and (A transposed) not.
-                        {4, 7, 33, 20, false, false, true},  {3, 6, 40, 9, true, false, true}};
+                        {4, 7, 33, 20, false, false, true},  {3, 6, 40, 9, true, false, true},
+                        // A transposed and over 256K floats: copied to rows first.
+                        {1, 601, 37, 450, true, false, true}, {2, 530, 20, 500, true, true, false}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2 build): the parallel paths too, A's copy among them.
   for (int threads : {1, 2, 3}) {
