@@ -1238,8 +1238,8 @@ inline void axpy_rows_cols8(int64_t n, const float* w, int64_t ws, const float* 
 
 // acc[c] = fma(w[j * ws], rows[j * rs + c], acc[c]) for j = 0..n-1 in increasing order,
 // every c < D: a weighted sum of rows, each lane its own sequential sum (attention's dq,
-// dk and dv). On AVX-512 the accumulators stay in registers, 64 columns at a time (32 for
-// the last 32 or fewer).
+// dk and dv). On AVX-512 and AVX2 the accumulators stay in registers, 64 columns at a time
+// (32 for the last 32 or fewer).
 template <class T>
 inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t rs, int64_t D,
                       T* acc) {
@@ -1355,7 +1355,7 @@ inline void axpy_rows4_cols16(int64_t n, const float* w, int64_t wj, int64_t wi,
 // axpy_rows for 4 outputs over the same rows: acc[i * as + c] = fma(w[j * wj + i * wi],
 // rows[j * rs + c], acc[i * as + c]) for j = 0..n-1 in increasing order, i < 4, c < D; each
 // output's sum is exactly axpy_rows's (attention's dq over a block's rows, dk and dv over
-// four keys). On AVX-512 each row is loaded once for the four outputs.
+// four keys). On AVX-512 and AVX2 each row is loaded once for the four outputs.
 template <class T>
 inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* rows, int64_t rs,
                        int64_t D, T* acc, int64_t as) {
@@ -1441,7 +1441,7 @@ inline void transpose8(__m256 r[8]) {
 
 // dst[c * ld + j] = src[j * stride + c] for j < S (zero up to ld): K (or V) of one head,
 // whose rows are `stride` apart, transposed so that block_dots reads 32 keys contiguously.
-// On AVX-512, 16x16 blocks through registers.
+// On AVX-512, 16x16 blocks through registers; on AVX2, 8x8 blocks.
 template <class T>
 inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, int64_t ld,
                            T* dst) {
@@ -1489,10 +1489,10 @@ inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, i
 
 // One key block of the online softmax, for 4 query rows: mb[rr] = the max of p[rr][0..31]
 // and, once p holds exps, bsum[rr] = p[rr][0] + p[rr][1] + ... in increasing j from 0.
-// Each is exactly the sequential loop (mb from -inf through gptc::maximum). On AVX-512 the
-// max is a tree of vmaxps, whose value is the sequential one unless a NaN is present or
-// the max is a zero (whose sign the sequence decides): then the sequential loop runs. The
-// sums run as 4 lanes, one per row, each lane adding its row's terms in order.
+// Each is exactly the sequential loop (mb from -inf through gptc::maximum). On AVX-512 and
+// AVX2 the max is a tree of vmaxps, whose value is the sequential one unless a NaN is
+// present or the max is a zero (whose sign the sequence decides): then the sequential loop
+// runs. The sums run as 4 lanes, one per row, each lane adding its row's terms in order.
 template <class T>
 inline void block_max4(const T (*p)[32], T* mb) {
   auto sequential = [&] {
@@ -1601,8 +1601,8 @@ inline void block_sum4(const T (*p)[32], T* bsum) {
 }
 
 // out[rr] = fma(a[rr * as + j], b[rr * bs + j], out[rr]) for j = 0..n[rr]-1 in increasing
-// order, rows rr < 4 (attention_grad's D = sum_j P dP per row). On AVX-512 one lane per
-// row; a and b rows must be readable up to the largest n rounded up to 16.
+// order, rows rr < 4 (attention_grad's D = sum_j P dP per row). On AVX-512 and AVX2 one
+// lane per row; a and b rows must be readable up to the largest n rounded up to 16.
 template <class T>
 inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int64_t bs, T* out) {
   int64_t nmax = 0;
@@ -1777,9 +1777,9 @@ inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
 // address. Every thread grows its own slot first, so that all of them are grown in the first
 // step, whichever thread the `single` falls to later: a step never allocates after that.
 // Barriers: the copy is complete before a task reads it, and every task is done before the
-// scratch can be reused. (Splitting rows by thread instead, each
-// copying its own rows, needs no barrier, but every thread then packs all of B: measured
-// 3-8% slower on the step's weight gradients.)
+// scratch can be reused. (Splitting rows by thread instead, each copying its own rows, needs
+// no barrier, but every thread then packs all of B: measured 3-8% slower on the step's
+// weight gradients.)
 inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sak, const float* B, int64_t sbb,
                                int64_t sbk, int64_t sbn, float* C, const float* E) {
