@@ -123,7 +123,7 @@ TEST(PreludeReduce, Max) {
   EXPECT_EQ(gptc::reduce_max<int64_t>(3, [](int64_t k) { return -10 + k; }), -8);
 }
 
-// The butterflies over 32 partials (vector halves on AVX-512) against the scalar loops,
+// The butterflies over 32 partials (vector halves on AVX-512 and AVX2) against the scalar loops,
 // bit for bit, with NaNs of both signs, signed zeros and infinities among the partials.
 // (max picks one of its operands explicitly, so even its NaNs match bit for bit.)
 TEST(PreludeReduce, ButterfliesMatchTheScalarLoops) {
