@@ -342,14 +342,29 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
 FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
                                                                raw_ostream &os, StringRef indent) {
   Block &body = op.getBody().front();
+  // A dropout's [seed, step] is read whole by the dropout, not element by element.
+  auto isRng = [](BlockArgument arg) {
+    return llvm::all_of(arg.getUsers(), [&](Operation *u) {
+      auto d = dyn_cast<DropoutOp>(u);
+      return d && d.getRng() == arg;
+    });
+  };
   SmallVector<Access> accesses;
-  for (auto [j, v] : llvm::enumerate(op.getInputs()))
+  SmallVector<unsigned> loaded; // the inputs read element by element
+  for (auto [j, v] : llvm::enumerate(op.getInputs())) {
+    if (isRng(body.getArgument(j)))
+      continue;
+    loaded.push_back(j);
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
+  }
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
   DenseMap<Value, std::string> names;
-  for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+  for (BlockArgument arg : body.getArguments())
+    names[arg] = "in" + std::to_string(arg.getArgNumber());
+  for (auto [j, off] : llvm::zip(loaded, offs)) {
+    BlockArgument arg = body.getArgument(j);
     names[arg] = "a" + std::to_string(j);
-    os << indent << "const " << elemType(arg) << " a" << j << " = in" << j << "[" << offs[j]
+    os << indent << "const " << elemType(arg) << " a" << j << " = in" << j << "[" << off
        << "];\n";
   }
   int64_t next = 0;
@@ -454,6 +469,14 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
 
 /// The scalar expression of an elementwise op: `$j` stands for operand j's element.
 /// Shared by one-op kernels and gpt.fused bodies, so both compute the same bits.
+std::string Emitter::dropoutExpr(DropoutOp d) {
+  double p = d.getP().convertToDouble();
+  return "(gptc::dropout_keep((uint64_t)$1[0], (uint64_t)$1[1], " + std::to_string(d.getId()) +
+         ", (uint64_t)i, " + literal(p, Float32Type::get(d->getContext())) + ") ? $0 * " +
+         literal(1.0 / (1.0 - p), d.getType().getElementType()) + " : " +
+         elemType(d.getResult()) + "(0))";
+}
+
 std::optional<std::string> Emitter::scalarExpr(Operation *op) {
   using R = std::optional<std::string>;
   return llvm::TypeSwitch<Operation *, R>(op)
@@ -478,6 +501,11 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
                                             : "gptc::gelu_erf_grad($0, $1)";
       })
       .Case([](BroadcastOp) { return "$0"; })
+      .Case([&](DropoutOp d) -> R {
+        if (!d.getRng())
+          return std::string("$0");
+        return dropoutExpr(d);
+      })
       .Case([](WhereOp) { return "($0 ? $1 : $2)"; })
       .Case([](MaskedFillOp m) -> R {
         return "($1 ? " + literal(m.getValue().convertToDouble(), m.getType().getElementType()) +
@@ -542,20 +570,15 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
        << "    " << *call << ";\n  }\n";
     return success();
   }
-  if (std::optional<std::string> expr = scalarExpr(op))
+  if (std::optional<std::string> expr = scalarExpr(op); expr && !isa<DropoutOp>(op))
     return emitElementwise(op, *expr, os);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](FusedOp f) { return emitFused(f, os); })
       .Case([&](DropoutOp d) -> LogicalResult {
         if (!d.getRng())
           return emitElementwise(op, "$0", os);
-        std::string T = elemType(d.getResult());
-        double p = d.getP().convertToDouble();
-        os << "  const uint64_t seed = (uint64_t)in1[0], step = (uint64_t)in1[1];\n"
-           << "  " << loop("i", d.getType().getNumElements()) << " out0[i] = "
-           << "gptc::dropout_keep(seed, step, " << (int64_t)d.getId() << ", (uint64_t)i, "
-           << literal(p, Float32Type::get(op->getContext())) << ") ? in0[i] * "
-           << literal(1.0 / (1.0 - p), d.getType().getElementType()) << " : " << T << "(0);\n";
+        os << "  " << loop("i", d.getType().getNumElements()) << " out0[i] = "
+           << substitute(dropoutExpr(d), {"in0[i]", "in1"}) << ";\n";
         return success();
       })
       .Case([&](LayerNormGradOp l) { return emitLayerNormGrad(l, os); })

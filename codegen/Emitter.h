@@ -103,6 +103,9 @@ private:
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
+  /// A training dropout of element i, $0 the element and $1 the [seed, step] pointer:
+  /// the one expression of both the dropout kernel and a fused body.
+  std::string dropoutExpr(DropoutOp d);
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
   FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,

@@ -21,6 +21,9 @@ using namespace mlir;
 using namespace mlir::gpt;
 
 bool mlir::gpt::isFusibleElementwise(Operation *op) {
+  // A dropout's mask bit is a function of its element's index, which a fused body has.
+  if (auto d = dyn_cast<DropoutOp>(op))
+    return d.getRng() != nullptr;
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
              RsqrtOp, GeluOp, GeluGradOp, ConvertOp, WhereOp, MaskedFillOp, BroadcastOp>(op);
 }

@@ -88,3 +88,35 @@ func.func @escapes(%g: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
   %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<f32>
   return %1, %0 : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a training dropout fuses with its neighbours (a residual branch's dropout and
+// add: one kernel), its [seed, step] an input of the fused op; a dropout without rng (not
+// training) is not fused.
+// CHECK-LABEL: func.func @dropout_residual
+// CHECK: gpt.matmul
+// CHECK-NEXT: %[[F:.*]] = gpt.fused %{{.*}}, %arg2, %arg0 : (tensor<4x8xf32>, tensor<2xi64>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK:   gpt.dropout %{{.*}}, %{{.*}} {id = 3 : i64, p = 1.000000e-01 : f64, train = true}
+// CHECK:   gpt.add
+// CHECK:   gpt.yield
+// CHECK: return %[[F]]
+func.func @dropout_residual(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %rng: tensor<2xi64>) -> tensor<4x8xf32> {
+  %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.dropout %0, %rng {id = 3 : i64, p = 0.1 : f64, train = true} : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x8xf32>
+  %2 = gpt.add %1, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @dropout_eval
+// CHECK-NOT: gpt.fused
+// CHECK: gpt.dropout
+// CHECK-NEXT: gpt.exp
+// CHECK-NOT: gpt.fused
+func.func @dropout_eval(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gpt.dropout %x {id = 0 : i64, p = 0.1 : f64, train = false} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.exp %0 : tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
