@@ -394,14 +394,50 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   if (auto red = yield->getOperand(0).getDefiningOp<ReduceSumOp>())
     return emitFusedReduce(op, red, os);
   ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
-  os << "  " << loop("i", ttype(op.getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
-  auto names = emitFusedBody(op, shape, os, "    ");
+  int64_t n = ttype(op.getResult(0)).getNumElements();
+  SmallVector<std::pair<DropoutOp, std::string>> drops;
+  for (Operation &inner : body.without_terminator())
+    if (auto d = dyn_cast<DropoutOp>(inner); d && d.getRng())
+      drops.push_back({d, "in" + std::to_string(cast<BlockArgument>(d.getRng()).getArgNumber())});
+  std::string indent = drops.empty() ? "    " : "      ";
+  if (drops.empty())
+    os << "  " << loop("i", n, /*simd=*/true) << " {\n";
+  else
+    openDropoutBlocks(os, n, drops);
+  auto names = emitFusedBody(op, shape, os, indent);
   if (failed(names))
     return failure();
   for (auto [j, v] : llvm::enumerate(yield->getOperands()))
-    os << "    out" << j << "[i] = " << names->lookup(v) << ";\n";
-  os << "  }\n";
+    os << indent << "out" << j << "[i] = " << names->lookup(v) << ";\n";
+  if (drops.empty())
+    os << "  }\n";
+  else
+    closeDropoutBlocks(os);
   return success();
+}
+
+void Emitter::openDropoutBlocks(raw_ostream &os, int64_t n,
+                                ArrayRef<std::pair<DropoutOp, std::string>> drops) {
+  constexpr int64_t kBlock = 256;
+  os << "  " << loop("blk", (n + kBlock - 1) / kBlock) << " {\n"
+     << "    const int64_t i0 = blk * " << kBlock << ", n = " << n << " - i0 < " << kBlock
+     << " ? " << n << " - i0 : " << kBlock << ";\n";
+  for (auto [q, drop] : llvm::enumerate(drops)) {
+    auto [d, rng] = drop;
+    std::string mask = "keep" + std::to_string(q);
+    os << "    alignas(64) uint32_t " << mask << "[" << kBlock << "];\n"
+       << "    gptc::dropout_keep_block((uint64_t)" << rng << "[0], (uint64_t)" << rng
+       << "[1], " << d.getId() << ", (uint64_t)i0, n, "
+       << literal(d.getP().convertToDouble(), Float32Type::get(d->getContext())) << ", "
+       << mask << ");\n";
+    dropoutMasks[d] = mask;
+  }
+  os << "    GPTC_SIMD for (int64_t i = i0; i < i0 + n; ++i) {\n";
+}
+
+void Emitter::closeDropoutBlocks(raw_ostream &os) {
+  os << "    }\n  }\n";
+  dropoutMasks.clear();
 }
 
 namespace {
@@ -504,7 +540,13 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
       .Case([&](DropoutOp d) -> R {
         if (!d.getRng())
           return std::string("$0");
-        return dropoutExpr(d);
+        auto it = dropoutMasks.find(d);
+        if (it == dropoutMasks.end())
+          return dropoutExpr(d);
+        // The same value as dropoutExpr's: the scaled element or +0.
+        return "gptc::detail::sel(" + it->second + "[i - i0] != 0, $0 * " +
+               literal(1.0 / (1.0 - d.getP().convertToDouble()), d.getType().getElementType()) +
+               ", " + elemType(d.getResult()) + "(0))";
       })
       .Case([](WhereOp) { return "($0 ? $1 : $2)"; })
       .Case([](MaskedFillOp m) -> R {
@@ -577,8 +619,9 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
       .Case([&](DropoutOp d) -> LogicalResult {
         if (!d.getRng())
           return emitElementwise(op, "$0", os);
-        os << "  " << loop("i", d.getType().getNumElements()) << " out0[i] = "
-           << substitute(dropoutExpr(d), {"in0[i]", "in1"}) << ";\n";
+        openDropoutBlocks(os, d.getType().getNumElements(), {{d, "in1"}});
+        os << "      out0[i] = " << substitute(*scalarExpr(d), {"in0[i]", "in1"}) << ";\n";
+        closeDropoutBlocks(os);
         return success();
       })
       .Case([&](LayerNormGradOp l) { return emitLayerNormGrad(l, os); })

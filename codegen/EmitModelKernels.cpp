@@ -148,8 +148,10 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
   if (a.dropout)
     os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
        << "          const int64_t r = bh * " << a.T << " + t0 + rr;\n"
-       << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * "
-       << a.keepFactor("r * " + std::to_string(a.S) + " + j0 + j") << ";\n"
+       << "          " << E << " kf[32];\n"
+       << "          " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "nb[rr]", "kf")
+       << "\n"
+       << "          for (int64_t j = 0; j < nb[rr]; ++j) p[rr][j] = p[rr][j] * kf[j];\n"
        << "        }\n";
   // The block's p.v per row: per output column c, keys j in increasing order; the keys
   // all four rows see in one pass over v (gptc::axpy_rows4), then each row's rest.
@@ -234,7 +236,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   std::string Sp = std::to_string(a.Sp());
   // Row strides of q, k, dq, dk (width D) and v, g, dv (width Dv).
   std::string ks = std::to_string(a.rowStride(a.D)), kvs = std::to_string(a.rowStride(a.Dv));
-  std::string keep = a.dropout ? a.keepFactor("r * " + std::to_string(a.S) + " + j") : E + "(1)";
+
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n";
   emitTransposedKeys(os, a);
@@ -277,10 +279,12 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   os << "      " << E << " P[4][" << Sp << "], K[" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        const int64_t r = bh * " << a.T << " + t0 + rr;\n"
-     << "        " << E << "* dP = dS[rr];\n"
-     << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) {\n"
+     << "        " << E << "* dP = dS[rr];\n";
+  if (a.dropout)
+    os << "        " << a.keepFactors("r * " + std::to_string(a.S), "vis[rr]", "K") << "\n";
+  os << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) {\n"
      << "          P[rr][j] = gptc::exp(S[rr][j] * " << a.scale << " - m[rr]) / l[rr];\n"
-     << "          K[j] = " << keep << ";\n"
+     << (a.dropout ? "" : "          K[j] = " + E + "(1);\n")
      << "          dP[j] = dP[j] * K[j];\n"
      << "          PK[rr][j] = P[rr][j] * K[j];\n"
      << "        }\n"

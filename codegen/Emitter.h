@@ -81,10 +81,13 @@ struct AttentionShape {
     return "  const uint64_t seed = (uint64_t)in" + std::to_string(rngOperand) +
            "[0], step = (uint64_t)in" + std::to_string(rngOperand) + "[1];\n";
   }
-  /// 1/(1-p) if element `index` of this op's dropout is kept, else 0.
-  std::string keepFactor(const std::string &index) const {
-    return "(gptc::dropout_keep(seed, step, " + std::to_string(id) + ", (uint64_t)(" + index +
-           "), " + dropP + ") ? " + dropScale + " : " + elem + "(0))";
+  /// out[j] = 1/(1-p) if element `first` + j of this op's dropout is kept, else 0, for
+  /// j < n: the masks drawn 8 at a time (gptc::dropout_factors).
+  std::string keepFactors(const std::string &first, const std::string &n,
+                          const std::string &out) const {
+    return "gptc::dropout_factors<" + elem + ">(seed, step, " + std::to_string(id) +
+           ", (uint64_t)(" + first + "), " + n + ", " + dropP + ", " + dropScale + ", " + out +
+           ");";
   }
 };
 
@@ -106,6 +109,15 @@ private:
   /// A training dropout of element i, $0 the element and $1 the [seed, step] pointer:
   /// the one expression of both the dropout kernel and a fused body.
   std::string dropoutExpr(DropoutOp d);
+  /// An elementwise kernel's loop over `n` elements with training dropouts (each with
+  /// the name of its [seed, step] pointer): blocks of 256 elements, each block's masks
+  /// drawn first, 8 at a time (gptc::dropout_keep_block), then a vectorisable loop over
+  /// the block's elements `i` in which the dropouts read their masks. The caller prints
+  /// the loop's body, indented by six, then closes it.
+  void openDropoutBlocks(raw_ostream &os, int64_t n,
+                         ArrayRef<std::pair<DropoutOp, std::string>> drops);
+  void closeDropoutBlocks(raw_ostream &os);
+  DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask array, in a block loop
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
   FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
