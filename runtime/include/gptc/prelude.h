@@ -1101,6 +1101,12 @@ inline void dropout_keep_block(uint64_t seed, uint64_t step, uint64_t id, uint64
   for (; j + 8 <= n && ((i0 + j) >> 32) == ((i0 + j + 7) >> 32); j += 8)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(keep + j),
                         detail::dropout_keep8(seed, step, id, i0 + j, p));
+  if (j < n && ((i0 + j) >> 32) == ((i0 + j + 7) >> 32)) {  // the last few: 8 lanes drawn
+    alignas(32) uint32_t last[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(last),
+                       detail::dropout_keep8(seed, step, id, i0 + j, p));
+    for (const int64_t first = j; j < n; ++j) keep[j] = last[j - first];
+  }
 #endif
   for (; j < n; ++j) keep[j] = dropout_keep(seed, step, id, i0 + j, p) ? ~0u : 0u;
 }
