@@ -76,9 +76,12 @@ def main():
     ap.add_argument("--frameworks", default="gptc,eager,compile")
     ap.add_argument("--rounds", type=int, default=3,
                     help="runs per framework and size, interleaved; step times pooled")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="the model's dropout, for every framework (default 0: no dropout)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
+               "dropout": args.dropout,
                "machine": f"{os.cpu_count()} cores", "steps": []}
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
@@ -93,7 +96,8 @@ def main():
                               fw, "--size", size, "--threads", str(args.threads),
                               # Many short tiny steps after a long warm-up: on this shared
                               # machine the first ~70 tiny steps of any framework run slower.
-                              "--steps", str(timed), "--warmup", str(warmup)])
+                              "--steps", str(timed), "--warmup", str(warmup),
+                              "--dropout", str(args.dropout)])
                 r.setdefault("framework", fw)
                 r.setdefault("size", size)
                 print(json.dumps({k: v for k, v in r.items() if k != "times_ms"}), flush=True)

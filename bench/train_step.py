@@ -79,18 +79,20 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
     torch.manual_seed(0)
-    cfg = TinyGPTConfig(dropout=0.0, bias=False, **cfg_args)
+    cfg = TinyGPTConfig(dropout=args.dropout, bias=False, **cfg_args)
     model = TinyGPT(cfg).train()
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     out = dict(framework=args.framework, size=args.size, batch=batch,
-               block_size=cfg.block_size, threads=args.threads,
+               block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
                params=sum(p.numel() for p in model.parameters()))
 
     t0 = time.perf_counter()
