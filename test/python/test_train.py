@@ -41,6 +41,7 @@ def test_twenty_steps_match_pytorch(bias, tmp_path):
                                    check_gradients=True, workdir=str(tmp_path))
     opt = torch_adamw(ref, **ADAMW)
     print(f"\nbias={bias}: {step.num_kernels} kernels per step")
+    assert step.num_kernels <= 25 * cfg.n_layer + 15  # the fusion budget
     for it, (x, y) in enumerate(data):
         lr = lr_at(it)
         loss = step(x, y, lr=lr).item()
@@ -74,6 +75,8 @@ def test_dropout_runs_are_bitwise_identical_across_runs_and_threads(tmp_path):
                                 workdir=str(tmp_path / "a"))
     b = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
                                 workdir=str(tmp_path / "b"))
+    # The fusion budget holds with dropout (and biases) too: each dropout is fused.
+    assert a.num_kernels <= 25 * cfg.n_layer + 15
     a.set_num_threads(1)
     b.set_num_threads(2)
     sa, sb = run_steps(a, data), run_steps(b, data)
