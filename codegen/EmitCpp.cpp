@@ -503,8 +503,6 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
   os << "    " << dst.buf << "[" << offs[0] << "] = " << src.buf << "[" << offs[1] << "];\n  }\n";
 }
 
-/// The scalar expression of an elementwise op: `$j` stands for operand j's element.
-/// Shared by one-op kernels and gpt.fused bodies, so both compute the same bits.
 std::string Emitter::dropoutExpr(DropoutOp d) {
   double p = d.getP().convertToDouble();
   return "(gptc::dropout_keep((uint64_t)$1[0], (uint64_t)$1[1], " + std::to_string(d.getId()) +
@@ -513,6 +511,8 @@ std::string Emitter::dropoutExpr(DropoutOp d) {
          elemType(d.getResult()) + "(0))";
 }
 
+/// The scalar expression of an elementwise op: `$j` stands for operand j's element.
+/// Shared by one-op kernels and gpt.fused bodies, so both compute the same bits.
 std::optional<std::string> Emitter::scalarExpr(Operation *op) {
   using R = std::optional<std::string>;
   return llvm::TypeSwitch<Operation *, R>(op)

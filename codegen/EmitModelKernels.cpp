@@ -236,7 +236,6 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   std::string Sp = std::to_string(a.Sp());
   // Row strides of q, k, dq, dk (width D) and v, g, dv (width Dv).
   std::string ks = std::to_string(a.rowStride(a.D)), kvs = std::to_string(a.rowStride(a.Dv));
-
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n";
   emitTransposedKeys(os, a);
