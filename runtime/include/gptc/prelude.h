@@ -1882,20 +1882,8 @@ inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, c
 }
 }  // namespace detail
 
-inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
-                   int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C, const float* E = nullptr) {
-  if (detail::copies_a(M, K, sam, sak)) {
-    GPTC_PARALLEL
-    detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, E);
-    return;
-  }
-  detail::fold_batch(batch, M, sab, sam, sbb);
-  const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
-  GPTC_FOR(t, batch * panels)
-    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
-}
-// The same inside a GPTC_PARALLEL region (a gpt.horizontal member).
+// The float matmul inside a GPTC_PARALLEL region (a gpt.horizontal member): the region's
+// threads share the tasks.
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
                       int64_t sbk, int64_t sbn, float* C, const float* E = nullptr) {
@@ -1907,6 +1895,13 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR_WS(t, batch * panels)
     detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+}
+// The same in a parallel region of its own (the same static split of the tasks).
+inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
+                   int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
+                   int64_t sbn, float* C, const float* E = nullptr) {
+  GPTC_PARALLEL
+  matmul_ws(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
 }
 #endif
 
