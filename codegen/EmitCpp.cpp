@@ -68,6 +68,10 @@ std::string literal(double v, Type t) {
   return buf;
 }
 
+DropoutLiterals dropoutLiterals(double p, Type elem) {
+  return {literal(p, Float32Type::get(elem.getContext())), literal(1.0 / (1.0 - p), elem)};
+}
+
 std::string elementLiteral(Attribute a, Type t) {
   if (auto f = dyn_cast<FloatAttr>(a))
     return literal(f.getValueAsDouble(), t);
@@ -428,7 +432,7 @@ void Emitter::openDropoutBlocks(raw_ostream &os, int64_t n,
     os << "    alignas(64) uint32_t " << mask << "[" << kBlock << "];\n"
        << "    gptc::dropout_keep_block((uint64_t)" << rng << "[0], (uint64_t)" << rng
        << "[1], " << d.getId() << ", (uint64_t)i0, n, "
-       << literal(d.getP().convertToDouble(), Float32Type::get(d->getContext())) << ", "
+       << dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType()).p << ", "
        << mask << ");\n";
     dropoutMasks[d] = mask;
   }
@@ -504,11 +508,10 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
 }
 
 std::string Emitter::dropoutExpr(DropoutOp d) {
-  double p = d.getP().convertToDouble();
+  DropoutLiterals lit = dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType());
   return "(gptc::dropout_keep((uint64_t)$1[0], (uint64_t)$1[1], " + std::to_string(d.getId()) +
-         ", (uint64_t)i, " + literal(p, Float32Type::get(d->getContext())) + ") ? $0 * " +
-         literal(1.0 / (1.0 - p), d.getType().getElementType()) + " : " +
-         elemType(d.getResult()) + "(0))";
+         ", (uint64_t)i, " + lit.p + ") ? $0 * " + lit.scale + " : " + elemType(d.getResult()) +
+         "(0))";
 }
 
 /// The scalar expression of an elementwise op: `$j` stands for operand j's element.
@@ -544,9 +547,10 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
         if (it == dropoutMasks.end())
           return dropoutExpr(d);
         // The same value as dropoutExpr's: the scaled element or +0.
-        return "gptc::detail::sel(" + it->second + "[i - i0] != 0, $0 * " +
-               literal(1.0 / (1.0 - d.getP().convertToDouble()), d.getType().getElementType()) +
-               ", " + elemType(d.getResult()) + "(0))";
+        DropoutLiterals lit =
+            dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType());
+        return "gptc::detail::sel(" + it->second + "[i - i0] != 0, $0 * " + lit.scale + ", " +
+               elemType(d.getResult()) + "(0))";
       })
       .Case([](WhereOp) { return "($0 ? $1 : $2)"; })
       .Case([](MaskedFillOp m) -> R {

@@ -29,8 +29,9 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.causal = causal;
   a.dropout = p > 0.0;
   a.id = id;
-  a.dropP = literal(p, Float32Type::get(q.getContext()));
-  a.dropScale = literal(1.0 / (1.0 - p), e);
+  DropoutLiterals lit = dropoutLiterals(p, e);
+  a.dropP = lit.p;
+  a.dropScale = lit.scale;
   a.rngOperand = rngOperand;
   return a;
 }

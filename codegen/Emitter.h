@@ -28,6 +28,12 @@ SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 /// An exact C++ literal for `v` as element type `t` (hex floats keep every bit).
 std::string literal(double v, Type t);
 std::string elementLiteral(Attribute a, Type t);
+/// A dropout's literals: p as gptc::dropout_keep compares it (a float) and the scale of a
+/// kept element, 1/(1-p) in the element type `elem`.
+struct DropoutLiterals {
+  std::string p, scale;
+};
+DropoutLiterals dropoutLiterals(double p, Type elem);
 /// " (model.py:42)" for a file location, "" otherwise.
 std::string describeLoc(Location loc);
 
