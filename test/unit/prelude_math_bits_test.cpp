@@ -687,7 +687,7 @@ TEST_F(PreludeMathBits, Double) {
 // The array forms (erf_n, gelu_erf_n, gelu_erf_grad_n: erf's upper range gathered into a
 // dense run and scattered back) give each element the bits of the per-element function:
 // every 13th float bit pattern (all with GPTC_MATH_BITS_STRIDE=1), g random, and normal
-// inputs at lengths around the vector and block edges.
+// inputs of three spreads at lengths around the vector and block edges.
 TEST_F(PreludeMathBits, ArrayForms) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t stride = stride_from_env(13), batch = 1 << 20;
@@ -715,11 +715,15 @@ TEST_F(PreludeMathBits, ArrayForms) {
     for (int64_t i = 0; i < n; ++i) xs[i] = ffrom((uint32_t)(start + (uint64_t)i * stride));
     compare(n, xs.data(), gs.data());
   }
+  // Spreads whose runs take each path of the array forms: every argument below 0.84375
+  // (0.2, a GELU's inputs at initialisation), none in the upper range, and mixed runs.
   std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.5f);
-  for (int64_t n : {1, 15, 16, 17, 255, 256, 257, 1000, 4099}) {
-    for (int64_t i = 0; i < n; ++i) xs[i] = normal(rng);
-    compare(n, xs.data(), gs.data());
+  for (float sigma : {0.2f, 0.6f, 1.5f}) {
+    std::normal_distribution<float> normal(0.0f, sigma);
+    for (int64_t n : {1, 15, 16, 17, 255, 256, 257, 1000, 4099}) {
+      for (int64_t i = 0; i < n; ++i) xs[i] = normal(rng);
+      compare(n, xs.data(), gs.data());
+    }
   }
   std::printf("  %" PRIu64 " inputs; mismatches: erf_n %" PRIu64 ", gelu_erf_n %" PRIu64
               ", gelu_erf_grad_n %" PRIu64 " (%.1f s)\n",
