@@ -200,6 +200,9 @@ FailureOr<EmittedSource> Emitter::run() {
       pointers[op.getResult(0)] = pointerOf(op.getOperand(0));
       continue;
     }
+    if (op.hasAttr(kViewAttr))
+      continue; // a split or concat that attention reads or writes in place
+
     if (auto c = dyn_cast<ConstantOp>(op)) {
       auto value = cast<DenseElementsAttr>(c.getValue());
       std::string name = "c" + std::to_string(numConstants++);

@@ -8,13 +8,15 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Emitter.h"
 
+#include "passes/Passes.h"
+
 using namespace mlir;
 using namespace mlir::gpt;
 
 namespace mlir::gpt::emit {
 
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand, bool bthd) {
+                              int64_t id, int64_t rngOperand, bool bthd, ValueRange grads) {
   auto qt = ttype(q), kt = ttype(k), vt = ttype(v);
   Type e = qt.getElementType();
   AttentionShape a;
@@ -33,6 +35,16 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.dropP = lit.p;
   a.dropScale = lit.scale;
   a.rngOperand = rngOperand;
+  auto pitch = [&](Value x, int64_t width) {
+    int64_t view = bthd ? viewRowPitch(x) : 0;
+    return view ? view : a.rowStride(width);
+  };
+  a.qPitch = pitch(q, a.D);
+  a.kPitch = pitch(k, a.D);
+  a.vPitch = pitch(v, a.Dv);
+  a.dqPitch = grads.empty() ? a.qPitch : pitch(grads[0], a.D);
+  a.dkPitch = grads.empty() ? a.kPitch : pitch(grads[1], a.D);
+  a.dvPitch = grads.empty() ? a.vPitch : pitch(grads[2], a.Dv);
   return a;
 }
 
@@ -112,7 +124,7 @@ static void emitRowsSeen(raw_ostream &os, const AttentionShape &a) {
 /// them (its `stats`), so both see the same bits.
 void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
   const std::string &E = a.elem;
-  std::string Dv = std::to_string(a.Dv), vs = std::to_string(a.rowStride(a.Dv));
+  std::string Dv = std::to_string(a.Dv), vs = std::to_string(a.vPitch);
   emitRowsSeen(os, a);
   os << "      " << E << " acc[4][" << Dv << "];\n"
      << "      for (int64_t rr = 0; rr < 4; ++rr) {\n"
@@ -176,10 +188,10 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
 /// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
 static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
   os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
-     << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.S, a.D) << ";\n"
+     << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.S, a.D, a.kPitch) << ";\n"
      << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", kb, "
-     << a.rowStride(a.D) << ", " << a.Sp() << ", kt);\n"
-     << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.S, a.Dv) << ";\n";
+     << a.kPitch << ", " << a.Sp() << ", kt);\n"
+     << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.S, a.Dv, a.vPitch) << ";\n";
 }
 
 /// Opens the loop over blocks of (up to) 4 query rows, t0..t0+nr-1, from row `first` to
@@ -189,7 +201,7 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
 static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::string &q,
                            const std::string &scores, const std::string &first = "0",
                            std::string end = "") {
-  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.rowStride(a.D));
+  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.qPitch);
   if (end.empty())
     end = std::to_string(a.T);
   os << "    for (int64_t t0 = " << first << "; t0 < " << end << "; t0 += 4) {\n"
@@ -198,7 +210,7 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << "      { const int64_t t = t0 + nr - 1; kmax = " << a.keys() << "; }\n"
      << "      " << a.elem << " " << scores << "[4][" << Sp << "];\n"
      << "      gptc::block_dots_rows<" << a.elem << ">(nr, " << a.D << ", " << q << " + "
-     << a.headBase(a.T, a.D) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
+     << a.headBase(a.T, a.D, a.qPitch) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
 }
 
@@ -232,26 +244,29 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 5,
-                                    op.getBthd());
+                                    op.getBthd(), op.getResults());
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp());
-  // Row strides of q, k, dq, dk (width D) and v, g, dv (width Dv).
-  std::string ks = std::to_string(a.rowStride(a.D)), kvs = std::to_string(a.rowStride(a.Dv));
+  // Row strides: k's and q's (width D), v's and g's (width Dv), dq's, dk's and dv's.
+  std::string ks = std::to_string(a.kPitch), qs = std::to_string(a.qPitch),
+              vs = std::to_string(a.vPitch), gs = std::to_string(a.rowStride(a.Dv)),
+              dqs = std::to_string(a.dqPitch), dks = std::to_string(a.dkPitch),
+              dvs = std::to_string(a.dvPitch);
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n";
   emitTransposedKeys(os, a);
   os << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << kvs
+     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << vs
      << ", " << Sp << ", vt);\n"
-     << "    " << E << "* dk = out1 + " << a.headBase(a.S, a.D) << ";\n"
-     << "    " << E << "* dv = out2 + " << a.headBase(a.S, a.Dv) << ";\n"
+     << "    " << E << "* dk = out1 + " << a.headBase(a.S, a.D, a.dkPitch) << ";\n"
+     << "    " << E << "* dv = out2 + " << a.headBase(a.S, a.Dv, a.dvPitch) << ";\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
-     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = 0;\n"
-     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << kvs << " + c] = 0;\n"
+     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = 0;\n"
+     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << dvs << " + c] = 0;\n"
      << "    }\n"
-     << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D) << ";\n"
+     << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D, a.qPitch) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
-     << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D) << ";\n";
+     << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D, a.dqPitch) << ";\n";
   // Queries in groups of 32 rows, each in blocks of 4: the block's q.k and g.v dots
   // first, then each row's p and ds (kept for the group), and the block's dq. Then every
   // key's dk and dv take the group's rows in increasing order, four keys at a time.
@@ -265,8 +280,8 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   emitQueryBlock(os, a, "in0", "S", "t1", "t1 + n1");
   os << "      " << E << " (*PK)[" << Sp << "] = PKg + (t0 - t1);\n"
      << "      " << E << " (*dS)[" << Sp << "] = dSg + (t0 - t1);\n"
-     << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << kvs << ", "
-     << kvs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n";
+     << "      gptc::block_dots_rows<" << E << ">(nr, " << a.Dv << ", gh + t0 * " << gs << ", "
+     << gs << ", vt, " << Sp << ", kmax, &dS[0][0], " << Sp << ");\n";
   // Each row's max and sum: the forward's (in4, [B, H, T, 2]).
   emitRowsSeen(os, a);
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
@@ -307,7 +322,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        gptc::axpy_rows<" << E << ">(vis[rr] - common, &dS[rr][common], 1, kb + common * "
      << ks << ", " << ks << ", " << a.D << ", qacc[rr]);\n"
-     << "        " << E << "* dq = dqh + (t0 + rr) * " << ks << ";\n"
+     << "        " << E << "* dq = dqh + (t0 + rr) * " << dqs << ";\n"
      << "        GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[rr][c] * " << a.scale
      << ";\n"
      << "      }\n"
@@ -328,19 +343,19 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   // rows from `row` on, `count` of them; four keys at once with axpy_rows4.
   struct Side {
     const char *weights, *rows, *out;
-    std::string stride;
+    std::string rowStride, outStride;
     int64_t width;
   };
-  const Side sides[] = {{"dSg", "qh", "dk", ks, a.D}, {"PKg", "gh", "dv", kvs, a.Dv}};
+  const Side sides[] = {{"dSg", "qh", "dk", qs, dks, a.D}, {"PKg", "gh", "dv", gs, dvs, a.Dv}};
   auto accumulate = [&](const char *indent, const char *count, const char *row,
                         const std::string &key, bool four) {
     std::string keyRow = key.find(' ') == std::string::npos ? key : "(" + key + ")";
     for (const Side &d : sides)
       os << indent << "gptc::axpy_rows" << (four ? "4" : "") << "<" << E << ">(" << count
          << ", &" << d.weights << "[" << row << "][" << key << "], " << Sp << (four ? ", 1" : "")
-         << ", " << d.rows << " + (t1 + " << row << ") * " << d.stride << ", " << d.stride
-         << ", " << d.width << ", " << d.out << " + " << keyRow << " * " << d.stride
-         << (four ? ", " + d.stride : "") << ");\n";
+         << ", " << d.rows << " + (t1 + " << row << ") * " << d.rowStride << ", " << d.rowStride
+         << ", " << d.width << ", " << d.out << " + " << keyRow << " * " << d.outStride
+         << (four ? ", " + d.outStride : "") << ");\n";
   };
   accumulate("        ", "f[3] - f[i]", "f[i]", "j + i", false);
   os << "      }\n";
@@ -352,8 +367,8 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   os << "    }\n"
      << "    }\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
-     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << ks << " + c] = dk[j * "
-     << ks << " + c] * " << a.scale << ";\n  }\n";
+     << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = dk[j * "
+     << dks << " + c] * " << a.scale << ";\n  }\n";
   return success();
 }
 

@@ -65,15 +65,22 @@ struct AttentionShape {
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
 
+  /// The distance between rows of q, k, v and of the gradient's dq, dk, dv: rowStride's,
+  /// or wider where one is a view into the fused projection's buffer or the concat of the
+  /// gradients (gpt-plan-memory's views, [B, T, H, D] only).
+  int64_t qPitch, kPitch, vPitch, dqPitch, dkPitch, dvPitch;
+
   int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
-  /// Where head `bh` (= b*H + h) of a tensor with `rows` rows of `width` starts, and the
-  /// distance between its rows, in either layout.
-  std::string headBase(int64_t rows, int64_t width) const {
+  /// Where head `bh` (= b*H + h) of a tensor with `rows` rows of `width` starts, in either
+  /// layout, its rows `pitch` apart (bthd; default: rowStride(width)).
+  std::string headBase(int64_t rows, int64_t width, int64_t pitch = 0) const {
     if (!bthd)
       return "bh * " + std::to_string(rows * width);
-    return "(bh / " + std::to_string(H) + ") * " + std::to_string(rows * H * width) +
-           " + (bh % " + std::to_string(H) + ") * " + std::to_string(width);
+    return "(bh / " + std::to_string(H) + ") * " +
+           std::to_string(rows * (pitch ? pitch : rowStride(width))) + " + (bh % " +
+           std::to_string(H) + ") * " + std::to_string(width);
   }
+  /// The distance between rows of a tensor of its own of `width` columns.
   int64_t rowStride(int64_t width) const { return bthd ? H * width : width; }
   std::string keys() const {
     if (!causal)
@@ -97,8 +104,10 @@ struct AttentionShape {
   }
 };
 
+/// `grads`: attention_grad's dq, dk, dv (none for the forward).
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand, bool bthd);
+                              int64_t id, int64_t rngOperand, bool bthd,
+                              ValueRange grads = {});
 
 /// Writes one kernel per top-level op of a planned function, and the entry.
 class Emitter {

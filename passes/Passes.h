@@ -24,6 +24,16 @@ inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
 /// Per result of a kernel: the index of the function argument it is written into in
 /// place (an update of a parameter or optimizer state), or -1 for an arena slot.
 inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
+/// On a gpt.split or gpt.concat that is a view rather than a kernel (gpt-plan-memory): a
+/// split's results are strided views of its operand's buffer; a concat's operands are
+/// written into its result's buffer by the ops that compute them.
+inline constexpr StringLiteral kViewAttr = "gpt.view";
+
+/// The distance in elements between consecutive rows of `v` (a [B, T, H, D] operand or
+/// result of attention) when it lives inside a wider buffer: a reshaped piece of a view
+/// split (the split operand's last dim), or a result written into a view concat through a
+/// reshape (the concat's last dim). 0 when `v` has a buffer of its own.
+int64_t viewRowPitch(Value v);
 
 /// Where the pipeline stops (`gptc compile --emit=...`).
 enum class Stage { Gpt, Kernels };

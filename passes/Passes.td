@@ -18,6 +18,15 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
     computes it from the argument at the same index and nothing reads the old
     value afterwards.
 
+    Views (`gpt.view`, no kernel): a split along the last dim of a [B, T, C]
+    result whose pieces only attention and attention_grad read (as q, k, v in
+    the [B, T, H, D] layout, through a reshape) leaves the pieces in their
+    columns of the operand's slot, which lives as long as they are read; a
+    concat along the last dim of attention_grad results that nothing else
+    reads takes its slot when they are computed, and they are written into
+    their columns of it. Attention's kernels read and write such operands with
+    their rows the wider buffer's last dim apart.
+
     Before:
     ```mlir
     %0 = gpt.exp %a : tensor<16xf32>

@@ -3,7 +3,9 @@
 // Linear-scan arena allocation over the op order of the function: allocate an
 // op's results, then release the slots whose last reader was this op. A freed
 // slot is taken again first-fit; adjacent free slots merge. Updates of
-// parameters and optimizer state are written in place where legal.
+// parameters and optimizer state are written in place where legal. The split of
+// the fused q/k/v projection and the concat of attention's dq/dk/dv are views
+// where attention alone reads or writes the pieces: no copy, no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -149,6 +151,78 @@ DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *
   return inPlace;
 }
 
+/// A reshape between [B, T, C] and attention's [B, T, H, D], either way: the last dim
+/// split or joined, every [B, T] row where it was.
+bool isHeadsReshape(ReshapeOp r) {
+  ArrayRef<int64_t> from = cast<RankedTensorType>(r.getX().getType()).getShape(),
+                    to = r.getType().getShape();
+  if (from.size() == 4)
+    std::swap(from, to);
+  return from.size() == 3 && to.size() == 4 && from.take_front(2) == to.take_front(2);
+}
+
+/// Whether attention ops at the top level of the function are the only readers of `v`
+/// ([B, T, C], a split's piece), each reading it as q, k or v in the [B, T, H, D] layout
+/// through a reshape, so that they can read it in place in the split's operand.
+bool readOnlyByAttention(Value v) {
+  for (Operation *r : v.getUsers()) {
+    auto reshape = dyn_cast<ReshapeOp>(r);
+    if (!reshape || !isHeadsReshape(reshape))
+      return false;
+    for (OpOperand &use : reshape->getUses()) {
+      Operation *u = use.getOwner();
+      bool asInput = false;
+      if (auto a = dyn_cast<AttentionOp>(u))
+        asInput = a.getBthd();
+      else if (auto g = dyn_cast<AttentionGradOp>(u))
+        asInput = g.getBthd();
+      if (!asInput || use.getOperandNumber() >= 3 || !isa<func::FuncOp>(u->getParentOp()))
+        return false;
+    }
+  }
+  return true;
+}
+
+/// The attention_grad result (dq, dk or dv, [B, T, H, D]) that `v` reshapes, when that
+/// result and the reshape are read by nothing else: it can be written into its place in
+/// a concat of `v`.
+Value attentionGradPiece(Value v) {
+  auto reshape = v.getDefiningOp<ReshapeOp>();
+  if (!reshape || !v.hasOneUse() || !reshape.getX().hasOneUse())
+    return nullptr;
+  auto grad = reshape.getX().getDefiningOp<AttentionGradOp>();
+  if (!grad || !grad.getBthd() || !isa<func::FuncOp>(grad->getParentOp()) ||
+      !isHeadsReshape(reshape))
+    return nullptr;
+  return reshape.getX();
+}
+
+/// Splits and concats along the last dim that can be views: a split of an op's result
+/// whose pieces only attention reads, a concat whose pieces attention_grad computes for it
+/// alone. Marks them (`gpt.view`).
+void markViews(Block &body) {
+  for (Operation &op : body) {
+    if (auto split = dyn_cast<SplitOp>(op)) {
+      auto t = cast<RankedTensorType>(split.getX().getType());
+      Value root = split.getX();
+      while (auto r = root.getDefiningOp<ReshapeOp>())
+        root = r.getX();
+      bool owned = root.getDefiningOp() && !isa<ConstantOp, StopGradientOp>(root.getDefiningOp());
+      if (owned && t.getRank() == 3 && split.getDim() == 2 &&
+          llvm::all_of(split.getResults(), readOnlyByAttention))
+        op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
+    } else if (auto concat = dyn_cast<ConcatOp>(op)) {
+      if (concat.getType().getRank() == 3 && concat.getDim() == 2 &&
+          llvm::all_of(concat.getInputs(), [](Value v) { return (bool)attentionGradPiece(v); }))
+        op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
+    }
+  }
+}
+
+int64_t elementBytes(Value v) {
+  return byteSize(v) / cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
 struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -160,13 +234,28 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
       auto it = owner.find(v);
       return it == owner.end() ? v : it->second;
     };
+    // A view concat owns the storage of its pieces (written at `pieceOffset` within it,
+    // from the first piece's producer on); a view split's pieces live in its operand.
+    markViews(body);
+    DenseMap<Value, int64_t> pieceOffset;
+    for (Operation &op : body)
+      if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {
+        int64_t at = 0;
+        for (Value v : concat.getInputs()) {
+          Value piece = attentionGradPiece(v);
+          owner[piece] = concat.getResult();
+          pieceOffset[piece] = at * elementBytes(v);
+          at += cast<RankedTensorType>(v.getType()).getDimSize(2);
+        }
+      }
     DenseMap<Operation *, unsigned> position;
     DenseMap<Value, unsigned> lastUse;
     unsigned index = 0;
     for (Operation &op : body) {
       position[&op] = index;
-      if (isa<ReshapeOp, StopGradientOp>(op))
-        owner[op.getResult(0)] = ownerOf(op.getOperand(0));
+      if (isa<ReshapeOp, StopGradientOp>(op) || (isa<SplitOp>(op) && op.hasAttr(kViewAttr)))
+        for (Value r : op.getResults())
+          owner[r] = ownerOf(op.getOperand(0));
       for (Value operand : op.getOperands())
         lastUse[ownerOf(operand)] = index;
       ++index;
@@ -178,12 +267,37 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     for (Operation &op : body) {
       if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.getNumResults() == 0) {
         // no storage of their own
+      } else if (op.hasAttr(kViewAttr)) {
+        // A split's pieces at their columns of its operand's slot; a concat in the slot its
+        // first piece took.
+        Value base = isa<SplitOp>(op) ? ownerOf(op.getOperand(0)) : op.getResult(0);
+        auto it = slot.find(base);
+        if (it == slot.end()) {
+          op.emitError("internal: the view's buffer has no slot");
+          return signalPassFailure();
+        }
+        SmallVector<int64_t> offsets;
+        int64_t at = 0;
+        for (Value r : op.getResults()) {
+          offsets.push_back(it->second + at * elementBytes(r));
+          if (isa<SplitOp>(op))
+            at += cast<RankedTensorType>(r.getType()).getDimSize(2);
+        }
+        op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), offsets));
       } else {
         SmallVector<int64_t> offsets, args;
         for (Value r : op.getResults()) {
           if (auto it = inPlace.find(r); it != inPlace.end()) {
             offsets.push_back(-1);
             args.push_back(it->second);
+            continue;
+          }
+          if (auto piece = pieceOffset.find(r); piece != pieceOffset.end()) {
+            Value whole = ownerOf(r);
+            if (!slot.count(whole))
+              slot[whole] = arena.take(byteSize(whole));
+            offsets.push_back(slot[whole] + piece->second);
+            args.push_back(-1);
             continue;
           }
           int64_t off = arena.take(byteSize(r));
@@ -216,3 +330,16 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   }
 };
 } // namespace
+
+int64_t mlir::gpt::viewRowPitch(Value v) {
+  // A reshaped piece of a view split, read by attention.
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    if (auto split = r.getX().getDefiningOp<SplitOp>(); split && split->hasAttr(kViewAttr))
+      return cast<RankedTensorType>(split.getX().getType()).getShape().back();
+  // A result of attention_grad written into a view concat (through its one reshape).
+  if (v.hasOneUse())
+    if (auto r = dyn_cast<ReshapeOp>(*v.getUsers().begin()); r && r->hasOneUse())
+      if (auto concat = dyn_cast<ConcatOp>(*r->getUsers().begin()); concat && concat->hasAttr(kViewAttr))
+        return concat.getType().getShape().back();
+  return 0;
+}

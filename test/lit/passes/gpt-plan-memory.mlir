@@ -91,3 +91,56 @@ func.func @updates(%p: tensor<8xf32> {gpt.kind = "param", gpt.name = "p"}, %m: t
   %2 = gpt.neg %m : tensor<8xf32>
   return %0, %1, %2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that the split of a fused q/k/v projection is a view when attention alone reads
+// its pieces: no slot of their own, their offsets the columns of the operand's slot (0,
+// then 4 and 8 floats on), which stays live until the gradient's last read. And that
+// attention_grad writes dq, dk and dv into their columns of a view concat, whose slot (48
+// floats) is taken when they are computed. Neither is a kernel.
+// CHECK-LABEL: func.func @qkv_views
+// CHECK-SAME: gpt.arena_bytes = 512 : i64
+// CHECK: %[[QKV:.*]] = gpt.exp %arg0 {gpt.offsets = array<i64: 0>}
+// CHECK: gpt.split %[[QKV]] {dim = 2 : i64, gpt.offsets = array<i64: 0, 16, 32>, gpt.view}
+// CHECK: gpt.attention {{.*}}gpt.offsets = array<i64: 192, 256>
+// CHECK: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 336, 352>
+// CHECK: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 320>, gpt.view}
+func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x12xf32>) {
+  %qkv = gpt.exp %x : tensor<1x4x12xf32>
+  %q, %k, %v = gpt.split %qkv {dim = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+  %q4 = gpt.reshape %q : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %k4 = gpt.reshape %k : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %v4 = gpt.reshape %v : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %y, %stats = gpt.attention %q4, %k4, %v4 {bthd, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>)
+  %dq, %dk, %dv = gpt.attention_grad %q4, %k4, %v4, %g, %stats {bthd, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>)
+  %dq3 = gpt.reshape %dq : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %dk3 = gpt.reshape %dk : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %dv3 = gpt.reshape %dv : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %cat = gpt.concat %dq3, %dk3, %dv3 {dim = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
+  return %y, %cat : tensor<1x4x2x2xf32>, tensor<1x4x12xf32>
+}
+
+// -----
+
+// Tests that a piece read by anything but attention keeps the split a kernel, and that a
+// gradient read elsewhere keeps the concat one: each piece then has a slot of its own.
+// CHECK-LABEL: func.func @not_views
+// CHECK-NOT: gpt.view
+// CHECK: gpt.split {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192, 256, 320>}
+// CHECK-NOT: gpt.view
+func.func @not_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x4xf32>, tensor<1x4x12xf32>, tensor<1x4x2x2xf32>) {
+  %qkv = gpt.exp %x : tensor<1x4x12xf32>
+  %q, %k, %v = gpt.split %qkv {dim = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+  %e = gpt.exp %q : tensor<1x4x4xf32>
+  %q4 = gpt.reshape %q : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %k4 = gpt.reshape %k : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %v4 = gpt.reshape %v : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %y, %stats = gpt.attention %q4, %k4, %v4 {bthd, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>)
+  %dq, %dk, %dv = gpt.attention_grad %q4, %k4, %v4, %g, %stats {bthd, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>)
+  %dq3 = gpt.reshape %dq : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %dk3 = gpt.reshape %dk : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %dv3 = gpt.reshape %dv : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %cat = gpt.concat %dq3, %dk3, %dv3 {dim = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
+  return %y, %e, %cat, %dk : tensor<1x4x2x2xf32>, tensor<1x4x4xf32>, tensor<1x4x12xf32>, tensor<1x4x2x2xf32>
+}
