@@ -25,7 +25,8 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
     concat along the last dim of attention_grad results that nothing else
     reads takes its slot when they are computed, and they are written into
     their columns of it. Attention's kernels read and write such operands with
-    their rows the wider buffer's last dim apart.
+    their rows the wider buffer's last dim apart. `views=false` (gptc compile
+    -O0) keeps them copies, one kernel each; the bits are the same.
 
     Before:
     ```mlir
@@ -40,6 +41,10 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
     %2 = gpt.exp %1 {gpt.offsets = array<i64: 0>} : tensor<16xf32>
     ```
   }];
+  let options = [
+    Option<"views", "views", "bool", "true",
+           "the split and concat around attention as views (no copy, no kernel)">,
+  ];
 }
 
 def Autodiff : Pass<"gpt-autodiff", "mlir::func::FuncOp"> {

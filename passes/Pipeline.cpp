@@ -33,6 +33,6 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
   }
-  // Give each kernel result an arena slot.
-  pm.addNestedPass<func::FuncOp>(createPlanMemory());
+  // Give each kernel result an arena slot (-O0: no views either, one kernel per op).
+  pm.addNestedPass<func::FuncOp>(createPlanMemory(PlanMemoryOptions{options.fuse}));
 }

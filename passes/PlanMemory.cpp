@@ -224,6 +224,8 @@ int64_t elementBytes(Value v) {
 }
 
 struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
+  using PlanMemoryBase::PlanMemoryBase;
+
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     Block &body = fn.getBody().front();
@@ -236,7 +238,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     };
     // A view concat owns the storage of its pieces (written at `pieceOffset` within it,
     // from the first piece's producer on); a view split's pieces live in its operand.
-    markViews(body);
+    if (views)
+      markViews(body);
     DenseMap<Value, int64_t> pieceOffset;
     for (Operation &op : body)
       if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {

@@ -50,7 +50,7 @@ static const char *kUsage =
     "  --emit    stop after a stage and write its text to OUT (- for stdout):\n"
     "            gpt (the gpt dialect), kernels (one kernel per op, arena slots),\n"
     "            source (the generated C++)\n"
-    "  -O0, -O3  without / with fusion (default -O3); both give the same bits\n"
+    "  -O0, -O3  without / with fusion and views (default -O3); both give the same bits\n"
     "  --stats   print each kernel's FLOPs and bytes moved, the kernels per call, the\n"
     "            arena peak and the compile time per stage\n"
     "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"

@@ -1,4 +1,5 @@
 // RUN: gptc-opt %s -split-input-file -gpt-plan-memory | FileCheck %s
+// RUN: gptc-opt %s -split-input-file -gpt-plan-memory=views=false | FileCheck %s --check-prefix=COPY
 
 // Tests that a slot is reused once its last reader has run.
 // CHECK-LABEL: func.func @chain
@@ -106,6 +107,11 @@ func.func @updates(%p: tensor<8xf32> {gpt.kind = "param", gpt.name = "p"}, %m: t
 // CHECK: gpt.attention {{.*}}gpt.offsets = array<i64: 192, 256>
 // CHECK: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 336, 352>
 // CHECK: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 320>, gpt.view}
+// With views=false (gptc compile -O0) both are copies, each piece with a slot of its own.
+// COPY-LABEL: func.func @qkv_views
+// COPY: gpt.split {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192, 256, 320>} :
+// COPY: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 128, 384, 448>
+// COPY: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192>} :
 func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x12xf32>) {
   %qkv = gpt.exp %x : tensor<1x4x12xf32>
   %q, %k, %v = gpt.split %qkv {dim = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
