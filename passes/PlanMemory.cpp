@@ -29,11 +29,13 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 
+int64_t elementBytes(Value v) {
+  Type e = cast<RankedTensorType>(v.getType()).getElementType();
+  return e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
+}
+
 int64_t byteSize(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  Type e = t.getElementType();
-  int64_t elem = e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
-  return std::max<int64_t>(t.getNumElements() * elem, 1);
+  return std::max<int64_t>(cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
 }
 
 /// Free byte ranges of the arena, keyed by offset.
@@ -219,8 +221,16 @@ void markViews(Block &body) {
   }
 }
 
-int64_t elementBytes(Value v) {
-  return byteSize(v) / cast<RankedTensorType>(v.getType()).getNumElements();
+/// Where each piece of a split or concat along the last dim ([B, T, C_i]) starts within
+/// a row of the whole, in bytes: the widths of the pieces before it.
+SmallVector<int64_t> columnOffsets(ValueRange pieces) {
+  SmallVector<int64_t> offsets;
+  int64_t at = 0;
+  for (Value v : pieces) {
+    offsets.push_back(at * elementBytes(v));
+    at += cast<RankedTensorType>(v.getType()).getShape().back();
+  }
+  return offsets;
 }
 
 struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
@@ -243,12 +253,10 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     DenseMap<Value, int64_t> pieceOffset;
     for (Operation &op : body)
       if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {
-        int64_t at = 0;
-        for (Value v : concat.getInputs()) {
+        for (auto [v, at] : llvm::zip(concat.getInputs(), columnOffsets(concat.getInputs()))) {
           Value piece = attentionGradPiece(v);
           owner[piece] = concat.getResult();
-          pieceOffset[piece] = at * elementBytes(v);
-          at += cast<RankedTensorType>(v.getType()).getDimSize(2);
+          pieceOffset[piece] = at;
         }
       }
     DenseMap<Operation *, unsigned> position;
@@ -279,13 +287,9 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
           op.emitError("internal: the view's buffer has no slot");
           return signalPassFailure();
         }
-        SmallVector<int64_t> offsets;
-        int64_t at = 0;
-        for (Value r : op.getResults()) {
-          offsets.push_back(it->second + at * elementBytes(r));
-          if (isa<SplitOp>(op))
-            at += cast<RankedTensorType>(r.getType()).getDimSize(2);
-        }
+        SmallVector<int64_t> offsets = columnOffsets(op.getResults());
+        for (int64_t &off : offsets)
+          off += it->second;
         op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), offsets));
       } else {
         SmallVector<int64_t> offsets, args;
