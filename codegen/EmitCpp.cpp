@@ -709,10 +709,26 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   int64_t aRow = op.getTransposeLhs() ? 1 : k, aK = op.getTransposeLhs() ? m : 1;
   int64_t bK = op.getTransposeRhs() ? 1 : n, bCol = op.getTransposeRhs() ? k : 1;
   int64_t bBatch = rb == 2 ? 0 : k * n;
-  // With an addend (in2, dense like out0): each finished product plus its addend.
-  os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << batch << ", " << m << ", " << n << ", " << k << ", in0, " << m * k
-     << ", " << aRow << ", " << aK << ", in1, " << bBatch << ", " << bK << ", " << bCol
-     << ", out0" << (op.getAddend() ? ", in2" : "") << ");\n";
+  os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << batch << ", " << m << ", " << n
+     << ", " << k << ", in0, " << m * k << ", " << aRow << ", " << aK << ", in1, " << bBatch
+     << ", " << bK << ", " << bCol << ", out0";
+  if (op.hasEpilogue()) {
+    // The epilogue's operands follow lhs and rhs (in0, in1) in operand order.
+    unsigned next = 2;
+    auto operand = [&](Value v) { return v ? "in" + std::to_string(next++) : std::string("nullptr"); };
+    std::string bias = operand(op.getBias()), rng = operand(op.getRng());
+    std::string addend = operand(op.getAddend());
+    std::string T = elemType(op.getResult());
+    os << ", gptc::MatmulEpilogue<" << T << ">{" << addend << ", " << bias << ", " << rng;
+    if (op.getRng()) {
+      // gpt.dropout's literals, so that the draw and the scaling are the same.
+      DropoutLiterals lit = dropoutLiterals(op.getDropoutP()->convertToDouble(),
+                                            op.getType().getElementType());
+      os << ", " << *op.getDropoutId() << ", " << lit.p << ", " << lit.scale;
+    }
+    os << "}";
+  }
+  os << ");\n";
   return success();
 }
 

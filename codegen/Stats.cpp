@@ -32,7 +32,8 @@ int64_t flopsOf(Operation *op) {
       .Case([](MatmulOp m) {
         auto a = m.getLhs().getType();
         int64_t k = m.getTransposeLhs() ? a.getDimSize(a.getRank() - 2) : a.getShape().back();
-        return 2 * elements(m.getResult()) * k + (m.getAddend() ? elements(m.getResult()) : 0);
+        int64_t epilogue = (m.getBias() ? 1 : 0) + (m.getRng() ? 1 : 0) + (m.getAddend() ? 1 : 0);
+        return (2 * k + epilogue) * elements(m.getResult());
       })
       .Case([](AttentionOp a) {
         auto q = a.getQ().getType();
@@ -47,10 +48,14 @@ int64_t flopsOf(Operation *op) {
         return pairs * (8 * q.getDimSize(3) + 4 * a.getV().getType().getDimSize(3) + 8);
       })
       .Case([](FusedOp f) {
+        // Once per element of the result or, for a body that ends in a sum, per element
+        // summed.
+        Block &body = f.getBody().front();
         int64_t perElement = 0;
-        for (Operation &inner : f.getBody().front().without_terminator())
+        for (Operation &inner : body.without_terminator())
           perElement += isa<BroadcastOp, ConvertOp>(inner) ? 0 : 1;
-        return perElement * elements(f.getResult(0));
+        auto sum = body.getTerminator()->getOperand(0).getDefiningOp<ReduceSumOp>();
+        return perElement * (sum ? elements(sum.getX()) : elements(f.getResult(0)));
       })
       .Case([](HorizontalOp h) {
         int64_t total = 0;

@@ -15,9 +15,7 @@ namespace {
 
 Value buildMatmul(OpBuilder &b, Location loc, RankedTensorType type, Value lhs, Value rhs,
                   bool transposeRhs) {
-  return MatmulOp::create(b, loc, type, lhs, rhs, Value(), b.getBoolAttr(false),
-                          b.getBoolAttr(transposeRhs),
-                          orderAttr(b, ReductionOrder::Sequential));
+  return MatmulOp::create(b, loc, type, lhs, rhs, /*transposeLhs=*/false, transposeRhs);
 }
 
 /// linear(input [..., K], weight [N, K], bias [N]?) = input @ weight^T + bias.

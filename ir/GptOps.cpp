@@ -203,6 +203,19 @@ LogicalResult MatmulOp::verify() {
                                         << shapeStr(expect);
   if (getAddend() && getAddend().getType() != r)
     return emitOpError("addend must have the result's type");
+  if (Value bias = getBias()) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != n || bt.getElementType() != r.getElementType())
+      return emitOpError("bias must be [") << n << "] of the result's element type";
+  }
+  if (getDropoutP().has_value() != (bool)getRng() || getDropoutId().has_value() != (bool)getRng())
+    return emitOpError("dropout needs all of rng, dropout_p and dropout_id");
+  if (getRng()) {
+    double p = getDropoutP()->convertToDouble();
+    if (!(p > 0.0 && p < 1.0))
+      return emitOpError("dropout_p must be in (0, 1), got ") << p;
+    return verifyRng(*this, getRng(), true);
+  }
   return success();
 }
 

@@ -219,29 +219,49 @@ def Gpt_EmbeddingOp : Gpt_Op<"embedding"> {
   let hasVerifier = 1;
 }
 
-def Gpt_MatmulOp : Gpt_Op<"matmul"> {
-  let summary = "Batched matrix product with optional transposes";
+def Gpt_MatmulOp : Gpt_Op<"matmul", [AttrSizedOperandSegments]> {
+  let summary = "Batched matrix product with optional transposes and a fused epilogue";
   let description = [{
     lhs is [batch..., M, K] ([batch..., K, M] with transpose_lhs); rhs is
     [K, N] shared by every batch, or [batch..., K, N] ([.., N, K] with
     transpose_rhs). Each output element sums k = 0..K-1 in increasing order
     with fma into one accumulator (`order = #gpt.order<sequential>`).
 
-    With `plus %addend` (a tensor of the result's type; gpt-fuse-matmul-epilogue
-    makes it from a following gpt.add, after autodiff) each element is addend +
-    its product, the product summed exactly as without it: the add's bits.
+    The epilogue (gpt-fuse-matmul-epilogue makes it from the elementwise ops
+    that follow the product, after autodiff) is applied to each finished
+    product, in this order, with the bits of those ops:
+    - `bias %b` ([N]): product + b[n], a linear layer's bias add;
+    - `dropout %rng` (with `dropout_p` and `dropout_id`): gpt.dropout of that
+      value, element i of the result drawing as gpt.dropout's element i;
+    - `plus %addend` (the result's type): addend + that value, a residual add.
 
     ```mlir
     %y = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>) -> tensor<2x32x192xf32>
-    %z = gpt.matmul %x, %w plus %r {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>, tensor<2x32x192xf32>) -> tensor<2x32x192xf32>
+    %z = gpt.matmul %x, %w bias %b dropout %rng plus %r {dropout_id = 2 : i64, dropout_p = 1.000000e-01 : f64, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>, tensor<192xf32>, tensor<2xi64>, tensor<2x32x192xf32>) -> tensor<2x32x192xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$lhs, Gpt_FloatTensor:$rhs,
+                   Optional<Gpt_FloatTensor>:$bias, Optional<Gpt_IndexTensor>:$rng,
                    Optional<Gpt_FloatTensor>:$addend,
-                   BoolAttr:$transpose_lhs, BoolAttr:$transpose_rhs, Gpt_ReductionOrderAttr:$order);
+                   BoolAttr:$transpose_lhs, BoolAttr:$transpose_rhs, Gpt_ReductionOrderAttr:$order,
+                   OptionalAttr<F64Attr>:$dropout_p, OptionalAttr<I64Attr>:$dropout_id);
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat =
-      "$lhs `,` $rhs (`plus` $addend^)? attr-dict `:` functional-type(operands, results)";
+      "$lhs `,` $rhs (`bias` $bias^)? (`dropout` $rng^)? (`plus` $addend^)? attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    // A plain product (no epilogue).
+    OpBuilder<(ins "Type":$type, "Value":$lhs, "Value":$rhs, "bool":$transposeLhs,
+                   "bool":$transposeRhs), [{
+      build($_builder, $_state, type, lhs, rhs, Value(), Value(), Value(),
+            $_builder.getBoolAttr(transposeLhs), $_builder.getBoolAttr(transposeRhs),
+            ReductionOrderAttr::get($_builder.getContext(), ReductionOrder::Sequential),
+            FloatAttr(), IntegerAttr());
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether an epilogue follows the product (bias, dropout or addend).
+    bool hasEpilogue() { return getBias() || getRng() || getAddend(); }
+  }];
   let hasVerifier = 1;
 }
 

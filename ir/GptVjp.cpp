@@ -36,7 +36,6 @@ template <typename Op> Value binary(OpBuilder &b, Location loc, Value lhs, Value
   return Op::create(b, loc, tt(lhs).clone(*shape), lhs, rhs);
 }
 Value mul(OpBuilder &b, Location loc, Value x, Value y) { return binary<MulOp>(b, loc, x, y); }
-Value add(OpBuilder &b, Location loc, Value x, Value y) { return binary<AddOp>(b, loc, x, y); }
 Value sub(OpBuilder &b, Location loc, Value x, Value y) { return binary<SubOp>(b, loc, x, y); }
 Value div(OpBuilder &b, Location loc, Value x, Value y) { return binary<DivOp>(b, loc, x, y); }
 Value mulScalar(OpBuilder &b, Location loc, Value x, double s) {
@@ -242,15 +241,13 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
 
 // out = op(a) @ op(b) where op() transposes when the flag is set.
 LogicalResult MatmulOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
-  if (getAddend())
-    return emitError("no gradient for a matmul with a fused addend (fusion runs after autodiff)");
+  if (hasEpilogue())
+    return emitError("no gradient for a matmul with a fused epilogue (fusion runs after autodiff)");
   Location loc = getLoc();
   Value A = getLhs(), B = getRhs(), G = g[0];
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
-  auto order = ReductionOrderAttr::get(b.getContext(), ReductionOrder::Sequential);
   auto mm = [&](Value x, Value y, bool tx, bool ty, RankedTensorType type) -> Value {
-    return MatmulOp::create(b, loc, type, x, y, Value(), b.getBoolAttr(tx), b.getBoolAttr(ty),
-                            order);
+    return MatmulOp::create(b, loc, type, x, y, tx, ty);
   };
   bool sharedRhs = tt(B).getRank() == 2 && tt(A).getRank() > 2;
   if (ta && sharedRhs)

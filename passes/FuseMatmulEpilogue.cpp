@@ -1,9 +1,17 @@
 //===- FuseMatmulEpilogue.cpp - the gpt-fuse-matmul-epilogue pass ---------===//
 //
-// An add whose one operand is a matmul's only use, the other a tensor of the
-// same type, becomes the matmul with that addend: the code generator adds it to
-// each finished product before the store (addend + product == product +
-// addend, bit for bit), so the sum stays a single kernel over the output once.
+// Folds the elementwise ops that follow a matmul into its epilogue, applied by
+// the code generator to each finished product before the store, so that the
+// product and what follows it are one kernel over the output, written once:
+//
+//   add(matmul, b) with b [N] (a linear layer's bias)  -> matmul bias %b
+//   dropout(that) in training (a residual branch)       -> ... dropout %rng
+//   add(that, r) with r of the result's type (residual) -> ... plus %r
+//
+// in that order only, each op folded when the matmul (or the matmul it was
+// folded into) is its only use. The epilogue computes each op's own expression
+// (product + bias, the same dropout draw for element i, addend + value; an add
+// is commutative bit for bit), so the bits are those of the unfused ops.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -20,29 +28,84 @@ using namespace mlir::gpt;
 
 namespace {
 
+/// The steps of the epilogue, in the order it applies them.
+enum class Step { Bias, Dropout, Addend };
+
+/// The matmul defining `v` if `step` can be appended to its epilogue: `v` has no other
+/// use, and the epilogue has no step at or after `step` yet.
+MatmulOp foldable(Value v, Step step) {
+  auto mm = v.getDefiningOp<MatmulOp>();
+  if (!mm || !mm->hasOneUse() || mm.getAddend() || (step <= Step::Dropout && mm.getRng()) ||
+      (step == Step::Bias && mm.getBias()))
+    return {};
+  return mm;
+}
+
+/// `mm` with the epilogue step that `op` is (the arguments not null), in op's place.
+void fold(Operation *op, MatmulOp mm, Value bias, DropoutOp drop, Value addend) {
+  OpBuilder b(op); // every operand of op and of mm is defined by then
+  Value rng = drop ? drop.getRng() : mm.getRng();
+  FloatAttr p = drop ? drop.getPAttr() : mm.getDropoutPAttr();
+  IntegerAttr id = drop ? drop.getIdAttr() : mm.getDropoutIdAttr();
+  auto fused = MatmulOp::create(b, op->getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(),
+                                bias ? bias : mm.getBias(), rng, addend,
+                                mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr(),
+                                mm.getOrderAttr(), p, id);
+  op->getResult(0).replaceAllUsesWith(fused.getResult());
+  op->erase();
+  mm.erase();
+}
+
+/// add(matmul, b) with b a [N] vector of the result's element type (either side).
+bool foldBias(AddOp add) {
+  for (unsigned i = 0; i < 2; ++i) {
+    MatmulOp mm = foldable(add->getOperand(i), Step::Bias);
+    Value bias = add->getOperand(1 - i);
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (!mm || mm.getType() != add.getType() || bt.getRank() != 1 ||
+        bt.getDimSize(0) != mm.getType().getShape().back() ||
+        bt.getElementType() != mm.getType().getElementType())
+      continue;
+    fold(add, mm, bias, {}, {});
+    return true;
+  }
+  return false;
+}
+
+/// add(matmul, r) with r of the result's type (either side; add(m, m) is two uses of m).
+bool foldAddend(AddOp add) {
+  for (unsigned i = 0; i < 2; ++i) {
+    MatmulOp mm = foldable(add->getOperand(i), Step::Addend);
+    Value addend = add->getOperand(1 - i);
+    if (!mm || mm.getType() != add.getType() || addend.getType() != add.getType())
+      continue;
+    fold(add, mm, {}, {}, addend);
+    return true;
+  }
+  return false;
+}
+
 struct FuseMatmulEpiloguePass
     : public gpt::impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
   void runOnOperation() override {
-    SmallVector<AddOp> adds;
-    getOperation().walk([&](AddOp add) { adds.push_back(add); });
-    for (AddOp add : adds) {
-      for (unsigned i = 0; i < 2; ++i) {
-        auto mm = add->getOperand(i).getDefiningOp<MatmulOp>();
-        Value addend = add->getOperand(1 - i);
-        // (add(m, m) is two uses of m, so it stays.)
-        if (!mm || mm.getAddend() || !mm->hasOneUse() || mm.getType() != add.getType() ||
-            addend.getType() != add.getType())
-          continue;
-        // At the add's place: the addend and the matmul's operands are all defined by then.
-        OpBuilder b(add);
-        auto fused = MatmulOp::create(b, add.getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(),
-                                      addend, mm.getTransposeLhsAttr(),
-                                      mm.getTransposeRhsAttr(), mm.getOrderAttr());
-        add.getResult().replaceAllUsesWith(fused.getResult());
-        add.erase();
-        mm.erase();
-        break;
+    // In program order, so that a chain folds step by step into one matmul.
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if (isa<AddOp, DropoutOp>(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      if (auto add = dyn_cast<AddOp>(op)) {
+        if (!foldBias(add))
+          foldAddend(add);
+        continue;
       }
+      auto drop = cast<DropoutOp>(op);
+      // Only a dropout that draws (training, p > 0; otherwise it folded away).
+      if (!drop.getRng() || !drop.getTrain() || drop.getP().isZero())
+        continue;
+      if (MatmulOp mm = foldable(drop.getX(), Step::Dropout))
+        fold(drop, mm, {}, drop, {});
     }
   }
 };

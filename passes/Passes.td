@@ -114,22 +114,28 @@ def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {
 }
 
 def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
-  let summary = "Fold an add of a matmul's result into the matmul (its epilogue)";
+  let summary = "Fold a matmul's bias add, dropout and residual add into the matmul (its epilogue)";
   let description = [{
-    `gpt.add` of a gpt.matmul result (the add its only user) and another
-    tensor of the same type becomes that matmul with `plus` the other tensor:
-    one kernel that adds each finished product to its addend (a residual
-    connection, say), with the add's bits (addition commutes exactly). Runs
-    after autodiff, before gpt-fuse-elementwise; gptc compile -O0 skips it.
+    A chain that follows a gpt.matmul, each op the only user of the one before,
+    folds into the matmul, step by step and in this order only:
+    `gpt.add` of a [N] vector (a linear layer's bias) becomes `bias`, a training
+    `gpt.dropout` becomes `dropout` (its rng, p and id), and `gpt.add` of a
+    tensor of the result's type (a residual connection) becomes `plus`. The
+    code generator applies them to each finished product before the store,
+    with the ops' own expressions (the same dropout draw for element i;
+    addition commutes exactly): one kernel, the unfused bits. Runs after
+    autodiff, before gpt-fuse-elementwise; gptc compile -O0 skips it.
 
     Before:
     ```mlir
-    %m = gpt.matmul %x, %w {...} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
-    %y = gpt.add %r, %m : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %m = gpt.matmul %x, %w {...} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+    %a = gpt.add %m, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %d = gpt.dropout %a, %rng {id = 3 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<8x4xf32>
+    %y = gpt.add %r, %d : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
     ```
     After:
     ```mlir
-    %y = gpt.matmul %x, %w plus %r {...} : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %y = gpt.matmul %x, %w bias %b dropout %rng plus %r {dropout_id = 3 : i64, dropout_p = 1.000000e-01 : f64, ...} : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<2xi64>, tensor<8x4xf32>) -> tensor<8x4xf32>
     ```
   }];
   let dependentDialects = ["mlir::gpt::GptDialect"];

@@ -56,16 +56,36 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                                   sbk, sbn, ref.data());
     EXPECT_EQ(0, std::memcmp(tiled.data(), ref.data(), tiled.size() * sizeof(float)))
         << "batch " << c.batch << " M " << c.M << " N " << c.N << " K " << c.K;
-    // With an addend (the fused epilogue): each element is addend + the same product.
-    std::vector<float> E(tiled.size()), withE(tiled.size()), refE(tiled.size());
+    // With epilogues (gpt-fuse-matmul-epilogue): each element is the unfused ops'
+    // expressions applied to the same product: + bias[n], dropout of element i, addend +.
+    std::vector<float> E(tiled.size()), bias(c.N);
     for (float& v : E) v = normal(rng);
-    gptc::matmul(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(), sbb, sbk, sbn,
-                 withE.data(), E.data());
-    gptc::matmul_reference<float>(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(),
-                                  sbb, sbk, sbn, refE.data(), E.data());
-    for (size_t i = 0; i < tiled.size(); ++i) {
-      ASSERT_EQ(bits(withE[i]), bits(E[i] + ref[i])) << "tiled, with addend, at " << i;
-      ASSERT_EQ(bits(refE[i]), bits(E[i] + ref[i])) << "reference, with addend, at " << i;
+    for (float& v : bias) v = normal(rng);
+    const int64_t seedStep[2] = {1234567, 89};
+    const float p = 0.25f, scale = float(1.0 / (1.0 - 0.25));
+    const gptc::MatmulEpilogue<float> epilogues[] = {
+        {E.data()}, {nullptr, bias.data()}, {nullptr, nullptr, seedStep, 5, p, scale},
+        {E.data(), bias.data(), seedStep, 6, p, scale}};
+    for (const auto& ep : epilogues) {
+      std::vector<float> withEp(tiled.size()), refEp(tiled.size());
+      gptc::matmul(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(), sbb, sbk, sbn,
+                   withEp.data(), ep);
+      gptc::matmul_reference<float>(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(),
+                                    sbb, sbk, sbn, refEp.data(), ep);
+      int64_t dropped = 0;
+      for (size_t i = 0; i < tiled.size(); ++i) {
+        float v = ref[i];
+        if (ep.bias) v = v + bias[i % c.N];
+        if (ep.rng) {
+          const bool keep = gptc::dropout_keep(seedStep[0], seedStep[1], ep.dropout_id, i, p);
+          dropped += !keep;
+          v = keep ? v * scale : 0.0f;
+        }
+        if (ep.addend) v = E[i] + v;
+        ASSERT_EQ(bits(withEp[i]), bits(v)) << "tiled, epilogue, at " << i;
+        ASSERT_EQ(bits(refEp[i]), bits(v)) << "reference, epilogue, at " << i;
+      }
+      if (ep.rng && tiled.size() >= 64) EXPECT_GT(dropped, 0);  // the dropout draws at all
     }
     // And the reference is the canonical order: element (0, 0) by hand.
     float acc = 0;

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(__CUDACC__)
 #include <immintrin.h>
 #endif
@@ -1781,6 +1782,61 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // a 6x16 tile over a 16-column panel (each lane is one output element, so vectorising never
 // reorders a sum, and both give dot_seq's bits); elsewhere, dot_seq per element.
 // ---------------------------------------------------------------------------------------
+// What a matmul applies to each finished product before storing it (gpt.matmul's
+// epilogue, gpt-fuse-matmul-epilogue), in this order: + bias[n]; gpt.dropout's inverted
+// dropout of result element i (its index in C, batch members one after another: the same
+// draw and the same scaling); then addend[i] + that value. A null pointer skips its step.
+// Each step is the unfused op's expression, so the bits are the unfused program's.
+template <class T>
+struct MatmulEpilogue {
+  const T* addend = nullptr;     // like C
+  const T* bias = nullptr;       // [N]
+  const int64_t* rng = nullptr;  // [seed, step]: dropout with dropout_id, _p and _scale
+  int64_t dropout_id = 0;
+  float dropout_p = 0;
+  T dropout_scale = 1;
+
+  bool any() const { return addend || bias || rng; }
+  // v[r * ldv + j] holds the product of C's element i0 + r * ldc + j, in column col0 + j,
+  // for r < rows and j < n (a run of a row each). The masks of several rows are drawn
+  // before any is applied, so that their Philox chains overlap.
+  void apply(int64_t rows, int64_t i0, int64_t ldc, int64_t col0, int64_t n, T* v,
+             int64_t ldv) const {
+    if (rows <= 0 || n <= 0) return;
+    if (bias)
+      for (int64_t r = 0; r < rows; ++r)
+        GPTC_SIMD for (int64_t j = 0; j < n; ++j) v[r * ldv + j] = v[r * ldv + j] + bias[col0 + j];
+#if !defined(__CUDACC__)
+    if (rng) {
+      constexpr int64_t kMax = 256;                  // masks drawn per pass
+      const int64_t width = n < kMax ? n : kMax;     // of a row's run
+      const int64_t per = kMax / width;              // rows
+      alignas(64) uint32_t keep[kMax];
+      for (int64_t j0 = 0; j0 < n; j0 += width) {
+        const int64_t len = n - j0 < width ? n - j0 : width;
+        for (int64_t r0 = 0; r0 < rows; r0 += per) {
+          const int64_t nr = rows - r0 < per ? rows - r0 : per;
+          for (int64_t r = 0; r < nr; ++r)
+            dropout_keep_block((uint64_t)rng[0], (uint64_t)rng[1], (uint64_t)dropout_id,
+                               (uint64_t)(i0 + (r0 + r) * ldc + j0), len, dropout_p,
+                               keep + r * width);
+          for (int64_t r = 0; r < nr; ++r) {
+            T* x = v + (r0 + r) * ldv + j0;
+            const uint32_t* k = keep + r * width;
+            GPTC_SIMD for (int64_t j = 0; j < len; ++j)
+              x[j] = detail::sel(k[j] != 0, x[j] * dropout_scale, T(0));
+          }
+        }
+      }
+    }
+#endif
+    if (addend)
+      for (int64_t r = 0; r < rows; ++r)
+        GPTC_SIMD for (int64_t j = 0; j < n; ++j)
+          v[r * ldv + j] = addend[i0 + r * ldc + j] + v[r * ldv + j];
+  }
+};
+
 #if defined(GPTC_VECTOR_FORMS)
 #define GPTC_TILED_MATMUL 1
 #endif
@@ -1793,8 +1849,7 @@ constexpr int64_t kRows = 6;                      // rows per register tile (12 
 // Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order.
 template <int R>
 inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
-                        const float* panel, float* C, int64_t ldc, int64_t cols,
-                        const float* E) {
+                        const float* panel, float* C, int64_t ldc, int64_t cols) {
   using W = TileVec;
   constexpr int64_t L = W::kLanes;
   W::V acc[R][2];
@@ -1812,13 +1867,6 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
   }
   // The panel's first `cols` columns.
   const W::Mask m0 = W::first(cols), m1 = W::first(cols - L);
-  if (E) {  // the epilogue: addend + product, once the product is complete
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] = W::add(W::load_first(E + r * ldc, m0), acc[r][0]);
-      acc[r][1] = W::add(W::load_first(E + r * ldc + L, m1), acc[r][1]);
-    }
-  }
   if (cols == kPanel) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -1848,7 +1896,8 @@ inline void fold_batch(int64_t& batch, int64_t& M, int64_t& sab, int64_t sam, in
 // One task of the float matmul: output columns [n0, n0 + kPanel) of batch b, all rows.
 inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
-                        int64_t sbb, int64_t sbk, int64_t sbn, float* C, const float* E) {
+                        int64_t sbb, int64_t sbk, int64_t sbn, float* C,
+                        const MatmulEpilogue<float>* ep) {
   const int64_t b = t / panels, n0 = (t % panels) * kPanel;
   const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
   float* panel = gptc::scratch<float>(0, K * kPanel);
@@ -1864,18 +1913,23 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
         panel[k * kPanel + j] = j < cols ? Bb[k * sbk + j * sbn] : 0.0f;
   }
   const float* Ab = A + b * sab;
-  float* Cb = C + b * M * N + n0;
-  const float* Eb = E ? E + b * M * N + n0 : nullptr;
-  auto rowsOf = [&](const float* X, int64_t m) { return X ? X + m * N : nullptr; };
+  const int64_t c0 = b * M * N + n0;  // C's index of the task's first element
+  // A tile, then its epilogue on the rows just stored (still in L1), so that the tile's
+  // register code is the same with an epilogue or without.
+  auto tile = [&](auto rows, int64_t m) {
+    constexpr int R = decltype(rows)::value;
+    float* Ct = C + c0 + m * N;
+    matmul_tile<R>(K, Ab + m * sam, sam, sak, panel, Ct, N, cols);
+    if (ep) ep->apply(R, c0 + m * N, N, n0, cols, Ct, N);
+  };
   int64_t m = 0;
-  for (; m + kRows <= M; m += kRows)
-    matmul_tile<kRows>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m));
+  for (; m + kRows <= M; m += kRows) tile(std::integral_constant<int, kRows>(), m);
   switch (M - m) {
-    case 5: matmul_tile<5>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
-    case 4: matmul_tile<4>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
-    case 3: matmul_tile<3>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
-    case 2: matmul_tile<2>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
-    case 1: matmul_tile<1>(K, Ab + m * sam, sam, sak, panel, Cb + m * N, N, cols, rowsOf(Eb, m)); break;
+    case 5: tile(std::integral_constant<int, 5>(), m); break;
+    case 4: tile(std::integral_constant<int, 4>(), m); break;
+    case 3: tile(std::integral_constant<int, 3>(), m); break;
+    case 2: tile(std::integral_constant<int, 2>(), m); break;
+    case 1: tile(std::integral_constant<int, 1>(), m); break;
     default: break;
   }
 }
@@ -1904,7 +1958,8 @@ inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
 // weight gradients.)
 inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sak, const float* B, int64_t sbb,
-                               int64_t sbk, int64_t sbn, float* C, const float* E) {
+                               int64_t sbk, int64_t sbn, float* C,
+                               const MatmulEpilogue<float>* ep) {
   float* const mine = gptc::scratch<float>(4, batch * M * K);
   float* rows = nullptr;
   GPTC_OMP("omp single copyprivate(rows)")
@@ -1920,7 +1975,7 @@ inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, c
   const int64_t panels = (N + kPanel - 1) / kPanel;
   GPTC_OMP("omp for schedule(static)")
   for (int64_t t = 0; t < batch * panels; ++t)
-    matmul_task(t, panels, M, N, K, rows, sabRows, K, 1, B, sbb, sbk, sbn, C, E);
+    matmul_task(t, panels, M, N, K, rows, sabRows, K, 1, B, sbb, sbk, sbn, C, ep);
 }
 }  // namespace detail
 
@@ -1928,78 +1983,78 @@ inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, c
 // threads share the tasks.
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C, const float* E = nullptr) {
+                      int64_t sbk, int64_t sbn, float* C,
+                      const MatmulEpilogue<float>& epilogue = {}) {
+  const MatmulEpilogue<float>* ep = epilogue.any() ? &epilogue : nullptr;
   if (detail::copies_a(M, K, sam, sak)) {
-    detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, E);
+    detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, ep);
     return;
   }
   detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
   GPTC_FOR_WS(t, batch * panels)
-    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 // The same in a parallel region of its own (the same static split of the tasks).
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C, const float* E = nullptr) {
+                   int64_t sbn, float* C, const MatmulEpilogue<float>& epilogue = {}) {
   GPTC_PARALLEL
-  matmul_ws(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+  matmul_ws(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, epilogue);
 }
 #endif
 
-// The reference (and untiled: no AVX2 or AVX-512, or f64) path: dot_seq per output element.
+// The reference (and untiled: no AVX2 or AVX-512, or f64) path: dot_seq per output element,
+// then the epilogue.
 namespace detail {
 template <class T>
 inline void matmul_element(int64_t i, int64_t M, int64_t N, int64_t K, const T* A, int64_t sab,
                            int64_t sam, int64_t sak, const T* B, int64_t sbb, int64_t sbk,
-                           int64_t sbn, T* C, const T* E) {
+                           int64_t sbn, T* C, const MatmulEpilogue<T>& ep) {
   const int64_t n = i % N, m = (i / N) % M, b = i / (M * N);
   const T* a = A + b * sab + m * sam;
   const T* bb = B + b * sbb + n * sbn;
-  const T v = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
-  C[i] = E ? E[i] + v : v;
+  T v = dot_seq<T>(K, [&](int64_t k) { return a[k * sak]; }, [&](int64_t k) { return bb[k * sbk]; });
+  if (ep.any()) ep.apply(1, i, N, n, 1, &v, 1);
+  C[i] = v;
 }
 }  // namespace detail
 template <class T>
 inline void matmul_reference(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                              int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
-                             int64_t sbk, int64_t sbn, T* C,
-                             const T* E = nullptr) {
+                             int64_t sbk, int64_t sbn, T* C, const MatmulEpilogue<T>& ep = {}) {
   GPTC_FOR(i, batch * M * N)
-    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 template <class T>
 inline void matmul_reference_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                                 int64_t sab, int64_t sam, int64_t sak, const T* B, int64_t sbb,
-                                int64_t sbk, int64_t sbn, T* C,
-                                const T* E = nullptr) {
+                                int64_t sbk, int64_t sbn, T* C, const MatmulEpilogue<T>& ep = {}) {
   GPTC_FOR_WS(i, batch * M * N)
-    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+    detail::matmul_element<T>(i, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 
 #if !defined(GPTC_TILED_MATMUL)
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
                    int64_t sam, int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, float* C, const float* E = nullptr) {
-  matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+                   int64_t sbn, float* C, const MatmulEpilogue<float>& ep = {}) {
+  matmul_reference<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                       int64_t sab, int64_t sam, int64_t sak, const float* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, float* C, const float* E = nullptr) {
-  matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+                      int64_t sbk, int64_t sbn, float* C, const MatmulEpilogue<float>& ep = {}) {
+  matmul_reference_ws<float>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 #endif
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A, int64_t sab,
                    int64_t sam, int64_t sak, const double* B, int64_t sbb, int64_t sbk,
-                   int64_t sbn, double* C,
-                   const double* E = nullptr) {
-  matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+                   int64_t sbn, double* C, const MatmulEpilogue<double>& ep = {}) {
+  matmul_reference<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
                       int64_t sab, int64_t sam, int64_t sak, const double* B, int64_t sbb,
-                      int64_t sbk, int64_t sbn, double* C,
-                   const double* E = nullptr) {
-  matmul_reference_ws<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, E);
+                      int64_t sbk, int64_t sbn, double* C, const MatmulEpilogue<double>& ep = {}) {
+  matmul_reference_ws<double>(batch, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 
 }  // namespace gptc

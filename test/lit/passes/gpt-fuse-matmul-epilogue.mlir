@@ -18,16 +18,61 @@ func.func @residual(%r: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, %w: tensor<4x
 // -----
 
 // Tests what stays unfused: a matmul with another user (its product is needed
-// alone), a broadcast addend (a bias), and an add of a matmul to itself.
+// alone), a broadcast addend that is not a bias (one value per row), and an add
+// of a matmul to itself.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: plus
+// CHECK-NOT: bias
 // CHECK: return
-func.func @kept(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+func.func @kept(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<8x1xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
   %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   %1 = gpt.add %0, %0 : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   %2 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
-  %3 = gpt.add %2, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+  %3 = gpt.add %2, %b : (tensor<8x4xf32>, tensor<8x1xf32>) -> tensor<8x4xf32>
   %4 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   %5 = gpt.add %4, %1 : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   return %3, %4, %5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// Tests a linear layer's chain folding step by step into one matmul: the bias add
+// (the [N] vector on either side), a training dropout (its rng, p and id), then
+// the residual add; and a bias alone, whose result goes on to a GELU.
+// CHECK-LABEL: func.func @bias_dropout_residual
+// CHECK-NEXT: %[[M:.*]] = gpt.matmul %arg1, %arg2 bias %arg3 dropout %arg4 plus %arg0 {dropout_id = 3 : i64, dropout_p = 1.000000e-01 : f64, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<2xi64>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[H:.*]] = gpt.matmul %arg1, %arg2 bias %arg3 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[G:.*]] = gpt.gelu %[[H]]
+// CHECK-NEXT: return %[[M]], %[[G]]
+func.func @bias_dropout_residual(%r: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>, %rng: tensor<2xi64>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+  %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<4x16xf32>) -> tensor<2x8x4xf32>
+  %1 = gpt.add %b, %0 : (tensor<4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %2 = gpt.dropout %1, %rng {id = 3 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<2x8x4xf32>, tensor<2xi64>) -> tensor<2x8x4xf32>
+  %3 = gpt.add %r, %2 : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %4 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<4x16xf32>) -> tensor<2x8x4xf32>
+  %5 = gpt.add %4, %b : (tensor<2x8x4xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+  %6 = gpt.gelu %5 {approximate = "none"} : tensor<2x8x4xf32>
+  return %3, %6 : tensor<2x8x4xf32>, tensor<2x8x4xf32>
+}
+
+// -----
+
+// Tests the order and the single uses: a bias after a residual add is an
+// elementwise add (the epilogue adds the bias first), a dropout whose input has
+// another user stays, and so does a dropout with no rng (evaluation).
+// CHECK-LABEL: func.func @out_of_order
+// CHECK-NEXT: %[[M:.*]] = gpt.matmul %arg1, %arg2 plus %arg0 {{.*}} -> tensor<8x4xf32>
+// CHECK-NEXT: gpt.add %[[M]], %arg3
+// CHECK-NEXT: %[[N:.*]] = gpt.matmul %arg1, %arg2 {{{.*}}} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: gpt.dropout %[[N]], %arg4
+// CHECK-NEXT: gpt.add %[[N]], %arg0
+// CHECK-NEXT: return
+func.func @out_of_order(%r: tensor<8x4xf32>, %x: tensor<8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>, %rng: tensor<2xi64>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+  %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+  %1 = gpt.add %0, %r : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %2 = gpt.add %1, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+  %3 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+  %4 = gpt.dropout %3, %rng {id = 0 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<8x4xf32>
+  %5 = gpt.add %3, %r : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %2, %4, %5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
 }
