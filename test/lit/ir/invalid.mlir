@@ -42,6 +42,30 @@ func.func @matmul_addend(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %c: tensor<5x
 
 // -----
 
+func.func @matmul_bias(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %c: tensor<4xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{bias must be [5] of the result's element type}}
+  %0 = gpt.matmul %a, %b bias %c {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<4xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul_dropout_attrs(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %rng: tensor<2xi64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{dropout needs all of rng, dropout_p and dropout_id}}
+  %0 = gpt.matmul %a, %b dropout %rng {dropout_p = 1.000000e-01 : f64, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<2xi64>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul_dropout_p(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %rng: tensor<2xi64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{dropout_p must be in (0, 1), got 1}}
+  %0 = gpt.matmul %a, %b dropout %rng {dropout_id = 0 : i64, dropout_p = 1.000000e+00 : f64, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<2xi64>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
 func.func @matmul_order(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>) -> tensor<4x5xf32> {
   // expected-error @+1 {{supports only reduction order 'sequential'}}
   %0 = gpt.matmul %a, %b {order = #gpt.order<canonical>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
