@@ -715,7 +715,9 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
   if (op.hasEpilogue()) {
     // The epilogue's operands follow lhs and rhs (in0, in1) in operand order.
     unsigned next = 2;
-    auto operand = [&](Value v) { return v ? "in" + std::to_string(next++) : std::string("nullptr"); };
+    auto operand = [&](Value v) {
+      return v ? "in" + std::to_string(next++) : std::string("nullptr");
+    };
     std::string bias = operand(op.getBias()), rng = operand(op.getRng());
     std::string addend = operand(op.getAddend());
     std::string T = elemType(op.getResult());
