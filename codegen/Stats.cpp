@@ -18,13 +18,9 @@ using namespace mlir::gpt;
 
 namespace {
 
-int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  Type e = t.getElementType();
-  return t.getNumElements() * (e.isInteger(1) ? 1 : (int64_t)e.getIntOrFloatBitWidth() / 8);
-}
-
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+int64_t bytesOf(Value v) { return elements(v) * elementBytes(v); }
 
 /// FLOPs of one kernel: 2 per multiply-add, 1 per other arithmetic operation.
 int64_t flopsOf(Operation *op) {

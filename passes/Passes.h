@@ -29,6 +29,9 @@ inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
 /// written into its result's buffer by the ops that compute them.
 inline constexpr StringLiteral kViewAttr = "gpt.view";
 
+/// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
+int64_t elementBytes(Value v);
+
 /// The distance in elements between consecutive rows of `v` (a [B, T, H, D] operand or
 /// result of attention) when it lives inside a wider buffer: a reshaped piece of a view
 /// split (the split operand's last dim), or a result written into a view concat through a

@@ -29,13 +29,9 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 
-int64_t elementBytes(Value v) {
-  Type e = cast<RankedTensorType>(v.getType()).getElementType();
-  return e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
-}
-
 int64_t byteSize(Value v) {
-  return std::max<int64_t>(cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
+  return std::max<int64_t>(
+      cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
 }
 
 /// Free byte ranges of the arena, keyed by offset.
@@ -337,6 +333,11 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   }
 };
 } // namespace
+
+int64_t mlir::gpt::elementBytes(Value v) {
+  Type e = cast<RankedTensorType>(v.getType()).getElementType();
+  return e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
+}
 
 int64_t mlir::gpt::viewRowPitch(Value v) {
   // A reshaped piece of a view split, read by attention.

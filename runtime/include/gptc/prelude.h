@@ -1776,8 +1776,8 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // with one fma accumulator per element: the canonical matmul order, the same bits as
 // dot_seq whatever the tiling, vector width or thread count.
 //   A(b, m, k) = A[b*sab + m*sam + k*sak]    B(b, k, n) = B[b*sbb + k*sbk + n*sbn]
-//   C is dense [batch, M, N]. With an addend E (dense like C; a fused residual add),
-//   C = E + the product, added once the product is complete.
+//   C is dense [batch, M, N]. An epilogue (MatmulEpilogue: a fused bias, dropout and
+//   residual add) is applied to each element once its product is complete.
 // On AVX-512 a 6x32 register tile runs over a packed 32-column panel of B, on AVX2 with FMA
 // a 6x16 tile over a 16-column panel (each lane is one output element, so vectorising never
 // reorders a sum, and both give dot_seq's bits); elsewhere, dot_seq per element.
@@ -1805,7 +1805,8 @@ struct MatmulEpilogue {
     if (rows <= 0 || n <= 0) return;
     if (bias)
       for (int64_t r = 0; r < rows; ++r)
-        GPTC_SIMD for (int64_t j = 0; j < n; ++j) v[r * ldv + j] = v[r * ldv + j] + bias[col0 + j];
+        GPTC_SIMD for (int64_t j = 0; j < n; ++j)
+          v[r * ldv + j] = v[r * ldv + j] + bias[col0 + j];
 #if !defined(__CUDACC__)
     if (rng) {
       constexpr int64_t kMax = 256;                  // masks drawn per pass
