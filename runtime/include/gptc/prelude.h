@@ -1949,6 +1949,12 @@ inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
   return sam == 1 && sak > 1 && M * K > (int64_t(1) << 18);
 }
 
+// The copy's rows are `copy_pitch(K)` floats apart: a pitch that is a multiple of 1 KB
+// would put the 64 rows a copy block writes in at most 4 of L1's 64 sets, evicting one
+// another's lines half-written; 64 bytes more spreads them (measured on Zen 3, one core:
+// the copy of a 1152 x 1024 dY^T 0.66-0.82 -> 0.30-0.42 ms, of 1152 x 512 0.31 -> 0.17).
+inline int64_t copy_pitch(int64_t K) { return K % 256 == 0 ? K + 16 : K; }
+
 // The product with A copied to rows, called by every thread of a parallel region. The copy
 // goes into the scratch (slot 4) of whichever thread takes the `single`; the others get its
 // address. Every thread grows its own slot first, so that all of them are grown in the first
@@ -1957,12 +1963,6 @@ inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
 // scratch can be reused. (Splitting rows by thread instead, each copying its own rows, needs
 // no barrier, but every thread then packs all of B: measured 3-8% slower on the step's
 // weight gradients.)
-// The copy's rows are `copy_pitch(K)` floats apart: a pitch that is a multiple of 1 KB
-// would put the 64 rows a copy block writes in at most 4 of L1's 64 sets, evicting one
-// another's lines half-written; 64 bytes more spreads them (measured on Zen 3, one core:
-// the copy of a 1152 x 1024 dY^T 0.66-0.82 -> 0.30-0.42 ms, of 1152 x 512 0.31 -> 0.17).
-inline int64_t copy_pitch(int64_t K) { return K % 256 == 0 ? K + 16 : K; }
-
 inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sak, const float* B, int64_t sbb,
                                int64_t sbk, int64_t sbn, float* C,
