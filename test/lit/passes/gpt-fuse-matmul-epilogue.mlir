@@ -66,13 +66,17 @@ func.func @bias_dropout_residual(%r: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, 
 // CHECK-NEXT: %[[N:.*]] = gpt.matmul %arg1, %arg2 {{{.*}}} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
 // CHECK-NEXT: gpt.dropout %[[N]], %arg4
 // CHECK-NEXT: gpt.add %[[N]], %arg0
+// CHECK-NEXT: %[[E:.*]] = gpt.matmul %arg1, %arg2 {{{.*}}} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: gpt.dropout %[[E]] {{{.*}}train = false}
 // CHECK-NEXT: return
-func.func @out_of_order(%r: tensor<8x4xf32>, %x: tensor<8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>, %rng: tensor<2xi64>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+func.func @out_of_order(%r: tensor<8x4xf32>, %x: tensor<8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>, %rng: tensor<2xi64>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
   %0 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
   %1 = gpt.add %0, %r : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   %2 = gpt.add %1, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
   %3 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
   %4 = gpt.dropout %3, %rng {id = 0 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<8x4xf32>
   %5 = gpt.add %3, %r : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
-  return %2, %4, %5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+  %6 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+  %7 = gpt.dropout %6 {id = 1 : i64, p = 1.000000e-01 : f64, train = false} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %2, %4, %5, %7 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
 }
