@@ -56,30 +56,26 @@ void fold(Operation *op, MatmulOp mm, Value bias, DropoutOp drop, Value addend) 
   mm.erase();
 }
 
-/// add(matmul, b) with b a [N] vector of the result's element type (either side).
-bool foldBias(AddOp add) {
-  for (unsigned i = 0; i < 2; ++i) {
-    MatmulOp mm = foldable(add->getOperand(i), Step::Bias);
-    Value bias = add->getOperand(1 - i);
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (!mm || mm.getType() != add.getType() || bt.getRank() != 1 ||
-        bt.getDimSize(0) != mm.getType().getShape().back() ||
-        bt.getElementType() != mm.getType().getElementType())
-      continue;
-    fold(add, mm, bias, {}, {});
-    return true;
-  }
-  return false;
+/// Whether `b` is a linear layer's bias for `mm`: a [N] vector of its element type.
+bool isBiasOf(MatmulOp mm, Value b) {
+  auto bt = cast<RankedTensorType>(b.getType());
+  return bt.getRank() == 1 && bt.getDimSize(0) == mm.getType().getShape().back() &&
+         bt.getElementType() == mm.getType().getElementType();
 }
 
-/// add(matmul, r) with r of the result's type (either side; add(m, m) is two uses of m).
-bool foldAddend(AddOp add) {
+/// add(matmul, other), the matmul on either side, folded as `step` (Bias or Addend) when
+/// `other` is what that step takes: a bias, or a tensor of the result's type (add(m, m)
+/// is two uses of m, so it stays).
+bool foldAdd(AddOp add, Step step) {
   for (unsigned i = 0; i < 2; ++i) {
-    MatmulOp mm = foldable(add->getOperand(i), Step::Addend);
-    Value addend = add->getOperand(1 - i);
-    if (!mm || mm.getType() != add.getType() || addend.getType() != add.getType())
+    MatmulOp mm = foldable(add->getOperand(i), step);
+    Value other = add->getOperand(1 - i);
+    if (!mm || mm.getType() != add.getType())
       continue;
-    fold(add, mm, {}, {}, addend);
+    if (step == Step::Bias ? !isBiasOf(mm, other) : other.getType() != add.getType())
+      continue;
+    fold(add, mm, step == Step::Bias ? other : Value(), {},
+         step == Step::Addend ? other : Value());
     return true;
   }
   return false;
@@ -96,8 +92,8 @@ struct FuseMatmulEpiloguePass
     });
     for (Operation *op : ops) {
       if (auto add = dyn_cast<AddOp>(op)) {
-        if (!foldBias(add))
-          foldAddend(add);
+        if (!foldAdd(add, Step::Bias))
+          foldAdd(add, Step::Addend);
         continue;
       }
       auto drop = cast<DropoutOp>(op);
