@@ -1807,8 +1807,18 @@ struct MatmulEpilogue {
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
           v[r * ldv + j] = v[r * ldv + j] + bias[col0 + j];
-#if !defined(__CUDACC__)
     if (rng) {
+#if defined(__CUDACC__)
+      // One draw at a time (dropout_keep_block is the CPU's vector form): the same draws.
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          T& x = v[r * ldv + j];
+          x = dropout_keep((uint64_t)rng[0], (uint64_t)rng[1], (uint64_t)dropout_id,
+                           (uint64_t)(i0 + r * ldc + j), dropout_p)
+                  ? x * dropout_scale
+                  : T(0);
+        }
+#else
       constexpr int64_t kMax = 256;                  // masks drawn per pass
       const int64_t width = n < kMax ? n : kMax;     // of a row's run
       const int64_t per = kMax / width;              // rows
@@ -1829,8 +1839,8 @@ struct MatmulEpilogue {
           }
         }
       }
-    }
 #endif
+    }
     if (addend)
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
