@@ -91,14 +91,16 @@ def main():
         model.set_num_threads(args.threads)
         inputs = random_inputs(manifest)
         model.run(inputs)  # warm-up, not counted
-        lib = ctypes.CDLL(os.path.join(art, "kernels.so"))
-        lib.gptc_profile_seconds.restype = ctypes.POINTER(ctypes.c_double)
-        before = lib.gptc_profile_seconds()[:len(names)]
+        # The counters of the model's own copy of kernels.so (the runtime loads one per
+        # Model), not of the artifact's file opened again.
+        profile_seconds = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_double))(
+            model.symbol_address("gptc_profile_seconds"))
+        before = profile_seconds()[:len(names)]
         t0 = time.perf_counter()
         for _ in range(args.steps):
             model.run(inputs)
         wall = (time.perf_counter() - t0) / args.steps * 1e3
-        after = lib.gptc_profile_seconds()[:len(names)]
+        after = profile_seconds()[:len(names)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

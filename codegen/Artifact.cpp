@@ -89,6 +89,17 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   llvm::sys::path::append(src, "kernels.cpp");
   llvm::sys::path::append(lib, "kernels.so");
   llvm::sys::path::append(log, "compile.log");
+  // The library is written beside kernels.so and renamed over it: a process running the
+  // previous kernels.so from this folder keeps its file, and a load never sees half of one.
+  std::string fresh = lib.str().str() + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+  auto publish = [&]() -> LogicalResult {
+    if (auto ec = llvm::sys::fs::rename(fresh, lib)) {
+      (void)llvm::sys::fs::remove(fresh);
+      error = "cannot write " + lib.str().str() + ": " + ec.message();
+      return failure();
+    }
+    return success();
+  };
   std::string include = "-I" + runtimeInclude.str();
   // The target: the host's vector extensions, or GPTC_MARCH's (x86-64-v3 to build for any
   // AVX2 machine, say). The prelude's vector forms give the same bits at every width.
@@ -98,12 +109,12 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   // it changes no result.
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", march,
                                  "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
-                                 "-fopenmp", "-fPIC", "-shared", include, src, "-o", lib};
+                                 "-fopenmp", "-fPIC", "-shared", include, src, "-o", fresh};
   // The key: the generated source, the prelude it includes, the compiler, the flags (the
   // target among them) and the host CPU (for -march=native).
   std::string key = llvm::sys::getHostCPUName().str() + "\n";
   for (StringRef a : args)
-    if (a != src && a != lib)
+    if (a != src && a != fresh)
       key += a.str() + "\n";
   // (The prelude's path is a named string: a temporary in the loop's braces would be gone
   // before the loop body reads it, and the prelude silently left out of the key.)
@@ -121,13 +132,14 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
     SmallString<256> p(cache);
     llvm::sys::path::append(p, llvm::utohexstr(llvm::xxh3_64bits(key)) + ".so");
     cached = p.str().str();
-    if (llvm::sys::fs::exists(cached) && !llvm::sys::fs::copy_file(cached, lib))
-      return success();
+    if (llvm::sys::fs::exists(cached) && !llvm::sys::fs::copy_file(cached, fresh))
+      return publish();
   }
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
   int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &execError);
   if (rc != 0) {
+    (void)llvm::sys::fs::remove(fresh);
     error = "host compiler failed on " + src.str().str() + " (see " + log.str().str() + ")" +
             (execError.empty() ? "" : ": " + execError);
     return failure();
@@ -136,10 +148,10 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
     // Publish atomically: a concurrent compile never sees half a library.
     SmallString<256> tmp(cached + ".tmp");
     tmp += std::to_string(llvm::sys::Process::getProcessId());
-    if (!llvm::sys::fs::copy_file(lib, tmp))
+    if (!llvm::sys::fs::copy_file(fresh, tmp))
       (void)llvm::sys::fs::rename(tmp, cached);
   }
-  return success();
+  return publish();
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -158,6 +159,12 @@ PYBIND11_MODULE(_runtime, mod) {
           "Overwrite a parameter (same dtype and shape). Not while run() is in progress.")
       .def("set_num_threads", &Model::set_num_threads, py::arg("n"),
            "Threads for the kernels' parallel loops (0: one per core); bits never change.")
+      .def(
+          "symbol_address",
+          [](const Model& m, const std::string& name) { return (uintptr_t)m.symbol(name); },
+          py::arg("name"),
+          "The address of a symbol of this model's own copy of kernels.so (0 if none), for "
+          "tools that call into it with ctypes.")
       .def("save_weights", &Model::save_weights, py::arg("path"),
            "Write all parameters to a safetensors file, atomically.")
       .def("__repr__", [](const Model& m) {

@@ -3,12 +3,16 @@
 #include "gptc/model.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -74,6 +78,48 @@ TensorSpec parse_spec(const json& j, const std::string& where, const std::string
   }
   s.nbytes = (size_t)s.numel * dtype_size(s.dtype);
   return s;
+}
+
+// Opens the library at `path` through a private copy: a temporary file with a name this
+// process has not used before, dlopened and then unlinked. dlopen hands back a library
+// that is already loaded under the same name without reading the file again, and a mapped
+// file that is rewritten changes under the code running from it: a model compiled again
+// into the same artifact directory while an earlier Model of it was alive (a notebook
+// cell run twice) crashed the process, or would have run the earlier kernels. With the
+// copy, each Model's kernels are its own whatever later happens to the artifact. Where no
+// temporary file can be made or run (no writable TMPDIR, /tmp mounted noexec), the
+// library is opened in place. Returns null with the reason in `error`.
+void* dlopen_private(const std::string& path, std::string& error) {
+  static std::atomic<unsigned long> serial{0};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string base = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/gptc-kernels-" +
+                           std::to_string((long)getpid()) + "-";
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const std::string copy = base + std::to_string(serial++) + ".so";
+    int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;  // another process's (a pid reused): the next name
+      break;
+    }
+    bool written = ::write(fd, bytes.data(), bytes.size()) == (ssize_t)bytes.size();
+    written = ::close(fd) == 0 && written;
+    void* lib = written ? dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+    ::unlink(copy.c_str());
+    if (lib) return lib;
+    break;
+  }
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    error = e ? e : "unknown dlopen error";
+  }
+  return lib;
 }
 
 }  // namespace
@@ -164,10 +210,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   // ~20k spins they sleep, so they do not steal the cores from whatever else the process
   // runs between steps (PyTorch). The user's GOMP_SPINCOUNT / OMP_WAIT_POLICY win.
   setenv("GOMP_SPINCOUNT", "20000", /*overwrite=*/0);
-  impl.lib = dlopen(lpath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string loadError;
+  impl.lib = dlopen_private(lpath, loadError);
   if (!impl.lib) {
-    const char* e = dlerror();
-    throw Error(lpath + ": cannot load (" + (e ? e : "unknown dlopen error") + ")");
+    throw Error(lpath + ": cannot load (" + loadError + ")");
   }
   auto abi = (EntryAbiFn)dlsym(impl.lib, "gptc_entry_abi");
   impl.entry = (EntryFn)dlsym(impl.lib, "gptc_entry");
@@ -243,6 +289,8 @@ void Model::set_num_threads(int n) {
   using SetThreadsFn = void (*)(int);
   if (auto fn = (SetThreadsFn)dlsym(impl_->lib, "gptc_set_num_threads")) fn(n);
 }
+
+void* Model::symbol(const std::string& name) const { return dlsym(impl_->lib, name.c_str()); }
 
 void* Model::param_data(const std::string& name) {
   for (size_t i = 0; i < params_.size(); ++i)

@@ -1,4 +1,5 @@
 """The compile cache: an unchanged model is not rebuilt by the host compiler."""
+import ctypes
 import os
 import shutil
 import subprocess
@@ -57,3 +58,27 @@ def test_a_changed_prelude_misses_the_cache(tmp_path):
     compile_cli(mlir, tmp_path / "c", cache, env=env)
     assert (tmp_path / "c" / "compile.log").exists()         # changed: rebuilt
     assert len(list(cache.glob("*.so"))) == 2
+
+
+def test_a_compile_replaces_kernels_so_whole(tmp_path):
+    """kernels.so is written aside and renamed over the previous one, from the cache as
+    from the host compiler: a process running the previous library keeps its file, and no
+    temporary is left behind. The runtime runs its own copy of the library, whose symbols
+    `symbol_address` finds."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    compile_cli(mlir, out, cache)  # the host compiler
+    first = (out / "kernels.so").stat().st_ino
+    compile_cli(mlir, out, cache)  # the cache
+    assert (out / "kernels.so").stat().st_ino != first
+    assert sorted(p.name for p in out.iterdir()) == [
+        "compile.log", "kernels.cpp", "kernels.so", "manifest.json", "weights.safetensors"]
+    from gptc import _runtime
+    model = _runtime.Model(str(out))
+    abi = ctypes.CFUNCTYPE(ctypes.c_int)(model.symbol_address("gptc_entry_abi"))
+    assert abi() == 1
+    assert model.symbol_address("no_such_symbol") == 0

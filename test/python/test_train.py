@@ -257,3 +257,23 @@ def test_fused_and_unfused_programs_are_bitwise_identical(tmp_path):
     sf, su = fused.state_dict(), unfused.state_dict()
     for n in sf:
         assert torch.equal(sf[n], su[n]), n
+
+
+def test_compiling_again_into_the_same_workdir(tmp_path):
+    """A notebook cell run twice: the same workdir while the earlier step is still alive,
+    once with the same model and once with another. Every step runs its own kernels (the
+    runtime loads a private copy of kernels.so); this crashed the process before."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig()
+    small, big = TinyGPT(TinyGPTConfig(n_layer=1)).train(), TinyGPT(cfg).train()
+    (x, y), = batches(1, cfg)
+    workdir = str(tmp_path / "same")
+    a = gptc.compile_train_step(small, (x, y), workdir=workdir)
+    first = a(x, y).item()
+    b = gptc.compile_train_step(small, (x, y), workdir=workdir)
+    c = gptc.compile_train_step(big, (x, y), workdir=workdir)
+    ref = gptc.compile_train_step(big, (x, y), workdir=str(tmp_path / "ref"))
+    assert b(x, y).item() == first
+    assert a(x, y).item() == b(x, y).item()
+    assert c.num_kernels == ref.num_kernels != a.num_kernels
+    assert [c(x, y).item() for _ in range(2)] == [ref(x, y).item() for _ in range(2)]

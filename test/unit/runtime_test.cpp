@@ -3,10 +3,12 @@
 // it with the host compiler like the code generator does, writes manifest.json and
 // weights.safetensors, then loads, runs, saves weights, and checks the error messages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -202,5 +204,43 @@ TEST_F(RuntimeTest, ClearErrors) {
   fs::remove(d / "kernels.so");
   e = load_error(d);
   EXPECT_NE(e.find("kernels.so: cannot load"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+// A model compiled again into the same artifact directory while an earlier Model of it is
+// alive (a notebook cell run twice): the compiler replaces kernels.so. The earlier Model
+// keeps running its own kernels, and a new load runs the new ones. (Loading the library
+// in place, a second dlopen of the same path returned the earlier library, and a file
+// rewritten in place under a live mapping crashed the process.)
+TEST_F(RuntimeTest, KernelsReplacedWhileLoaded) {
+  fs::path d = copy_artifact("replaced");
+  auto before = gptc::rt::Model::load(d.string());
+  // The other library: y = w - x (instead of w + x), built aside.
+  std::string other = kKernels;
+  other.replace(other.find("w[i] + x[i]"), 11, "w[i] - x[i]");
+  spit(d / "other.cpp", other);
+  std::string cmd = std::string(GPTC_TEST_CXX) + " -std=c++17 -O2 -shared -fPIC -I" +
+                    GPTC_TEST_RUNTIME_INCLUDE + " " + (d / "other.cpp").string() + " -o " +
+                    (d / "other.so").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream so(d / "other.so", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(so)), std::istreambuf_iterator<char>());
+  spit(d / "kernels.so", bytes);  // rewritten in place: the same file, new contents
+
+  auto after = gptc::rt::Model::load(d.string());
+  std::vector<float> x = {10, 20, 30, 40, 50, 60}, y(6);
+  float total;
+  int64_t aligned;
+  before->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  after->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y, (std::vector<float>{-9, -18, -27, -36, -45, -54}));
+  // The private copies are gone from TMPDIR once loaded.
+  const char* tmp = std::getenv("TMPDIR");
+  for (const auto& e : fs::directory_iterator(tmp && *tmp ? tmp : "/tmp"))
+    EXPECT_NE(e.path().filename().string().rfind(
+                  "gptc-kernels-" + std::to_string((long)getpid()) + "-", 0),
+              0u)
+        << e.path();
   fs::remove_all(d);
 }

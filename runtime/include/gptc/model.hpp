@@ -67,6 +67,11 @@ class Model {
   void* param_data(const std::string& name);
   const void* param_data(const std::string& name) const;
 
+  // The address of `name` in this Model's kernels.so, or null: each Model runs a private
+  // copy of the library, so tools that read the kernels' own counters (a profile) find
+  // them here, not by opening the artifact's file again.
+  void* symbol(const std::string& name) const;
+
   // Writes all params (manifest names, dtypes, shapes) as safetensors to `path`, atomically
   // (temp file in the same folder, fsync, rename).
   void save_weights(const std::string& path) const;
