@@ -85,17 +85,38 @@ class CompiledModel:
 
     def set_num_threads(self, n: int) -> None:
         """Threads for the kernels' parallel loops (0: one per core); results never change."""
-        self.runtime.set_num_threads(int(n))
+        try:
+            self.runtime.set_num_threads(int(n))
+        except RuntimeError as e:
+            raise GptcError(str(e)) from None
 
     def load_state_dict(self, state: dict) -> None:
         """Copy parameters (by PyTorch name) into the compiled model."""
-        for a in self.captured.args:
-            if a.kind != "param":
-                continue
-            if a.name not in state:
-                raise GptcError(f"state_dict has no entry '{a.name}'")
-            self.runtime.set_param(a.name, np.ascontiguousarray(
-                state[a.name].detach().cpu().numpy(), dtype=_NUMPY[a.dtype]))
+        self.set_params(state, [a.name for a in self.captured.args if a.kind == "param"])
+
+    def set_params(self, state: dict, names) -> None:
+        """Overwrite parameters `names` from `state` (tensors by name): all are checked
+        before any is written, so a wrong state_dict leaves the model as it was."""
+        specs = {name: (dtype, tuple(shape)) for name, dtype, shape in self.runtime.params}
+        arrays = {}
+        for n in names:
+            if n not in state:
+                raise GptcError(f"state_dict has no entry '{n}'")
+            dtype, shape = specs[n]
+            t = state[n]
+            if tuple(t.shape) != shape:
+                raise GptcError(f"state_dict entry '{n}' has shape {tuple(t.shape)}, "
+                                f"the model has {shape}")
+            arrays[n] = np.ascontiguousarray(t.detach().cpu().numpy(), dtype=_NUMPY[dtype])
+        for n, a in arrays.items():
+            self.set_param(n, a)
+
+    def set_param(self, name: str, value: np.ndarray) -> None:
+        """Overwrite parameter `name` (same dtype and shape) in the runtime."""
+        try:
+            self.runtime.set_param(name, value)
+        except (RuntimeError, ValueError) as e:
+            raise GptcError(str(e)) from None
 
     def __call__(self, *inputs):
         if len(inputs) != len(self.inputs):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .compiler import CompiledModel, GptcError, capture_and_compile
+from .compiler import _NUMPY, CompiledModel, GptcError, capture_and_compile
 
 
 class GradientFlowError(GptcError):
@@ -81,6 +81,8 @@ class TrainStep:
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
         lr = self.optimizer.lr if lr is None else float(lr)
+        if not math.isfinite(lr) or lr < 0:
+            raise GptcError(f"lr must be a finite number >= 0, got {lr}")
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
@@ -112,10 +114,7 @@ class TrainStep:
         return out
 
     def load_state_dict(self, state: dict) -> None:
-        for n in self._params:
-            if n not in state:
-                raise GptcError(f"state_dict has no entry '{n}'")
-            self.model.runtime.set_param(n, np.ascontiguousarray(state[n].detach().cpu().numpy()))
+        self.model.set_params(state, self._params)
 
     def save(self, path: str) -> None:
         """Parameters, AdamW moments and the step counter; written atomically."""
@@ -151,8 +150,18 @@ class TrainStep:
                 missing = [n for n in self._persistent if n not in f.keys()]
                 if missing:
                     raise GptcError(f"{path}: missing tensor '{missing[0]}'")
-                for n in self._persistent:
-                    self.model.runtime.set_param(n, f.get_tensor(n))
+                # Every tensor is read and checked before any is copied in: a checkpoint
+                # of another model leaves this one's state as it was.
+                specs = {name: (dtype, tuple(shape))
+                         for name, dtype, shape in self.model.runtime.params}
+                tensors = {n: f.get_tensor(n) for n in self._persistent}
+            for n, t in tensors.items():
+                dtype, shape = specs[n]
+                if t.shape != shape or t.dtype != _NUMPY[dtype]:
+                    raise GptcError(f"{path}: tensor '{n}' is {t.dtype} {t.shape}, this step "
+                                    f"has {np.dtype(_NUMPY[dtype])} {shape}")
+            for n, t in tensors.items():
+                self.model.set_param(n, t)
         except GptcError:
             raise
         except Exception as e:  # corrupt or truncated file

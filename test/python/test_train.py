@@ -3,10 +3,12 @@ gradient checks and the gradient-flow arbiter."""
 import copy
 import platform
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors import safe_open
 
 import gptc
 from gptc.testing.parity import nanogpt_lr, torch_adamw, torch_step, worst_param_difference
@@ -126,6 +128,42 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
         step.load(str(bad))
     with pytest.raises(gptc.GptcError, match="cannot read checkpoint"):
         step.load(str(tmp_path / "missing.safetensors"))
+
+
+def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
+    """Another model's checkpoint or state_dict (the same names, other shapes), a NaN or
+    negative lr, a negative thread count: one clear error each, and the step's parameters,
+    moments and counter unchanged."""
+    model, cfg = dropout_model()
+    data = batches(2, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    torch.manual_seed(1)
+    other_cfg = TinyGPTConfig(n_embd=32)
+    other = gptc.compile_train_step(TinyGPT(other_cfg).train(), batches(1, other_cfg)[0],
+                                    workdir=str(tmp_path / "o"))
+    other.save(str(tmp_path / "other.safetensors"))
+    before = {n: t.clone() for n, t in step.state_dict().items()}
+    step.save(str(tmp_path / "before.safetensors"))
+    with pytest.raises(gptc.GptcError, match=r"tensor '.*' is float32 \(.*\), this step has"):
+        step.load(str(tmp_path / "other.safetensors"))
+    with pytest.raises(gptc.GptcError, match="state_dict entry '.*' has shape"):
+        step.load_state_dict(other.state_dict())
+    with pytest.raises(gptc.GptcError, match="lr must be a finite number >= 0, got nan"):
+        step(*data[1], lr=float("nan"))
+    with pytest.raises(gptc.GptcError, match="lr must be a finite number >= 0, got -0.1"):
+        step(*data[1], lr=-0.1)
+    with pytest.raises(gptc.GptcError, match="thread count must be >= 0"):
+        step.set_num_threads(-1)
+    assert step.num_steps == 1
+    for n, t in step.state_dict().items():
+        assert torch.equal(t, before[n]), n
+    step.save(str(tmp_path / "after.safetensors"))  # the AdamW moments too
+    with safe_open(str(tmp_path / "before.safetensors"), "numpy") as f, \
+            safe_open(str(tmp_path / "after.safetensors"), "numpy") as g:
+        assert f.metadata() == g.metadata() and set(f.keys()) == set(g.keys())
+        for n in f.keys():
+            assert np.array_equal(f.get_tensor(n), g.get_tensor(n)), n
 
 
 @pytest.mark.parametrize("bias", [True, False])
