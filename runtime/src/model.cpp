@@ -140,7 +140,11 @@ struct Model::Impl {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& dir) {
+std::unique_ptr<Model> Model::load(const std::string& dir) { return open(dir, false); }
+
+void Model::verify(const std::string& dir) { (void)open(dir, true); }
+
+std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
     throw Error("artifact directory '" + dir + "' does not exist (" + std::strerror(errno) + ")");
@@ -231,6 +235,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     const TensorSpec& p = model->params_[i];
     const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
     if (!t && impl.param_is_state[i]) {
+      if (verifyOnly) continue;
       impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));
       std::memset(impl.param_bufs.back().get(), 0, p.nbytes);
       continue;
@@ -240,6 +245,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     std::string want = safetensors::from_manifest_dtype(p.dtype);
     if (t->dtype == "F32" && want == "F64" && t->shape == p.shape) {
       // An f64 compile of an f32 model (gradient checks): widening is exact.
+      if (verifyOnly) continue;
       std::vector<float> narrow(p.numel);
       reader.read(*t, narrow.data());
       impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
@@ -253,11 +259,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     if (t->shape != p.shape)
       throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
                   " but the manifest says " + shape_str(p.shape));
+    if (verifyOnly) continue;
     impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
     reader.read(*t, impl.param_bufs.back().get());
   }
 
-  impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
+  if (!verifyOnly) impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
   return model;
 }
 

@@ -14,6 +14,8 @@
 #include "passes/Passes.h"
 #include "tools/support/ToolSupport.h"
 
+#include "gptc/model.hpp"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -229,6 +231,17 @@ int compile(const CompileOptions &opts) {
   if (failed(gpt::writeArtifact(fn, *source, opts.output, weights, runtimeInclude(),
                                 error)))
     return gptc::fail(kTool, error);
+  // With weights, the artifact must load: a corrupt weights file, or one of another model,
+  // is this command's error rather than a later load's. (Without, it is compiled for
+  // inspection: --stats, the source.)
+  if (!weights.empty()) {
+    try {
+      gptc::rt::Model::verify(opts.output);
+    } catch (const gptc::rt::Error &e) {
+      return gptc::fail(kTool, "the artifact does not load (weights from '" + weights +
+                                   "'): " + e.what());
+    }
+  }
   if (opts.stats) {
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     gpt::printStats(fn, llvm::outs());

@@ -42,6 +42,11 @@ class Model {
  public:
   // Loads <dir>/manifest.json, dlopens the library, reads the weights, allocates the arena.
   static std::unique_ptr<Model> load(const std::string& dir);
+  // Checks what load() checks (the manifest, that the library loads, the weights file's
+  // header and every parameter's name, dtype and shape) without reading the tensors or
+  // allocating the arena; throws Error with load()'s message. gptc compile runs it on
+  // the artifact it wrote.
+  static void verify(const std::string& dir);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -78,6 +83,7 @@ class Model {
 
  private:
   Model() = default;
+  static std::unique_ptr<Model> open(const std::string& dir, bool verifyOnly);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string dir_;
