@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 
 # The flags of codegen/Artifact.cpp's compileLibrary.
 FLAGS = ["-std=c++17", "-O2", "-march=native", "-ffp-contract=off", "-fno-fast-math",
-         "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"]
+         "-fno-math-errno", "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared"]
 
 
 def instrument(source: str):

@@ -106,10 +106,15 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   const char *marchEnv = std::getenv("GPTC_MARCH");
   std::string march = std::string("-march=") + (marchEnv && *marchEnv ? marchEnv : "native");
   // -fno-math-errno: sqrt need not set errno, so loops that take it (AdamW) vectorise;
-  // it changes no result.
+  // it changes no result. -fvisibility=hidden: the library exports its GPTC_EXPORT entry
+  // points only. Otherwise the prelude's function-local statics (the thread count, the
+  // error slot, the scratch) are GNU unique symbols, one per process for every library
+  // loaded: models would share them, and a kernel error of one model could fail another's
+  // concurrent run.
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", march,
                                  "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
-                                 "-fopenmp", "-fPIC", "-shared", include, src, "-o", fresh};
+                                 "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared",
+                                 include, src, "-o", fresh};
   // The key: the generated source, the prelude it includes, the compiler, the flags (the
   // target among them) and the host CPU (for -march=native).
   std::string key = llvm::sys::getHostCPUName().str() + "\n";

@@ -82,3 +82,10 @@ def test_a_compile_replaces_kernels_so_whole(tmp_path):
     abi = ctypes.CFUNCTYPE(ctypes.c_int)(model.symbol_address("gptc_entry_abi"))
     assert abi() == 1
     assert model.symbol_address("no_such_symbol") == 0
+    # The library exports its entry points only: the prelude's statics (thread count,
+    # error slot, scratch) are its own, not process-wide unique symbols shared by every
+    # model loaded.
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(out / "kernels.so")],
+                              capture_output=True, text=True, check=True).stdout.split()[2::3]
+    assert {s for s in exported if s not in ("_init", "_fini")} == {
+        "gptc_entry", "gptc_entry_abi", "gptc_set_num_threads"}
