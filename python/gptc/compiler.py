@@ -97,7 +97,7 @@ class CompiledModel:
     def set_params(self, state: dict, names) -> None:
         """Overwrite parameters `names` from `state` (tensors by name): all are checked
         before any is written, so a wrong state_dict leaves the model as it was."""
-        specs = {name: (dtype, tuple(shape)) for name, dtype, shape in self.runtime.params}
+        specs = self.param_specs()
         arrays = {}
         for n in names:
             if n not in state:
@@ -110,6 +110,11 @@ class CompiledModel:
             arrays[n] = np.ascontiguousarray(t.detach().cpu().numpy(), dtype=_NUMPY[dtype])
         for n, a in arrays.items():
             self.set_param(n, a)
+
+    def param_specs(self) -> dict:
+        """{name: (dtype, shape)} of every tensor the runtime keeps between runs (parameters
+        and, in a training step, the optimizer's moments); dtype as the manifest spells it."""
+        return {name: (dtype, tuple(shape)) for name, dtype, shape in self.runtime.params}
 
     def set_param(self, name: str, value: np.ndarray) -> None:
         """Overwrite parameter `name` (same dtype and shape) in the runtime."""

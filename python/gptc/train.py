@@ -152,8 +152,7 @@ class TrainStep:
                     raise GptcError(f"{path}: missing tensor '{missing[0]}'")
                 # Every tensor is read and checked before any is copied in: a checkpoint
                 # of another model leaves this one's state as it was.
-                specs = {name: (dtype, tuple(shape))
-                         for name, dtype, shape in self.model.runtime.params}
+                specs = self.model.param_specs()
                 tensors = {n: f.get_tensor(n) for n in self._persistent}
             for n, t in tensors.items():
                 dtype, shape = specs[n]

@@ -294,7 +294,7 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
 void Model::set_num_threads(int n) {
   if (n < 0) throw Error(dir_ + ": thread count must be >= 0, got " + std::to_string(n));
   using SetThreadsFn = void (*)(int);
-  if (auto fn = (SetThreadsFn)dlsym(impl_->lib, "gptc_set_num_threads")) fn(n);
+  if (auto fn = (SetThreadsFn)symbol("gptc_set_num_threads")) fn(n);
 }
 
 void* Model::symbol(const std::string& name) const { return dlsym(impl_->lib, name.c_str()); }
