@@ -26,8 +26,8 @@ from kernel_profile import FLAGS, REPO  # noqa: E402  (the flags of gptc's kerne
 
 SOURCE = r"""
 #include "gptc/prelude.h"
-extern "C" void set_threads(int n) { gptc::thread_count() = n; }
-extern "C" void product(const long* s, const float* A, const float* B, float* C) {
+GPTC_EXPORT void set_threads(int n) { gptc::thread_count() = n; }
+GPTC_EXPORT void product(const long* s, const float* A, const float* B, float* C) {
   gptc::matmul(s[0], s[1], s[2], s[3], A, s[4], s[5], s[6], B, s[7], s[8], s[9], C);
 }
 """
@@ -65,7 +65,9 @@ def main():
         def gptc_call(shape, a, b):
             s = (ctypes.c_long * 10)(*shape)
             pa, pb, pc = (ctypes.c_void_p(t.data_ptr()) for t in (a, b, out))
-            return lambda: lib.product(s, pa, pb, pc)
+            call = lambda: lib.product(s, pa, pb, pc)  # noqa: E731
+            call.rows, call.cols = shape[1], shape[2]
+            return call
 
         # (name, flops, torch's product, gptc's: batch, M, N, K, A strides (b, m, k),
         # B strides (b, k, n)) for a [T, in] x [out, in]^T linear layer and its gradients.
@@ -84,8 +86,14 @@ def main():
                  gptc_call((1, n_out, n_in, T, 0, 1, n_out, 0, n_in, 1), dy, a)),
             ]
         times = {c[0]: ([], []) for c in cases}
-        for _, _, tf, gf in cases:
-            tf(), gf()
+        for name, _, tf, gf in cases:  # warm-up, and each product checked against torch's
+            want = tf()
+            gf()
+            got = out[:gf.rows * gf.cols].view(gf.rows, gf.cols)
+            err = ((got - want).norm() / want.norm()).item()
+            if not err < 1e-5:
+                sys.exit(f"matmul_shapes: gptc's {name} product differs from torch's "
+                         f"(relative error {err:.1e})")
         for r in range(args.rounds):
             for name, _, tf, gf in cases:
                 order = ((0, tf), (1, gf)) if r % 2 == 0 else ((1, gf), (0, tf))
