@@ -17,6 +17,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -54,6 +55,12 @@ LogicalResult writeFile(StringRef path, StringRef contents, std::string &error) 
     return failure();
   }
   os << contents;
+  os.close();
+  if (os.has_error()) {  // a full disk, say: an error, not raw_fd_ostream's fatal one
+    error = "cannot write " + path.str() + ": " + os.error().message();
+    os.clear_error();
+    return failure();
+  }
   return success();
 }
 
@@ -72,6 +79,46 @@ std::string cacheDir() {
   if (dir.empty() || llvm::sys::fs::create_directories(dir))
     return "";
   return dir.str().str();
+}
+
+/// A compile cache entry is two files: KEY.so, the library, and KEY.sum, the hex xxh3 of
+/// its bytes, written after it. Each is written aside and renamed into place, so a
+/// concurrent compile never sees half of one.
+std::string hexHash(StringRef bytes) { return llvm::utohexstr(llvm::xxh3_64bits(bytes)); }
+
+bool replaceFile(StringRef path, StringRef contents) {
+  std::string tmp = path.str() + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+  std::string ignored;
+  if (succeeded(writeFile(tmp, contents, ignored)) && !llvm::sys::fs::rename(tmp, path))
+    return true;
+  (void)llvm::sys::fs::remove(tmp);
+  return false;
+}
+
+void storeCached(StringRef lib, StringRef cached, StringRef sum) {
+  auto buf = llvm::MemoryBuffer::getFile(lib);
+  if (buf && replaceFile(cached, (*buf)->getBuffer()))
+    (void)replaceFile(sum, hexHash((*buf)->getBuffer()));
+}
+
+/// The cached library's bytes, if the entry is whole. One whose bytes do not match its
+/// sum (a disk error, an edit, a copy cut short) is removed, with a warning, and the
+/// library rebuilt: otherwise every later compile would publish the same broken library.
+/// An entry without a sum (being written, or from an older gptc) is a miss.
+std::optional<std::string> readCached(StringRef cached, StringRef sum) {
+  if (!llvm::sys::fs::exists(cached))
+    return std::nullopt;
+  auto lib = llvm::MemoryBuffer::getFile(cached);
+  auto want = llvm::MemoryBuffer::getFile(sum);
+  if (!lib || !want)
+    return std::nullopt;
+  if (hexHash((*lib)->getBuffer()) == (*want)->getBuffer().trim())
+    return (*lib)->getBuffer().str();
+  llvm::errs() << "gptc: warning: compile cache entry " << cached
+               << " does not match its checksum; removed, rebuilding\n";
+  (void)llvm::sys::fs::remove(cached);
+  (void)llvm::sys::fs::remove(sum);
+  return std::nullopt;
 }
 
 /// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
@@ -132,13 +179,19 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
     }
     key += (*buf)->getBuffer().str();
   }
-  std::string cache = cacheDir(), cached;
+  std::string cache = cacheDir(), cached, sum;
   if (!cache.empty()) {
     SmallString<256> p(cache);
-    llvm::sys::path::append(p, llvm::utohexstr(llvm::xxh3_64bits(key)) + ".so");
-    cached = p.str().str();
-    if (llvm::sys::fs::exists(cached) && !llvm::sys::fs::copy_file(cached, fresh))
+    llvm::sys::path::append(p, llvm::utohexstr(llvm::xxh3_64bits(key)));
+    cached = (p + ".so").str();
+    sum = (p + ".sum").str();
+    if (std::optional<std::string> hit = readCached(cached, sum)) {
+      if (failed(writeFile(fresh, *hit, error))) {
+        (void)llvm::sys::fs::remove(fresh);
+        return failure();
+      }
       return publish();
+    }
   }
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
@@ -149,13 +202,8 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
             (execError.empty() ? "" : ": " + execError);
     return failure();
   }
-  if (!cached.empty()) {
-    // Publish atomically: a concurrent compile never sees half a library.
-    SmallString<256> tmp(cached + ".tmp");
-    tmp += std::to_string(llvm::sys::Process::getProcessId());
-    if (!llvm::sys::fs::copy_file(fresh, tmp))
-      (void)llvm::sys::fs::rename(tmp, cached);
-  }
+  if (!cached.empty())
+    storeCached(fresh, cached, sum);
   return publish();
 }
 

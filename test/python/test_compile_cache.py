@@ -89,3 +89,43 @@ def test_a_compile_replaces_kernels_so_whole(tmp_path):
                               capture_output=True, text=True, check=True).stdout.split()[2::3]
     assert {s for s in exported if s not in ("_init", "_fini")} == {
         "gptc_entry", "gptc_entry_abi", "gptc_set_num_threads"}
+
+
+def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
+    """A cache entry whose library no longer matches its checksum (a disk error, an edit) is
+    removed with a warning naming it, and the library rebuilt; otherwise every later compile
+    of the model would publish the same broken kernels.so. An entry without its checksum
+    (from an older gptc) is a plain miss."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    cache = tmp_path / "cache"
+    compile_cli(mlir, tmp_path / "a", cache)
+    [entry] = cache.glob("*.so")
+    good = entry.read_bytes()
+    assert entry.with_suffix(".sum").read_text() != ""
+    broken = bytearray(good)
+    broken[len(broken) // 2:len(broken) // 2 + 64] = bytes(64)
+    entry.write_bytes(bytes(broken))
+    env = dict(os.environ, GPTC_CACHE_DIR=str(cache))
+    run = subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(tmp_path / "b")],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.strip() == (f"gptc: warning: compile cache entry {entry} does not match "
+                                  "its checksum; removed, rebuilding")
+    assert (tmp_path / "b" / "compile.log").exists()  # rebuilt by the host compiler
+    assert (tmp_path / "b" / "kernels.so").read_bytes() == good
+    assert entry.read_bytes() == good                 # and the entry is whole again
+    from gptc import _runtime
+    _runtime.Model(str(tmp_path / "b"))
+    # Without its checksum: rebuilt, silently, and stored with one.
+    entry.with_suffix(".sum").unlink()
+    run = subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(tmp_path / "c")],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stderr == ""
+    assert (tmp_path / "c" / "compile.log").exists()
+    assert entry.with_suffix(".sum").exists()
+    compile_cli(mlir, tmp_path / "d", cache)
+    assert not (tmp_path / "d" / "compile.log").exists()  # a hit again

@@ -67,8 +67,7 @@ int main(int argc, char **argv) {
   if (config.shouldVerifyDiagnostics() || !config.inputSplitMarker().empty()) {
     if (failed(MlirOptMain(out->os(), std::move(file), registry, config)))
       return 1;
-    out->keep();
-    return 0;
+    return gptc::keepOutput(*out, output, kTool);
   }
 
   MLIRContext ctx(registry);
@@ -85,6 +84,5 @@ int main(int argc, char **argv) {
     return 1;
   module->print(out->os());
   out->os() << "\n";
-  out->keep();
-  return 0;
+  return gptc::keepOutput(*out, output, kTool);
 }

@@ -184,8 +184,7 @@ int writeText(const std::string &path, const std::string &text) {
   if (!out)
     return gptc::fail(kTool, error);
   out->os() << text;
-  out->keep();
-  return 0;
+  return gptc::keepOutput(*out, path, kTool);
 }
 
 int compile(const CompileOptions &opts) {

@@ -87,3 +87,14 @@ int gptc::fail(const char *tool, const std::string &message) {
   llvm::errs() << tool << ": error: " << message << "\n";
   return 1;
 }
+
+int gptc::keepOutput(llvm::ToolOutputFile &out, const std::string &path, const char *tool) {
+  out.os().flush();  // (not close(): OUT may be "-", stdout)
+  if (out.os().has_error()) {
+    std::string reason = out.os().error().message();
+    out.os().clear_error();
+    return fail(tool, "cannot write '" + path + "': " + reason);
+  }
+  out.keep();
+  return 0;
+}

@@ -16,6 +16,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <string>
 
@@ -42,6 +43,11 @@ mlir::func::FuncOp lowerModule(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::M
 
 /// Prints "tool: error: message" and returns 1.
 int fail(const char *tool, const std::string &message);
+
+/// Flushes `out` and keeps it, returning 0; or, if a write failed (a full disk), removes
+/// it and returns fail()'s 1 with the path and the reason. Without the check the stream's
+/// destructor would end the process with LLVM's fatal "IO failure on output stream".
+int keepOutput(llvm::ToolOutputFile &out, const std::string &path, const char *tool);
 
 } // namespace gptc
 
