@@ -62,11 +62,46 @@ def pool(runs):
                tokens_per_s=tokens / (times[len(times) // 2] / 1e3),
                peak_rss_mib=max(r["peak_rss_mib"] for r in ok),
                compile_and_warmup_s=max(r["compile_and_warmup_s"] for r in ok))
+    # Every round runs the same steps: its losses are the round's, not pooled.
+    out.update(first_loss=[r.get("first_loss") for r in ok],
+               last_loss=[r.get("last_loss") for r in ok])
     for key in ("step_peak_rss_mib", "step_growth_mib", "children_peak_rss_mib"):
         if all(r.get(key) is not None for r in ok):
             out[key] = max(r[key] for r in ok)
     out.pop("times_ms", None)
     return out
+
+
+def check_losses(results, dropout):
+    """Each framework's losses against eager's, the same steps from the same initialisation
+    on the same batch: a gross-error check that every timing is of the same computation
+    (the parity tests are in test/). The first step's loss is the forward's: within 1e-5 of
+    eager's. The last one's is after every step, whose rounding differs between frameworks
+    and grows as a step memorises its batch: within 2 %. With dropout the frameworks draw
+    different masks from the first step on, and the losses are printed, not compared.
+    Returns the lines to print."""
+    lines, ok = [], True
+    eager = {r["size"]: r for r in results["steps"]
+             if r["framework"] == "eager" and "error" not in r}
+    for r in results["steps"]:
+        ref = eager.get(r["size"])
+        if "error" in r or ref is None or r is ref:
+            continue
+        for key, tol in (("first_loss", 1e-5), ("last_loss", 2e-2)):
+            want = ref[key][0]
+            for got in r[key]:
+                if want is None or got is None or dropout:
+                    continue
+                rel = abs(got - want) / abs(want)
+                if not rel <= tol:
+                    ok = False
+                    lines.append(f"LOSSES DIFFER: {r['size']} {r['framework']} {key} {got:.6g} "
+                                 f"against eager's {want:.6g} (relative {rel:.1e} > {tol:g})")
+        lines.append(f"{r['size']} losses, first and last step: {r['framework']} "
+                     f"{r['first_loss'][0]:.6g}, {r['last_loss'][0]:.6g}; eager "
+                     f"{ref['first_loss'][0]:.6g}, {ref['last_loss'][0]:.6g}")
+    results["losses_agree"] = ok
+    return lines
 
 
 def main():
@@ -78,6 +113,10 @@ def main():
                     help="runs per framework and size, interleaved; step times pooled")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="the model's dropout, for every framework (default 0: no dropout)")
+    ap.add_argument("--steps", type=int, help="timed steps per round (default: tiny 200, "
+                    "shakespeare 10)")
+    ap.add_argument("--warmup", type=int, help="warm-up steps per round (default: tiny 50, "
+                    "shakespeare 3)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
@@ -92,6 +131,7 @@ def main():
         for _ in range(args.rounds):
             for fw in args.frameworks.split(","):
                 timed, warmup = steps.get(size, (10, 3))
+                timed, warmup = args.steps or timed, args.warmup or warmup
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
                               fw, "--size", size, "--threads", str(args.threads),
                               # Many short tiny steps after a long warm-up: on this shared
@@ -110,6 +150,7 @@ def main():
             r = bench()
             if r.get("gflops", 0) > results.get(name, {}).get("gflops", -1):
                 results[name] = r
+    loss_lines = check_losses(results, args.dropout)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 
@@ -137,6 +178,10 @@ def main():
     print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "
           f"GFLOP/s fp32 FMA peak); OpenBLAS sgemm {s.get('gflops', 0):.1f} GFLOP/s")
+    print("\n" + "\n".join(loss_lines))
+    if not results["losses_agree"]:
+        sys.exit("bench: a framework's losses differ from eager's (above): its timings are "
+                 "not of the same computation")
 
 
 if __name__ == "__main__":

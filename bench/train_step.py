@@ -109,14 +109,15 @@ def main():
                                  {"params": rest, "weight_decay": 0.0}], lr=HYPER["lr"],
                                 betas=HYPER["betas"], eps=HYPER["eps"])
         if args.framework == "eager":
-            out["kernels_per_step"] = count_eager_kernels(model, opt, x, y)
             run = lambda: eager_step(model, opt, x, y)  # noqa: E731
         else:
             compiled = torch.compile(model)
             run = lambda: eager_step(compiled, opt, x, y)  # noqa: E731
             out["kernels_per_step"] = None
+    first_loss = None
     for _ in range(args.warmup):
-        run()
+        loss = run()
+        first_loss = float(loss.detach()) if first_loss is None else first_loss
     out["compile_and_warmup_s"] = time.perf_counter() - t0
     # The step's own peak: reset the kernel's resident-set high-water mark (VmHWM) to the
     # current size, so it then records only what the timed steps add on top of what is held.
@@ -126,9 +127,13 @@ def main():
     times = []
     for _ in range(args.steps):
         t = time.perf_counter()
-        run()
+        loss = run()
         times.append((time.perf_counter() - t) * 1e3)
     out["times_ms"] = list(times)
+    # The losses of the first step and the last (every framework runs the same steps from
+    # the same initialisation on the same batch): run.py compares them, so that a speed is
+    # never that of a step computing something else.
+    out.update(first_loss=first_loss, last_loss=float(loss.detach()))
     times.sort()
     hwm = proc_status_mib("VmHWM") if step_peak else None
     out.update(ms_min=times[0], ms_median=times[len(times) // 2], ms_max=times[-1],
@@ -141,6 +146,10 @@ def main():
                step_peak_rss_mib=hwm,
                # What the timed steps add on top of what the process held before them.
                step_growth_mib=hwm - held if step_peak else None)
+    if args.framework == "eager":
+        # After the timed steps and their measurements: counting runs one more step, which
+        # would otherwise put eager one step ahead of the other frameworks.
+        out["kernels_per_step"] = count_eager_kernels(model, opt, x, y)
     print(json.dumps(out))
 
 

@@ -1,4 +1,5 @@
 """The bench's tools still build and run: a small run of each, for its results, not its times."""
+import json
 import os
 import subprocess
 import sys
@@ -18,3 +19,43 @@ def test_matmul_shapes_checks_every_product_against_torch():
     rows = [line for line in run.stdout.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 12 + 1  # the header, 12 products, the total
     assert rows[-1].startswith("| all |")
+
+
+def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
+    """bench/run.py, a short run at tiny size: every framework runs, gptc within its kernel
+    budget, and each framework's first and last losses agree with eager's (the bench's own
+    check; eager once ran a step ahead, when it counted its ops before the warm-up)."""
+    out = tmp_path / "results.json"
+    run = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), "--sizes", "tiny",
+                          "--rounds", "1", "--steps", "3", "--warmup", "2", "--out", str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert results["losses_agree"] is True
+    steps = {r["framework"]: r for r in results["steps"]}
+    assert sorted(steps) == ["compile", "eager", "gptc"]
+    assert all("error" not in r for r in steps.values()), steps
+    assert steps["gptc"]["kernels_per_step"] <= 25 * 2 + 15
+    assert steps["gptc"]["first_loss"] == steps["compile"]["first_loss"]
+    assert results["matmul"]["gflops"] > 0 and results["sgemm_openblas"]["gflops"] > 0
+
+
+def test_bench_loss_check_flags_a_framework_that_computes_something_else():
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from run import check_losses
+
+    def result(fw, first, last):
+        return dict(framework=fw, size="tiny", first_loss=[first], last_loss=[last])
+
+    agree = {"steps": [result("eager", 4.0, 2.9), result("gptc", 4.00001, 2.95)]}
+    assert not any("DIFFER" in line for line in check_losses(agree, dropout=0.0))
+    assert agree["losses_agree"] is True
+    for first, last in ((4.001, 2.9), (4.0, 3.1)):
+        wrong = {"steps": [result("eager", 4.0, 2.9), result("gptc", first, last)]}
+        assert any(line.startswith("LOSSES DIFFER: tiny gptc")
+                   for line in check_losses(wrong, dropout=0.0))
+        assert wrong["losses_agree"] is False
+    # With dropout the masks differ between frameworks from the first step on.
+    dropped = {"steps": [result("eager", 4.0, 2.9), result("gptc", 4.1, 3.1)]}
+    check_losses(dropped, dropout=0.1)
+    assert dropped["losses_agree"] is True
