@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 import weakref
 
 import numpy as np
@@ -45,6 +46,9 @@ def run_compiler(mlir_path: str, out_dir: str, *extra: str) -> None:
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         raise GptcError(lines[0] if lines else f"gptc exited with {proc.returncode}")
+    for line in proc.stderr.splitlines():  # a compile that succeeds may still warn
+        if line.startswith("gptc: warning: "):
+            warnings.warn(line[len("gptc: warning: "):], RuntimeWarning, stacklevel=3)
 
 
 class CompiledModel:

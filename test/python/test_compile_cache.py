@@ -129,3 +129,22 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
     assert entry.with_suffix(".sum").exists()
     compile_cli(mlir, tmp_path / "d", cache)
     assert not (tmp_path / "d" / "compile.log").exists()  # a hit again
+
+
+def test_the_python_api_passes_the_compilers_warning_on(tmp_path, monkeypatch):
+    """A compile through the Python API that meets a corrupt cache entry warns (a
+    RuntimeWarning naming the entry) and still returns a working model."""
+    import pytest
+    monkeypatch.setenv("GPTC_CACHE_DIR", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    model = TinyGPT(cfg).eval()
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    gptc.compile(model, (x,))
+    [entry] = (tmp_path / "cache").glob("*.so")
+    entry.write_bytes(entry.read_bytes()[:-100] + bytes(100))
+    with pytest.warns(RuntimeWarning, match="compile cache entry .* does not match its checksum"):
+        compiled = gptc.compile(model, (x,))
+    want, _ = model(x)
+    got, _ = compiled(x)
+    assert torch.allclose(got, want, atol=1e-5)
