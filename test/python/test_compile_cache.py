@@ -11,12 +11,27 @@ import gptc
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 
-def compile_cli(mlir, out, cache, *flags, env=None):
+def run_cli(mlir, out, cache, *flags, env=None):
     env = dict(env or os.environ, GPTC_CACHE_DIR=str(cache))
+    return subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(out), *flags],
+                          capture_output=True, text=True, env=env)
+
+
+def compile_cli(mlir, out, cache, *flags, env=None):
     t = time.perf_counter()
-    subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(out), *flags],
-                   check=True, env=env)
+    run = run_cli(mlir, out, cache, *flags, env=env)
+    assert run.returncode == 0, run.stderr
     return time.perf_counter() - t
+
+
+def capture_one_layer(tmp_path):
+    """A one-layer TinyGPT's forward, captured to tmp_path/model.mlir."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    return mlir
 
 
 def test_second_compile_hits_the_cache(tmp_path):
@@ -41,11 +56,7 @@ def test_second_compile_hits_the_cache(tmp_path):
 
 def test_a_changed_prelude_misses_the_cache(tmp_path):
     """The kernels include the prelude, so it is part of the key: editing it rebuilds."""
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    mlir = capture_one_layer(tmp_path)
     include = tmp_path / "include"
     shutil.copytree(os.path.join(gptc.compiler._REPO, "runtime", "include"), include)
     env = dict(os.environ, GPTC_RUNTIME_INCLUDE=str(include))
@@ -65,11 +76,7 @@ def test_a_compile_replaces_kernels_so_whole(tmp_path):
     from the host compiler: a process running the previous library keeps its file, and no
     temporary is left behind. The runtime runs its own copy of the library, whose symbols
     `symbol_address` finds."""
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    mlir = capture_one_layer(tmp_path)
     out, cache = tmp_path / "out", tmp_path / "cache"
     compile_cli(mlir, out, cache)  # the host compiler
     first = (out / "kernels.so").stat().st_ino
@@ -96,11 +103,7 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
     removed with a warning naming it, and the library rebuilt; otherwise every later compile
     of the model would publish the same broken kernels.so. An entry without its checksum
     (from an older gptc) is a plain miss."""
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    mlir = capture_one_layer(tmp_path)
     cache = tmp_path / "cache"
     compile_cli(mlir, tmp_path / "a", cache)
     [entry] = cache.glob("*.so")
@@ -109,9 +112,7 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
     broken = bytearray(good)
     broken[len(broken) // 2:len(broken) // 2 + 64] = bytes(64)
     entry.write_bytes(bytes(broken))
-    env = dict(os.environ, GPTC_CACHE_DIR=str(cache))
-    run = subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(tmp_path / "b")],
-                         capture_output=True, text=True, env=env)
+    run = run_cli(mlir, tmp_path / "b", cache)
     assert run.returncode == 0, run.stderr
     assert run.stderr.strip() == (f"gptc: warning: compile cache entry {entry} does not match "
                                   "its checksum; removed, rebuilding")
@@ -122,8 +123,7 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
     _runtime.Model(str(tmp_path / "b"))
     # Without its checksum: rebuilt, silently, and stored with one.
     entry.with_suffix(".sum").unlink()
-    run = subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(tmp_path / "c")],
-                         capture_output=True, text=True, env=env)
+    run = run_cli(mlir, tmp_path / "c", cache)
     assert run.returncode == 0 and run.stderr == ""
     assert (tmp_path / "c" / "compile.log").exists()
     assert entry.with_suffix(".sum").exists()
