@@ -182,6 +182,9 @@ def main():
     if not results["losses_agree"]:
         sys.exit("bench: a framework's losses differ from eager's (above): its timings are "
                  "not of the same computation")
+    failed = [f"{r['size']} {r['framework']}" for r in results["steps"] if "error" in r]
+    if failed:
+        sys.exit(f"bench: {', '.join(failed)} failed (the error is in the table above)")
 
 
 if __name__ == "__main__":
