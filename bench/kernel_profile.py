@@ -23,9 +23,16 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-# The flags of codegen/Artifact.cpp's compileLibrary.
-FLAGS = ["-std=c++17", "-O2", "-march=native", "-ffp-contract=off", "-fno-fast-math",
-         "-fno-math-errno", "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared"]
+
+def _kernel_flags() -> list:
+    """The host compiler flags gptc builds kernels.so with (`gptc cxxflags`), so that what
+    the bench tools build from the prelude is built as the kernels are."""
+    from gptc.compiler import find_tool
+    return subprocess.run([find_tool("gptc"), "cxxflags"], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+FLAGS = _kernel_flags()
 
 
 def instrument(source: str):

@@ -148,20 +148,10 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
     return success();
   };
   std::string include = "-I" + runtimeInclude.str();
-  // The target: the host's vector extensions, or GPTC_MARCH's (x86-64-v3 to build for any
-  // AVX2 machine, say). The prelude's vector forms give the same bits at every width.
-  const char *marchEnv = std::getenv("GPTC_MARCH");
-  std::string march = std::string("-march=") + (marchEnv && *marchEnv ? marchEnv : "native");
-  // -fno-math-errno: sqrt need not set errno, so loops that take it (AdamW) vectorise;
-  // it changes no result. -fvisibility=hidden: the library exports its GPTC_EXPORT entry
-  // points only. Otherwise the prelude's function-local statics (the thread count, the
-  // error slot, the scratch) are GNU unique symbols, one per process for every library
-  // loaded: models would share them, and a kernel error of one model could fail another's
-  // concurrent run.
-  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", march,
-                                 "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
-                                 "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared",
-                                 include, src, "-o", fresh};
+  const std::vector<std::string> flags = hostCompilerFlags();
+  SmallVector<StringRef> args = {*program};
+  args.append(flags.begin(), flags.end());
+  args.append({include, src, "-o", fresh});
   // The key: the generated source, the prelude it includes, the compiler, the flags (the
   // target among them) and the host CPU (for -march=native).
   std::string key = llvm::sys::getHostCPUName().str() + "\n";
@@ -208,6 +198,22 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
 }
 
 } // namespace
+
+std::vector<std::string> mlir::gpt::hostCompilerFlags() {
+  // The target: the host's vector extensions, or GPTC_MARCH's (x86-64-v3 to build for any
+  // AVX2 machine, say). The prelude's vector forms give the same bits at every width.
+  const char *marchEnv = std::getenv("GPTC_MARCH");
+  std::string march = std::string("-march=") + (marchEnv && *marchEnv ? marchEnv : "native");
+  // -fno-math-errno: sqrt need not set errno, so loops that take it (AdamW) vectorise;
+  // it changes no result. -fvisibility=hidden: the library exports its GPTC_EXPORT entry
+  // points only. Otherwise the prelude's function-local statics (the thread count, the
+  // error slot, the scratch) are GNU unique symbols, one per process for every library
+  // loaded: models would share them, and a kernel error of one model could fail another's
+  // concurrent run.
+  return {"-std=c++17",      "-O2",       march,      "-ffp-contract=off",
+          "-fno-fast-math",  "-fno-math-errno",       "-fvisibility=hidden",
+          "-fopenmp",        "-fPIC",     "-shared"};
+}
 
 LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src,
                                        StringRef outDir, StringRef weightsPath,

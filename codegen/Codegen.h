@@ -18,6 +18,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::gpt {
 
@@ -40,6 +41,12 @@ FailureOr<EmittedSource> emitSource(func::FuncOp fn, Target target);
 LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef outDir,
                             StringRef weightsPath, StringRef runtimeInclude,
                             std::string &error);
+
+/// The host C++ compiler's flags for kernels.so (no fast-math, no FMA contraction: the
+/// determinism contract; the target from $GPTC_MARCH, else -march=native), without the
+/// include folder, the source and the output. `gptc cxxflags` prints them for the bench
+/// tools that build the prelude themselves.
+std::vector<std::string> hostCompilerFlags();
 
 /// `gptc compile --stats`: one line per kernel (op, FLOPs, bytes moved, source line)
 /// and the totals (kernels per call, arena peak, persistent bytes).

@@ -46,6 +46,7 @@ static const char *kUsage =
     "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
     "                  [--step H] [--tolerance T] [--seed S]\n"
     "       gptc ops\n"
+    "       gptc cxxflags\n"
     "\n"
     "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
     "            kernels.cpp, kernels.so, weights.safetensors, manifest.json\n"
@@ -62,7 +63,8 @@ static const char *kUsage =
     "  check     --gradcheck: compile the model's f64 twin with its gradients and compare\n"
     "            each parameter's with central differences (inputs default to\n"
     "            MODEL.inputs.safetensors, written by gptc.capture_save)\n"
-    "  ops       list the aten overloads the frontend converts, one per line\n";
+    "  ops       list the aten overloads the frontend converts, one per line\n"
+    "  cxxflags  print the host C++ compiler flags kernels.so is built with\n";
 
 namespace {
 struct CompileOptions {
@@ -271,6 +273,13 @@ int main(int argc, char **argv) {
     std::sort(names.begin(), names.end());
     for (const std::string &n : names)
       llvm::outs() << n << "\n";
+    return 0;
+  }
+  if (args[0] == "cxxflags") {
+    std::vector<std::string> flags = mlir::gpt::hostCompilerFlags();
+    for (size_t i = 0; i < flags.size(); ++i)
+      llvm::outs() << (i ? " " : "") << flags[i];
+    llvm::outs() << "\n";
     return 0;
   }
   if (args[0] == "check") {
