@@ -97,9 +97,10 @@ def check_losses(results, dropout):
                     ok = False
                     lines.append(f"LOSSES DIFFER: {r['size']} {r['framework']} {key} {got:.6g} "
                                  f"against eager's {want:.6g} (relative {rel:.1e} > {tol:g})")
+        show = lambda v: "n/a" if v is None else f"{v:.6g}"  # noqa: E731 (no warm-up: no first)
         lines.append(f"{r['size']} losses, first and last step: {r['framework']} "
-                     f"{r['first_loss'][0]:.6g}, {r['last_loss'][0]:.6g}; eager "
-                     f"{ref['first_loss'][0]:.6g}, {ref['last_loss'][0]:.6g}")
+                     f"{show(r['first_loss'][0])}, {show(r['last_loss'][0])}; eager "
+                     f"{show(ref['first_loss'][0])}, {show(ref['last_loss'][0])}")
     results["losses_agree"] = ok
     return lines
 
