@@ -256,6 +256,7 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   if (!weightsPath.empty()) {
     if (auto ec = llvm::sys::fs::copy_file(weightsPath, path("weights.safetensors"))) {
       error = "cannot copy weights " + weightsPath.str() + ": " + ec.message();
+      (void)llvm::sys::fs::remove(path("weights.safetensors"));  // no half-copied weights
       return failure();
     }
   }
