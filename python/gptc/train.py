@@ -123,13 +123,18 @@ class TrainStep:
         meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
                 "seed": str(self.seed)}
         directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+        except OSError as e:
+            raise GptcError(f"cannot save checkpoint {path}: {e.strerror or e}") from None
         os.close(fd)
         try:
             save_file(tensors, tmp, metadata=meta)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except Exception as e:  # OSError, or safetensors' own error (a full disk, say)
+            raise GptcError(f"cannot save checkpoint {path}: {e}") from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -248,13 +248,17 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
 
     step(*data[1])
     monkeypatch.setattr(safetensors.numpy, "save_file", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(gptc.GptcError, match=f"^cannot save checkpoint {ckpt}: disk full$"):
         step.save(str(ckpt))
     assert ckpt.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ckpt-")] == []
     monkeypatch.undo()
     step.load(str(ckpt))
     assert step.num_steps == 1
+    # A folder that is not there: one error naming the path, not a traceback from tempfile.
+    with pytest.raises(gptc.GptcError, match="^cannot save checkpoint .*/nowhere/c.safetensors: "
+                                             "No such file or directory$"):
+        step.save(str(tmp_path / "nowhere" / "c.safetensors"))
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
