@@ -17,7 +17,6 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
-#include <optional>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -86,39 +85,57 @@ std::string cacheDir() {
 /// concurrent compile never sees half of one.
 std::string hexHash(StringRef bytes) { return llvm::utohexstr(llvm::xxh3_64bits(bytes)); }
 
-bool replaceFile(StringRef path, StringRef contents) {
-  std::string tmp = path.str() + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
-  std::string ignored;
-  if (succeeded(writeFile(tmp, contents, ignored)) && !llvm::sys::fs::rename(tmp, path))
-    return true;
-  (void)llvm::sys::fs::remove(tmp);
-  return false;
+/// The temporary name `path` is written under before it is renamed into place.
+std::string asideOf(StringRef path) {
+  return path.str() + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+}
+
+/// Renames the file `fresh` over `path`, or removes it and fails with the reason.
+LogicalResult renameOver(StringRef fresh, StringRef path, std::string &error) {
+  if (auto ec = llvm::sys::fs::rename(fresh, path)) {
+    (void)llvm::sys::fs::remove(fresh);
+    error = "cannot write " + path.str() + ": " + ec.message();
+    return failure();
+  }
+  return success();
+}
+
+/// Writes `contents` beside `path` and renames it over `path`: a reader never sees half of
+/// the file, and a process that mapped the previous one keeps it.
+LogicalResult replaceFile(StringRef path, StringRef contents, std::string &error) {
+  std::string tmp = asideOf(path);
+  if (failed(writeFile(tmp, contents, error))) {
+    (void)llvm::sys::fs::remove(tmp);
+    return failure();
+  }
+  return renameOver(tmp, path, error);
 }
 
 void storeCached(StringRef lib, StringRef cached, StringRef sum) {
   auto buf = llvm::MemoryBuffer::getFile(lib);
-  if (buf && replaceFile(cached, (*buf)->getBuffer()))
-    (void)replaceFile(sum, hexHash((*buf)->getBuffer()));
+  std::string ignored;  // a cache that cannot be written costs only the entry
+  if (buf && succeeded(replaceFile(cached, (*buf)->getBuffer(), ignored)))
+    (void)replaceFile(sum, hexHash((*buf)->getBuffer()), ignored);
 }
 
-/// The cached library's bytes, if the entry is whole. One whose bytes do not match its
+/// The cached library, if the entry is whole (else null). One whose bytes do not match its
 /// sum (a disk error, an edit, a copy cut short) is removed, with a warning, and the
 /// library rebuilt: otherwise every later compile would publish the same broken library.
 /// An entry without a sum (being written, or from an older gptc) is a miss.
-std::optional<std::string> readCached(StringRef cached, StringRef sum) {
+std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) {
   if (!llvm::sys::fs::exists(cached))
-    return std::nullopt;
+    return nullptr;
   auto lib = llvm::MemoryBuffer::getFile(cached);
   auto want = llvm::MemoryBuffer::getFile(sum);
   if (!lib || !want)
-    return std::nullopt;
+    return nullptr;
   if (hexHash((*lib)->getBuffer()) == (*want)->getBuffer().trim())
-    return (*lib)->getBuffer().str();
+    return std::move(*lib);
   llvm::errs() << "gptc: warning: compile cache entry " << cached
                << " does not match its checksum; removed, rebuilding\n";
   (void)llvm::sys::fs::remove(cached);
   (void)llvm::sys::fs::remove(sum);
-  return std::nullopt;
+  return nullptr;
 }
 
 /// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
@@ -138,15 +155,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   llvm::sys::path::append(log, "compile.log");
   // The library is written beside kernels.so and renamed over it: a process running the
   // previous kernels.so from this folder keeps its file, and a load never sees half of one.
-  std::string fresh = lib.str().str() + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
-  auto publish = [&]() -> LogicalResult {
-    if (auto ec = llvm::sys::fs::rename(fresh, lib)) {
-      (void)llvm::sys::fs::remove(fresh);
-      error = "cannot write " + lib.str().str() + ": " + ec.message();
-      return failure();
-    }
-    return success();
-  };
+  const std::string fresh = asideOf(lib);
   std::string include = "-I" + runtimeInclude.str();
   const std::vector<std::string> flags = hostCompilerFlags();
   SmallVector<StringRef> args = {*program};
@@ -172,16 +181,11 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   std::string cache = cacheDir(), cached, sum;
   if (!cache.empty()) {
     SmallString<256> p(cache);
-    llvm::sys::path::append(p, llvm::utohexstr(llvm::xxh3_64bits(key)));
+    llvm::sys::path::append(p, hexHash(key));
     cached = (p + ".so").str();
     sum = (p + ".sum").str();
-    if (std::optional<std::string> hit = readCached(cached, sum)) {
-      if (failed(writeFile(fresh, *hit, error))) {
-        (void)llvm::sys::fs::remove(fresh);
-        return failure();
-      }
-      return publish();
-    }
+    if (auto hit = readCached(cached, sum))
+      return replaceFile(lib, hit->getBuffer(), error);
   }
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
@@ -194,7 +198,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   }
   if (!cached.empty())
     storeCached(fresh, cached, sum);
-  return publish();
+  return renameOver(fresh, lib, error);
 }
 
 } // namespace

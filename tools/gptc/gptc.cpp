@@ -17,6 +17,7 @@
 #include "gptc/model.hpp"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -276,10 +277,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (args[0] == "cxxflags") {
-    std::vector<std::string> flags = mlir::gpt::hostCompilerFlags();
-    for (size_t i = 0; i < flags.size(); ++i)
-      llvm::outs() << (i ? " " : "") << flags[i];
-    llvm::outs() << "\n";
+    llvm::outs() << llvm::join(mlir::gpt::hostCompilerFlags(), " ") << "\n";
     return 0;
   }
   if (args[0] == "check") {
