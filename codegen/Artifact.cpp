@@ -141,7 +141,8 @@ std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) 
 /// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
 /// the determinism contract, docs/numerics.md). The library is cached by a hash of the
 /// source, the compiler and its flags, so an unchanged model is not rebuilt.
-LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::string &error) {
+LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, bool sanitize,
+                             std::string &error) {
   const char *env = std::getenv("GPTC_CXX");
   std::string cxx = env && *env ? env : "c++";
   auto program = llvm::sys::findProgramByName(cxx);
@@ -157,7 +158,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
   // previous kernels.so from this folder keeps its file, and a load never sees half of one.
   const std::string fresh = asideOf(lib);
   std::string include = "-I" + runtimeInclude.str();
-  const std::vector<std::string> flags = hostCompilerFlags();
+  const std::vector<std::string> flags = hostCompilerFlags(sanitize);
   SmallVector<StringRef> args = {*program};
   args.append(flags.begin(), flags.end());
   args.append({include, src, "-o", fresh});
@@ -203,7 +204,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, std::strin
 
 } // namespace
 
-std::vector<std::string> mlir::gpt::hostCompilerFlags() {
+std::vector<std::string> mlir::gpt::hostCompilerFlags(bool sanitize) {
   // The target: the host's vector extensions, or GPTC_MARCH's (x86-64-v3 to build for any
   // AVX2 machine, say). The prelude's vector forms give the same bits at every width.
   const char *marchEnv = std::getenv("GPTC_MARCH");
@@ -214,9 +215,15 @@ std::vector<std::string> mlir::gpt::hostCompilerFlags() {
   // error slot, the scratch) are GNU unique symbols, one per process for every library
   // loaded: models would share them, and a kernel error of one model could fail another's
   // concurrent run.
-  return {"-std=c++17",      "-O2",       march,      "-ffp-contract=off",
-          "-fno-fast-math",  "-fno-math-errno",       "-fvisibility=hidden",
-          "-fopenmp",        "-fPIC",     "-shared"};
+  std::vector<std::string> flags = {"-std=c++17",     "-O2",       march,
+                                    "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
+                                    "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared"};
+  // gptc compile --sanitize: any out-of-bounds access or undefined behaviour stops the run
+  // with the sanitizer's report (-g1: its lines name the kernels.cpp lines).
+  if (sanitize)
+    flags.insert(flags.end(), {"-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                               "-fno-omit-frame-pointer", "-g1"});
+  return flags;
 }
 
 LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src,
@@ -253,9 +260,14 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
                               {"weights", "weights.safetensors"}, {"arena_bytes", src.arenaBytes},
                               {"kernels", src.numKernels},     {"args", std::move(args)},
                               {"results", std::move(results)}};
+  // A plan with redzones (gptc compile --sanitize) is built with the sanitizers, and the
+  // runtime loads it only where their runtimes are.
+  const bool sanitize = fn->hasAttr(kRedzoneAttr);
+  if (sanitize)
+    manifest["sanitize"] = true;
 
   if (failed(writeFile(path("kernels.cpp"), src.code, error)) ||
-      failed(compileLibrary(outDir, runtimeInclude, error)))
+      failed(compileLibrary(outDir, runtimeInclude, sanitize, error)))
     return failure();
   if (!weightsPath.empty()) {
     if (auto ec = llvm::sys::fs::copy_file(weightsPath, path("weights.safetensors"))) {

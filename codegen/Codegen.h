@@ -35,7 +35,8 @@ struct EmittedSource {
 FailureOr<EmittedSource> emitSource(func::FuncOp fn, Target target);
 
 /// Writes manifest.json, kernels.cpp and kernels.so into `outDir` (created if
-/// needed) and copies `weightsPath` (if not empty) to weights.safetensors.
+/// needed) and copies `weightsPath` (if not empty) to weights.safetensors. A function
+/// planned with redzones (gpt.redzone) is built with the sanitizers.
 /// `runtimeInclude` is the folder holding gptc/prelude.h. On failure returns
 /// a one-line message.
 LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef outDir,
@@ -45,8 +46,9 @@ LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef
 /// The host C++ compiler's flags for kernels.so (no fast-math, no FMA contraction: the
 /// determinism contract; the target from $GPTC_MARCH, else -march=native), without the
 /// include folder, the source and the output. `gptc cxxflags` prints them for the bench
-/// tools that build the prelude themselves.
-std::vector<std::string> hostCompilerFlags();
+/// tools that build the prelude themselves. `sanitize` (gptc compile --sanitize) adds
+/// AddressSanitizer and UndefinedBehaviorSanitizer.
+std::vector<std::string> hostCompilerFlags(bool sanitize = false);
 
 /// `gptc compile --stats`: one line per kernel (op, FLOPs, bytes moved, source line)
 /// and the totals (kernels per call, arena peak, persistent bytes).

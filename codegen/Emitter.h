@@ -116,6 +116,7 @@ public:
   FailureOr<EmittedSource> run();
 
 private:
+  std::string redzoneGuard(int64_t arenaBytes);
   // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
   // parameter names in0.. (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);

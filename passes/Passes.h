@@ -21,6 +21,9 @@ bool isFusibleElementwise(Operation *op);
 /// Attribute names the passes leave for the code generator.
 inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
 inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
+/// On the function when gpt-plan-memory left `redzone` bytes between buffers (gptc compile
+/// --sanitize): the code generator poisons every arena byte no buffer holds.
+inline constexpr StringLiteral kRedzoneAttr = "gpt.redzone";
 /// Per result of a kernel: the index of the function argument it is written into in
 /// place (an update of a parameter or optimizer state), or -1 for an arena slot.
 inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
@@ -47,6 +50,7 @@ struct PipelineOptions {
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
+  int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };
 

@@ -28,6 +28,12 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
     their rows the wider buffer's last dim apart. `views=false` (gptc compile
     -O0) keeps them copies, one kernel each; the bits are the same.
 
+    `redzone=N` (gptc compile --sanitize) reuses no slot and leaves N bytes
+    (rounded up to 64) before, between and after the buffers; the function gets
+    `gpt.redzone`, and the code generator poisons those bytes for
+    AddressSanitizer, so that a kernel reading or writing past its buffer is
+    reported instead of touching a neighbour's.
+
     Before:
     ```mlir
     %0 = gpt.exp %a : tensor<16xf32>
@@ -44,6 +50,8 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
   let options = [
     Option<"views", "views", "bool", "true",
            "the split and concat around attention as views (no copy, no kernel)">,
+    Option<"redzone", "redzone", "int64_t", "0",
+           "bytes left between buffers, and no slot reused (gptc compile --sanitize)">,
   ];
 }
 

@@ -34,5 +34,7 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
   }
   // Give each kernel result an arena slot (-O0: no views either, one kernel per op).
-  pm.addNestedPass<func::FuncOp>(createPlanMemory(PlanMemoryOptions{options.fuse}));
+  // --sanitize: no slot reused, redzones between the buffers.
+  pm.addNestedPass<func::FuncOp>(
+      createPlanMemory(PlanMemoryOptions{options.fuse, options.redzone}));
 }

@@ -34,11 +34,19 @@ int64_t byteSize(Value v) {
       cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
 }
 
-/// Free byte ranges of the arena, keyed by offset.
+/// Free byte ranges of the arena, keyed by offset. With a redzone (gptc compile
+/// --sanitize) nothing is reused: every buffer gets bytes of its own, `redzone` bytes
+/// after the one before it, and the arena ends `redzone` bytes after the last.
 class FreeList {
 public:
+  explicit FreeList(int64_t redzone) : redzone(redzone) {}
   int64_t take(int64_t size) {
     size = (size + kAlign - 1) / kAlign * kAlign;
+    if (redzone) {
+      int64_t off = top + redzone;
+      top = off + size;
+      return off;
+    }
     for (auto it = free.begin(); it != free.end(); ++it) {
       if (it->second < size)
         continue;
@@ -61,6 +69,8 @@ public:
     return off;
   }
   void give(int64_t off, int64_t size) {
+    if (redzone)
+      return;
     size = (size + kAlign - 1) / kAlign * kAlign;
     auto it = free.emplace(off, size).first;
     if (auto next = std::next(it); next != free.end() && off + size == next->first) {
@@ -75,11 +85,11 @@ public:
       }
     }
   }
-  int64_t peak() const { return top; }
+  int64_t peak() const { return top + redzone; }
 
 private:
   std::map<int64_t, int64_t> free;
-  int64_t top = 0;
+  int64_t top = 0, redzone;
 };
 
 /// The elementwise kernel (a gpt.fused without a reduction, alone or as a member of a
@@ -269,7 +279,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     }
 
     DenseMap<Value, int64_t> inPlace = planInPlace(fn, position);
-    FreeList arena;
+    const int64_t gap = (redzone + kAlign - 1) / kAlign * kAlign;
+    FreeList arena(gap);
     DenseMap<Value, int64_t> slot;
     for (Operation &op : body) {
       if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.getNumResults() == 0) {
@@ -328,8 +339,10 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
         slot.erase(it);
       }
     }
-    fn->setAttr(kArenaBytesAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                                  arena.peak()));
+    auto i64 = IntegerType::get(&getContext(), 64);
+    fn->setAttr(kArenaBytesAttr, IntegerAttr::get(i64, arena.peak()));
+    if (gap)
+      fn->setAttr(kRedzoneAttr, IntegerAttr::get(i64, gap));
   }
 };
 } // namespace

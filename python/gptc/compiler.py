@@ -153,15 +153,16 @@ def _input_names(model, example_inputs):
         return None
 
 
-def compile(model: torch.nn.Module, example_inputs, *,
+def compile(model: torch.nn.Module, example_inputs, *, sanitize: bool = False,
             workdir: str | None = None) -> CompiledModel:
     """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
 
     The artifact is written under `workdir` (by default a new temporary folder, removed
     with the compiled model). Shapes are static: call the result with inputs shaped like
-    the examples.
+    the examples. sanitize=True: gptc compile --sanitize (see compile_train_step).
     """
-    return CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-"))
+    return CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-",
+                                              *(["--sanitize"] if sanitize else [])))
 
 
 def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):

@@ -177,18 +177,21 @@ class TrainStep:
 def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: AdamW | None = None,
                        grad_clip: float | None = 1.0, seed: int = 0,
                        check_gradients: bool = False, fuse: bool = True,
-                       workdir: str | None = None) -> TrainStep:
+                       sanitize: bool = False, workdir: str | None = None) -> TrainStep:
     """Compile one training step of `model` (in its current train/eval mode) for the CPU.
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
     loss as a scalar output. With check_gradients, every step checks that each parameter
     got a finite, non-zero gradient (the gradient-flow arbiter). fuse=False compiles
     one kernel per op (gptc compile -O0): slower, and bit for bit the same results.
-    The artifact is written under `workdir` (by default a new temporary folder, removed
-    with the step).
+    sanitize=True builds the kernels with AddressSanitizer and UBSan and poisoned redzones
+    between buffers (gptc compile --sanitize): the same results, or a sanitizer's report
+    for a kernel that reads or writes out of bounds; the process must have the sanitizers'
+    runtimes preloaded (docs/artifact.md). The artifact is written under `workdir` (by
+    default a new temporary folder, removed with the step).
     """
     optimizer = optimizer or AdamW()
     captured, out_dir, temporary = capture_and_compile(
         model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
-        *([] if fuse else ["-O0"]))
+        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []))
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary)

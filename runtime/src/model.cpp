@@ -214,6 +214,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   // ~20k spins they sleep, so they do not steal the cores from whatever else the process
   // runs between steps (PyTorch). The user's GOMP_SPINCOUNT / OMP_WAIT_POLICY win.
   setenv("GOMP_SPINCOUNT", "20000", /*overwrite=*/0);
+  // An artifact of gptc compile --sanitize: its library needs AddressSanitizer's runtime
+  // loaded first, or loading it ends the process.
+  if (m.contains("sanitize") && !(m["sanitize"].is_boolean()))
+    throw bad("\"sanitize\" is not a boolean");
+  if (m.value("sanitize", false) && !dlsym(RTLD_DEFAULT, "__asan_init"))
+    throw Error(dir + ": built with gptc compile --sanitize; run it with the sanitizers' "
+                "runtimes preloaded: LD_PRELOAD=\"$(c++ -print-file-name=libasan.so) "
+                "$(c++ -print-file-name=libubsan.so)\"");
   std::string loadError;
   impl.lib = dlopen_private(lpath, loadError);
   if (!impl.lib) {

@@ -2,6 +2,7 @@
 // a tiny kernels.cpp (y = w + x, plus a canonical sum and an arena-alignment flag), compiles
 // it with the host compiler like the code generator does, writes manifest.json and
 // weights.safetensors, then loads, runs, saves weights, and checks the error messages.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -190,6 +191,21 @@ TEST_F(RuntimeTest, ClearErrors) {
   e = load_error(d);
   EXPECT_NE(e.find("weights.safetensors: tensor 'w' has shape [2, 3] but the manifest says [3, 2]"),
             std::string::npos) << e;
+
+  // gptc compile --sanitize: not a boolean; or this process has no AddressSanitizer (the
+  // unit tests are not built with it), which must be said before the library is loaded.
+  std::string sanitized = kManifest;
+  sanitized.replace(sanitized.find("\"kernels\": 1"), 12, "\"kernels\": 1, \"sanitize\": 1");
+  spit(d / "manifest.json", sanitized);
+  e = load_error(d);
+  EXPECT_NE(e.find("\"sanitize\" is not a boolean"), std::string::npos) << e;
+  sanitized.replace(sanitized.find("\"sanitize\": 1"), 13, "\"sanitize\": true");
+  spit(d / "manifest.json", sanitized);
+  if (!dlsym(RTLD_DEFAULT, "__asan_init")) {
+    e = load_error(d);
+    EXPECT_NE(e.find("built with gptc compile --sanitize; run it with the sanitizers' runtimes "
+                     "preloaded: LD_PRELOAD="), std::string::npos) << e;
+  }
 
   spit(d / "manifest.json", kManifest);
   std::vector<double> wd(6, 1.0);

@@ -41,7 +41,7 @@ static const char *kTool = "gptc";
 
 static const char *kUsage =
     "usage: gptc compile MODEL.mlir -o OUT [-O0|-O3] [--stats] [--emit=gpt|kernels|source]\n"
-    "                    [--weights FILE]\n"
+    "                    [--weights FILE] [--sanitize]\n"
     "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
     "                                      [--weight-decay W] [--grad-clip C]]\n"
     "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
@@ -58,6 +58,10 @@ static const char *kUsage =
     "  --stats   print each kernel's FLOPs and bytes moved, the kernels per call, the\n"
     "            arena peak and the compile time per stage\n"
     "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"
+    "  --sanitize build kernels.so with AddressSanitizer and UBSan, every buffer its own\n"
+    "            arena bytes with poisoned redzones between them: a kernel that reads or\n"
+    "            writes out of bounds stops the run with a report. Slower; run with the\n"
+    "            sanitizers' runtimes preloaded (docs/artifact.md)\n"
     "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
     "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
     "            step; parameters and moments are updated in place)\n"
@@ -140,6 +144,8 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
       opts.pipeline.fuse = false;
     else if (c.flag("-O3"))
       opts.pipeline.fuse = true;
+    else if (c.flag("--sanitize"))
+      opts.pipeline.redzone = 128;
     else if (!(c.number("--beta1", adamw.beta1) || c.number("--beta2", adamw.beta2) ||
                c.number("--eps", adamw.eps) || c.number("--weight-decay", adamw.weightDecay) ||
                c.number("--grad-clip", adamw.gradClip) || c.value("-o", opts.output) ||

@@ -37,6 +37,9 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 #if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(__CUDACC__)
 #include <immintrin.h>
 #endif
@@ -761,6 +764,30 @@ inline void report_error(const char* message) {
                               __ATOMIC_SEQ_CST);
 }
 inline const char* take_error() { return __atomic_exchange_n(&error_slot(), nullptr, __ATOMIC_SEQ_CST); }
+
+// gptc compile --sanitize: while a step runs, the arena's bytes that no buffer holds (the
+// redzones gpt-plan-memory left between buffers) are poisoned, so that AddressSanitizer
+// reports a kernel that reads or writes past its buffer instead of letting it touch the
+// next one. Without -fsanitize=address it does nothing.
+struct ArenaRedzones {
+  ArenaRedzones(char* arena, int64_t bytes, const int64_t (*gaps)[2], int64_t n)
+      : arena(arena), bytes(bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+    for (int64_t i = 0; i < n; ++i) __asan_poison_memory_region(arena + gaps[i][0], gaps[i][1]);
+#else
+    (void)gaps, (void)n;
+#endif
+  }
+  ~ArenaRedzones() {
+#if defined(__SANITIZE_ADDRESS__)
+    __asan_unpoison_memory_region(arena, bytes);
+#endif
+  }
+  ArenaRedzones(const ArenaRedzones&) = delete;
+  ArenaRedzones& operator=(const ArenaRedzones&) = delete;
+  char* arena;
+  int64_t bytes;
+};
 
 // ---------------------------------------------------------------------------------------
 // Canonical reductions. THIS ORDER IS THE NUMERICS CONTRACT: do not "improve" it.

@@ -1,5 +1,6 @@
 // RUN: gptc-opt %s -split-input-file -gpt-plan-memory | FileCheck %s
 // RUN: gptc-opt %s -split-input-file -gpt-plan-memory=views=false | FileCheck %s --check-prefix=COPY
+// RUN: gptc-opt %s -split-input-file -gpt-plan-memory=redzone=100 | FileCheck %s --check-prefix=REDZONE
 
 // Tests that a slot is reused once its last reader has run.
 // CHECK-LABEL: func.func @chain
@@ -7,6 +8,13 @@
 // CHECK: %[[A:.*]] = gpt.exp %arg0 {gpt.offsets = array<i64: 0>}
 // CHECK: %[[B:.*]] = gpt.exp %[[A]] {gpt.offsets = array<i64: 64>}
 // CHECK: gpt.exp %[[B]] {gpt.offsets = array<i64: 0>}
+// With redzones (gptc compile --sanitize) no slot is reused, and 128 bytes (100 rounded
+// up to 64) lie before, between and after the buffers.
+// REDZONE-LABEL: func.func @chain
+// REDZONE-SAME: gpt.arena_bytes = 704 : i64, gpt.redzone = 128 : i64
+// REDZONE: %[[A:.*]] = gpt.exp %arg0 {gpt.offsets = array<i64: 128>}
+// REDZONE: %[[B:.*]] = gpt.exp %[[A]] {gpt.offsets = array<i64: 320>}
+// REDZONE: gpt.exp %[[B]] {gpt.offsets = array<i64: 512>}
 func.func @chain(%a: tensor<16xf32>) -> tensor<16xf32> {
   %0 = gpt.exp %a : tensor<16xf32>
   %1 = gpt.exp %0 : tensor<16xf32>

@@ -1,0 +1,94 @@
+"""gptc compile --sanitize: generated kernels under AddressSanitizer and UBSan.
+
+The kernels index their operands with computed offsets: packed matmul panels, masked
+vector tails, attention's key blocks, the copied dY^T of a weight gradient. A read one
+element past a buffer usually gives the right answer anyway, and in the planned arena it
+lands in another buffer, so no other test would see it. Here a training step whose every
+size leaves a tail (97 positions, head size 24, 776 rows, a weight gradient large enough
+to be copied to rows) is compiled with sanitize=True: kernels.so built with the
+sanitizers, every buffer its own arena bytes with poisoned redzones between them. It runs
+in a child process with the sanitizers' runtimes preloaded, where any out-of-bounds
+access or undefined behaviour ends the child with the sanitizer's report. Its losses and
+parameters must also be the plain build's, bit for bit.
+"""
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gptc import _runtime
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CHILD = r"""
+import hashlib, json, sys
+import torch
+import gptc
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+torch.manual_seed(0)
+cfg = TinyGPTConfig(n_layer=1, n_head=4, n_embd=96, block_size=97, dropout=0.1, bias=True)
+model = TinyGPT(cfg).train()
+g = torch.Generator().manual_seed(1)
+data = [tuple(torch.randint(0, cfg.vocab_size, (8, cfg.block_size), generator=g) for _ in "xy")
+        for _ in range(3)]
+out = {}
+for fuse in (True, False):
+    step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(lr=1e-3), seed=5,
+                                   grad_clip=1.0, fuse=fuse, sanitize=sys.argv[2] == "1",
+                                   workdir=sys.argv[1] + str(fuse))
+    step.set_num_threads(2)
+    losses = [step(x, y, lr=1e-3).item().hex() for x, y in data]
+    digest = hashlib.sha256()
+    for name, t in sorted(step.state_dict().items()):
+        digest.update(name.encode() + t.numpy().tobytes())
+    out[str(fuse)] = {"losses": losses, "params": digest.hexdigest()}
+print(json.dumps(out))
+"""
+
+
+def runtime_library(name):
+    """The path of the host compiler's sanitizer runtime `name`, or None."""
+    cxx = shutil.which("c++")
+    if not cxx:
+        return None
+    path = subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True,
+                          text=True).stdout.strip()
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
+def run_child(workdir, sanitize, env):
+    env = dict(env, PYTHONPATH=os.path.join(REPO, "python"))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(workdir), str(int(sanitize))], env=env,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="the sanitizer runtimes are preloaded "
+                    "with LD_PRELOAD, as on Linux")
+def test_training_step_kernels_are_clean_under_asan_and_ubsan(tmp_path):
+    libs = [runtime_library(n) for n in ("libasan.so", "libubsan.so")]
+    if None in libs:
+        pytest.skip("the host compiler has no AddressSanitizer or UBSan runtime")
+    plain = run_child(tmp_path / "plain", False, os.environ)
+    sanitized = run_child(tmp_path / "sanitized", True, dict(
+        os.environ, LD_PRELOAD=" ".join(libs),
+        # Python itself keeps memory to the end; the kernels' accesses are what is checked.
+        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1", UBSAN_OPTIONS="print_stacktrace=1"))
+    artifact = tmp_path / "sanitizedTrue" / "artifact"
+    # What ran was instrumented, with redzones in its arena.
+    symbols = subprocess.run(["nm", "-D", str(artifact / "kernels.so")], capture_output=True,
+                             text=True).stdout
+    assert "__asan_" in symbols and "__ubsan_" in symbols
+    assert "gptc::ArenaRedzones guard(" in (artifact / "kernels.cpp").read_text()
+    assert sanitized == plain
+    assert plain["True"] == plain["False"]  # fused and unfused, as everywhere else
+    # Without the sanitizers' runtimes, loading it is a clear error, not a dead process.
+    with pytest.raises(RuntimeError, match="built with gptc compile --sanitize; run it with "
+                       "the sanitizers' runtimes preloaded"):
+        _runtime.Model(str(artifact))
