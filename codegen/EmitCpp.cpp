@@ -266,7 +266,7 @@ std::string Emitter::redzoneGuard(int64_t arenaBytes) {
       return;
     for (auto [off, r] : llvm::zip(offsets.asArrayRef(), op->getResults()))
       if (off >= 0)
-        held.push_back({off, off + ttype(r).getNumElements() * elementBytes(r)});
+        held.push_back({off, off + byteSize(r)});
   });
   llvm::sort(held);
   std::string table;

@@ -34,6 +34,8 @@ inline constexpr StringLiteral kViewAttr = "gpt.view";
 
 /// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
 int64_t elementBytes(Value v);
+/// The bytes of tensor `v`'s buffer (at least 1, so that an empty tensor has an address).
+int64_t byteSize(Value v);
 
 /// The distance in elements between consecutive rows of `v` (a [B, T, H, D] operand or
 /// result of attention) when it lives inside a wider buffer: a reshaped piece of a view

@@ -29,10 +29,8 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 
-int64_t byteSize(Value v) {
-  return std::max<int64_t>(
-      cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
-}
+/// `n` rounded up to a multiple of kAlign.
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 /// Free byte ranges of the arena, keyed by offset. With a redzone (gptc compile
 /// --sanitize) nothing is reused: every buffer gets bytes of its own, `redzone` bytes
@@ -41,7 +39,7 @@ class FreeList {
 public:
   explicit FreeList(int64_t redzone) : redzone(redzone) {}
   int64_t take(int64_t size) {
-    size = (size + kAlign - 1) / kAlign * kAlign;
+    size = aligned(size);
     if (redzone) {
       int64_t off = top + redzone;
       top = off + size;
@@ -71,7 +69,7 @@ public:
   void give(int64_t off, int64_t size) {
     if (redzone)
       return;
-    size = (size + kAlign - 1) / kAlign * kAlign;
+    size = aligned(size);
     auto it = free.emplace(off, size).first;
     if (auto next = std::next(it); next != free.end() && off + size == next->first) {
       it->second += next->second;
@@ -279,7 +277,7 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     }
 
     DenseMap<Value, int64_t> inPlace = planInPlace(fn, position);
-    const int64_t gap = (redzone + kAlign - 1) / kAlign * kAlign;
+    const int64_t gap = aligned(redzone);
     FreeList arena(gap);
     DenseMap<Value, int64_t> slot;
     for (Operation &op : body) {
@@ -346,6 +344,11 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   }
 };
 } // namespace
+
+int64_t mlir::gpt::byteSize(Value v) {
+  return std::max<int64_t>(
+      cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
+}
 
 int64_t mlir::gpt::elementBytes(Value v) {
   Type e = cast<RankedTensorType>(v.getType()).getElementType();

@@ -174,6 +174,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     if (!m["weights"].is_string()) throw bad("\"weights\" is not a string");
     weights = m["weights"].get<std::string>();
   }
+  if (m.contains("sanitize") && !m["sanitize"].is_boolean())
+    throw bad("\"sanitize\" is not a boolean");
   if (!m.contains("arena_bytes") || !m["arena_bytes"].is_number_unsigned())
     throw bad("missing or invalid \"arena_bytes\"");
   if (!m.contains("args") || !m["args"].is_array()) throw bad("missing \"args\" array");
@@ -216,8 +218,6 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   setenv("GOMP_SPINCOUNT", "20000", /*overwrite=*/0);
   // An artifact of gptc compile --sanitize: its library needs AddressSanitizer's runtime
   // loaded first, or loading it ends the process.
-  if (m.contains("sanitize") && !(m["sanitize"].is_boolean()))
-    throw bad("\"sanitize\" is not a boolean");
   if (m.value("sanitize", false) && !dlsym(RTLD_DEFAULT, "__asan_init"))
     throw Error(dir + ": built with gptc compile --sanitize; run it with the sanitizers' "
                 "runtimes preloaded: LD_PRELOAD=\"$(c++ -print-file-name=libasan.so) "

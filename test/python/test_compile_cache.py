@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import time
 
+import pytest
 import torch
 
 import gptc
@@ -134,7 +135,6 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
 def test_the_python_api_passes_the_compilers_warning_on(tmp_path, monkeypatch):
     """A compile through the Python API that meets a corrupt cache entry warns (a
     RuntimeWarning naming the entry) and still returns a working model."""
-    import pytest
     monkeypatch.setenv("GPTC_CACHE_DIR", str(tmp_path / "cache"))
     torch.manual_seed(0)
     cfg = TinyGPTConfig(n_layer=1)

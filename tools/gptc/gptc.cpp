@@ -17,9 +17,9 @@
 #include "gptc/model.hpp"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
