@@ -33,9 +33,11 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // A shared B: folded into one taller product, and (A transposed) not.
                         {4, 7, 33, 20, false, false, true},  {3, 6, 40, 9, true, false, true},
                         // A transposed and over 256K floats: copied to rows first (the
-                        // last with K a multiple of 256: the copy's rows padded).
+                        // last with K a multiple of 256: the copy's rows padded). One member
+                        // with B's rows contiguous and N < M copies B^T instead and stores
+                        // C's transpose (without an epilogue; with one, A is copied).
                         {1, 601, 37, 450, true, false, true}, {2, 530, 20, 500, true, true, false},
-                        {1, 520, 36, 512, true, false, true}};
+                        {1, 520, 36, 512, true, false, true}, {1, 310, 48, 900, true, false, false}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2 build): the parallel paths too, A's copy among them.
   for (int threads : {1, 2, 3}) {

@@ -1884,8 +1884,9 @@ namespace detail {
 constexpr int64_t kPanel = 2 * TileVec::kLanes;  // columns per packed panel (two vectors)
 constexpr int64_t kRows = 6;                      // rows per register tile (12 accumulators)
 
-// Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order.
-template <int R>
+// Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order. Stored as C's rows
+// (ldc apart), or with CT as C's columns: the tile's row r, column j to C[j * ldc + r].
+template <int R, bool CT = false>
 inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
                         const float* panel, float* C, int64_t ldc, int64_t cols) {
   using W = TileVec;
@@ -1902,6 +1903,18 @@ inline void matmul_tile(int64_t K, const float* A, int64_t sam, int64_t sak,
       acc[r][0] = W::fma(a, b0, acc[r][0]);
       acc[r][1] = W::fma(a, b1, acc[r][1]);
     }
+  }
+  if constexpr (CT) {
+    float t[R][kPanel];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      W::store(t[r], acc[r][0]);
+      W::store(t[r] + L, acc[r][1]);
+    }
+    for (int64_t j = 0; j < cols; ++j)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) C[j * ldc + r] = t[r][j];
+    return;
   }
   // The panel's first `cols` columns.
   const W::Mask m0 = W::first(cols), m1 = W::first(cols - L);
@@ -1931,7 +1944,9 @@ inline void fold_batch(int64_t& batch, int64_t& M, int64_t& sab, int64_t sam, in
   }
 }
 
-// One task of the float matmul: output columns [n0, n0 + kPanel) of batch b, all rows.
+// One task of the float matmul: output columns [n0, n0 + kPanel) of batch b, all rows. With
+// CT (one member, no epilogue), the product is C's transpose: its element (m, n) is C[n * M + m].
+template <bool CT = false>
 inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
                         int64_t sbb, int64_t sbk, int64_t sbn, float* C,
@@ -1956,6 +1971,10 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
   // register code is the same with an epilogue or without.
   auto tile = [&](auto rows, int64_t m) {
     constexpr int R = decltype(rows)::value;
+    if constexpr (CT) {
+      matmul_tile<R, true>(K, Ab + m * sam, sam, sak, panel, C + n0 * M + m, M, cols);
+      return;
+    }
     float* Ct = C + c0 + m * N;
     matmul_tile<R>(K, Ab + m * sam, sam, sak, panel, Ct, N, cols);
     if (ep) ep->apply(R, c0 + m * N, N, n0, cols, Ct, N);
@@ -1992,35 +2011,62 @@ inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
 // the copy of a 1152 x 1024 dY^T 0.66-0.82 -> 0.30-0.42 ms, of 1152 x 512 0.31 -> 0.17).
 inline int64_t copy_pitch(int64_t K) { return K % 256 == 0 ? K + 16 : K; }
 
-// The product with A copied to rows, called by every thread of a parallel region. The copy
-// goes into the scratch (slot 4) of whichever thread takes the `single`; the others get its
-// address. Every thread grows its own slot first, so that all of them are grown in the first
-// step, whichever thread the `single` falls to later: a step never allocates after that.
-// Barriers: the copy is complete before a task reads it, and every task is done before the
-// scratch can be reused. (Splitting rows by thread instead, each copying its own rows, needs
-// no barrier, but every thread then packs all of B: measured 3-8% slower on the step's
-// weight gradients.)
+// Rows [0, n) of a transposed operand X (element (r, k) of member b at X[b * sxb + r + k * sxk])
+// copied to rows copy_pitch(K) floats apart, by every thread of a parallel region; returns the
+// copy. It goes into the scratch (slot 4) of whichever thread takes the `single`; the others
+// get its address. Every thread grows its own slot first, so that all of them are grown in the
+// first step, whichever thread the `single` falls to later: a step never allocates after that.
+// The copy is complete when this returns (the loop's barrier); the caller's loop over the
+// tasks ends in a barrier too, so every task is done before the scratch can be reused.
+// (Splitting rows by thread instead, each copying its own rows, needs no barrier, but every
+// thread then packs all of B: measured 3-8% slower on the step's weight gradients.)
+inline const float* copied_rows_ws(int64_t batch, int64_t n, int64_t K, const float* X,
+                                   int64_t sxb, int64_t sxk) {
+  const int64_t ld = copy_pitch(K);
+  float* const mine = gptc::scratch<float>(4, batch * n * ld);
+  float* rows = nullptr;
+  GPTC_OMP("omp single copyprivate(rows)")
+  rows = mine;
+  const int64_t chunks = (n + 63) / 64;  // 64 rows of the copy per iteration
+  GPTC_OMP("omp for schedule(static)")
+  for (int64_t i = 0; i < batch * chunks; ++i) {
+    const int64_t b = i / chunks, r0 = (i % chunks) * 64, rc = n - r0 < 64 ? n - r0 : 64;
+    transpose_keys<float>(K, rc, X + b * sxb + r0, sxk, ld, rows + (b * n + r0) * ld);
+  }
+  return rows;
+}
+
+// The product with A copied to rows, called by every thread of a parallel region.
 inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sak, const float* B, int64_t sbb,
                                int64_t sbk, int64_t sbn, float* C,
                                const MatmulEpilogue<float>* ep) {
   const int64_t ld = copy_pitch(K);
-  float* const mine = gptc::scratch<float>(4, batch * M * ld);
-  float* rows = nullptr;
-  GPTC_OMP("omp single copyprivate(rows)")
-  rows = mine;
-  const int64_t chunks = (M + 63) / 64;  // 64 rows of the copy per iteration
-  GPTC_OMP("omp for schedule(static)")
-  for (int64_t i = 0; i < batch * chunks; ++i) {
-    const int64_t b = i / chunks, m0 = (i % chunks) * 64, mc = M - m0 < 64 ? M - m0 : 64;
-    transpose_keys<float>(K, mc, A + b * sab + m0, sak, ld, rows + (b * M + m0) * ld);
-  }
+  const float* rows = copied_rows_ws(batch, M, K, A, sab, sak);
   int64_t sabRows = M * ld;
   fold_batch(batch, M, sabRows, ld, sbb);
   const int64_t panels = (N + kPanel - 1) / kPanel;
   GPTC_OMP("omp for schedule(static)")
   for (int64_t t = 0; t < batch * panels; ++t)
     matmul_task(t, panels, M, N, K, rows, sabRows, ld, 1, B, sbb, sbk, sbn, C, ep);
+}
+
+// The same product when B is the smaller operand and its rows are contiguous (one member, no
+// epilogue: a weight gradient dY^T X whose layer widens, q/k/v's or the MLP's first): C^T =
+// B^T A^T, with B^T copied to rows instead of A, and A's columns (contiguous) packed as the
+// panels; each tile is stored as C's columns. Every element is the same fmas of the same
+// products in the same k order (an fma's two factors swap, which changes no bit).
+inline bool copies_b(int64_t batch, int64_t M, int64_t N, int64_t sbn,
+                     const MatmulEpilogue<float>* ep) {
+  return batch == 1 && !ep && sbn == 1 && N < M;
+}
+inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, int64_t sak,
+                               const float* B, int64_t sbk, float* C) {
+  const float* rows = copied_rows_ws(1, N, K, B, 0, sbk);
+  const int64_t panels = (M + kPanel - 1) / kPanel;
+  GPTC_OMP("omp for schedule(static)")
+  for (int64_t t = 0; t < panels; ++t)
+    matmul_task<true>(t, panels, N, M, K, rows, 0, copy_pitch(K), 1, A, 0, sak, 1, C, nullptr);
 }
 }  // namespace detail
 
@@ -2032,7 +2078,10 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
                       const MatmulEpilogue<float>& epilogue = {}) {
   const MatmulEpilogue<float>* ep = epilogue.any() ? &epilogue : nullptr;
   if (detail::copies_a(M, K, sam, sak)) {
-    detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, ep);
+    if (detail::copies_b(batch, M, N, sbn, ep))
+      detail::matmul_copied_b_ws(M, N, K, A, sak, B, sbk, C);
+    else
+      detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, ep);
     return;
   }
   detail::fold_batch(batch, M, sab, sam, sbb);
