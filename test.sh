@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh
 ctest --test-dir build --output-on-failure -j2
-PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest test/python -q -rs "$@"
+# pytest-xdist: one worker per core, at most 4 (each test compiles and runs its own artifact
+# in its own folder; the workers share one compile cache, whose entries are written whole).
+PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest test/python -q -rs \
+  -n auto --maxprocesses 4 "$@"
