@@ -1198,8 +1198,8 @@ inline void dropout_factors(uint64_t seed, uint64_t step, uint64_t id, uint64_t 
 
 // ---------------------------------------------------------------------------------------
 // Scratch: a per-thread buffer per slot, 64-byte aligned, grown once to the largest size a
-// kernel asked for (packing panels, transposed keys, a matmul's A copied to rows, which the
-// whole team reads). No allocation in steady state.
+// kernel asked for (packing panels, transposed keys, a matmul's transposed operand copied to
+// rows, which the whole team reads). No allocation in steady state.
 // ---------------------------------------------------------------------------------------
 template <class T>
 inline T* scratch(int slot, int64_t count) {
