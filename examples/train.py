@@ -25,7 +25,7 @@ import torch
 
 import gptc
 from gptc.data import CharTokenizer, get_batch, load_corpus, split
-from gptc.testing.parity import nanogpt_lr
+from gptc.parity import nanogpt_lr
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 # The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from safetensors import safe_open
 
 import gptc
-from gptc.testing.parity import nanogpt_lr, torch_adamw, torch_step, worst_param_difference
+from gptc.parity import nanogpt_lr, torch_adamw, torch_step, worst_param_difference
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)

@@ -1,11 +1,14 @@
-//===- Check.cpp - gptc check --gradcheck ----------------------------------===//
+//===- Check.cpp - gptc check --gradcheck | --against-torch ---------------===//
 //
-// Compiles the captured model's f64 twin with its gradients (gpt-promote-f64,
+// --gradcheck compiles the captured model's f64 twin with its gradients (gpt-promote-f64,
 // gpt-autodiff), runs it through the runtime on the example inputs, and for
 // every parameter tensor P compares the directional derivative <dL/dP, D>
 // along a random unit direction D with central differences
 // c(h) = (L(P + hD) - L(P - hD)) / 2h, Richardson-extrapolated: (4c(h/2) - c(h))/3. Prints one line per tensor; fails when the
 // worst relative error exceeds the tolerance.
+//
+// --against-torch needs PyTorch, so it runs Python: gptc's package (python/gptc/parity.py)
+// trains the model with this gptc and with eager PyTorch and prints the report.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/gptc/Check.h"
@@ -20,11 +23,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -164,6 +169,48 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
 
 int gptc::runCheck(const CheckOptions &opts, const char *tool) {
   if (!opts.gradcheck)
-    return fail(tool, "nothing to check (try gptc check --gradcheck MODEL.mlir)");
+    return fail(tool, "nothing to check (try gptc check --gradcheck MODEL.mlir, or "
+                      "gptc check --against-torch [MODEL.py])");
   return gradcheck(opts, tool);
+}
+
+int gptc::runAgainstTorch(const std::vector<std::string> &args, const char *tool, const char *argv0) {
+  // The interpreter: $GPTC_PYTHON, else the one the build was configured with (setup.sh
+  // installs torch into it).
+  const char *envPython = std::getenv("GPTC_PYTHON");
+  std::string python = envPython && *envPython ? envPython : GPTC_PYTHON_EXECUTABLE;
+  auto program = llvm::sys::findProgramByName(python);  // a path is taken as it is
+  if (!program || !llvm::sys::fs::can_execute(*program))
+    return fail(tool, "--against-torch runs Python with PyTorch, and '" + python +
+                          "' was not found (set GPTC_PYTHON)");
+  // gptc's package first on PYTHONPATH; and the package compiles with this gptc unless
+  // GPTC_BUILD_DIR says otherwise (this binary is <build>/bin/gptc).
+  std::vector<std::string> env;
+  std::string pythonPath = GPTC_PYTHON_DIR;
+  bool buildDirSet = false;
+  for (char **e = environ; *e; ++e) {
+    llvm::StringRef kv(*e);
+    if (kv.consume_front("PYTHONPATH=")) {
+      if (!kv.empty())
+        pythonPath += ":" + kv.str();
+      continue;
+    }
+    buildDirSet |= kv.starts_with("GPTC_BUILD_DIR=");
+    env.push_back(*e);
+  }
+  env.push_back("PYTHONPATH=" + pythonPath);
+  if (!buildDirSet) {
+    std::string exe = llvm::sys::fs::getMainExecutable(argv0, (void *)&gptc::runAgainstTorch);
+    if (!exe.empty())
+      env.push_back("GPTC_BUILD_DIR=" +
+                    llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)).str());
+  }
+  std::vector<llvm::StringRef> argv = {python, "-m", "gptc.parity"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<llvm::StringRef> envRefs(env.begin(), env.end());
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(*program, argv, envRefs, {}, 0, 0, &error);
+  if (rc < 0)
+    return fail(tool, "running " + *program + " failed" + (error.empty() ? "" : ": " + error));
+  return rc;
 }

@@ -3,6 +3,7 @@
 #define GPTC_TOOLS_GPTC_CHECK_H
 
 #include <string>
+#include <vector>
 
 namespace gptc {
 
@@ -15,6 +16,10 @@ struct CheckOptions {
 
 /// `gptc check`: returns the process exit code; errors are one line on stderr.
 int runCheck(const CheckOptions &opts, const char *tool);
+
+/// `gptc check --against-torch ARGS`: the parity report (python -m gptc.parity ARGS);
+/// returns its exit code. `argv0` locates this binary's build folder.
+int runAgainstTorch(const std::vector<std::string> &args, const char *tool, const char *argv0);
 
 } // namespace gptc
 

@@ -46,6 +46,8 @@ static const char *kUsage =
     "                                      [--weight-decay W] [--grad-clip C]]\n"
     "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
     "                  [--step H] [--tolerance T] [--seed S]\n"
+    "       gptc check --against-torch [MODEL.py] [--steps N] [--config KEY=VALUE]...\n"
+    "                  (gptc check --against-torch --help lists its options)\n"
     "       gptc ops\n"
     "       gptc cxxflags\n"
     "\n"
@@ -68,6 +70,10 @@ static const char *kUsage =
     "  check     --gradcheck: compile the model's f64 twin with its gradients and compare\n"
     "            each parameter's with central differences (inputs default to\n"
     "            MODEL.inputs.safetensors, written by gptc.capture_save)\n"
+    "            --against-torch: train a nanoGPT-style MODEL.py (GPT, GPTConfig; default\n"
+    "            gptc's test GPT) N steps with gptc and with eager PyTorch from the same\n"
+    "            weights and batches; print per step both losses and the worst parameter\n"
+    "            difference; fail past 1e-5 (loss, relative) or 1e-4 (parameters)\n"
     "  ops       list the aten overloads the frontend converts, one per line\n"
     "  cxxflags  print the host C++ compiler flags kernels.so is built with\n";
 
@@ -177,7 +183,8 @@ std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions 
   if (!c.error.empty())
     return c.error;
   if (opts.input.empty())
-    return "no input file (usage: gptc check --gradcheck MODEL.mlir)";
+    return "no input file (usage: gptc check --gradcheck MODEL.mlir, or gptc check "
+           "--against-torch [MODEL.py])";
   return "";
 }
 
@@ -287,6 +294,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (args[0] == "check") {
+    auto against = std::find(args.begin() + 1, args.end(), "--against-torch");
+    if (against != args.end()) {
+      std::vector<std::string> rest(args.begin() + 1, against);
+      rest.insert(rest.end(), against + 1, args.end());
+      if (std::find(rest.begin(), rest.end(), "--gradcheck") != rest.end())
+        return gptc::fail(kTool, "--gradcheck and --against-torch are two checks: run one at a time");
+      return gptc::runAgainstTorch(rest, kTool, argv[0]);
+    }
     gptc::CheckOptions opts;
     opts.runtimeInclude = runtimeInclude();
     std::string err = parseCheck({args.begin() + 1, args.end()}, opts);
