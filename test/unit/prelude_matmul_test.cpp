@@ -37,7 +37,15 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // with B's rows contiguous and N < M copies B^T instead and stores
                         // C's transpose (without an epilogue; with one, A is copied).
                         {1, 601, 37, 450, true, false, true}, {2, 530, 20, 500, true, true, false},
-                        {1, 520, 36, 512, true, false, true}, {1, 310, 48, 900, true, false, false}};
+                        {1, 520, 36, 512, true, false, true}, {1, 310, 48, 900, true, false, false},
+                        // B wide and A tall: the blocked order (B's panels packed per k
+                        // block, A's rows in blocks of 6-row micro-panels), with one k block
+                        // (K <= 512) and with 3 (the sums carried in C from block to block);
+                        // rows and columns with tails, A and B transposed, two members
+                        // sharing B folded into one.
+                        {1, 203, 150, 333, false, false, true}, {1, 400, 130, 512, true, true, false},
+                        {2, 100, 128, 400, false, false, true}, {1, 250, 140, 1100, true, false, false},
+                        {1, 200, 300, 777, false, true, true}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2 build): the parallel paths too, A's copy among them.
   for (int threads : {1, 2, 3}) {
