@@ -2137,6 +2137,15 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
       continue;
     }
 #endif
+#if defined(__AVX2__) && !defined(__CUDACC__)
+    if (sam == 1) {  // A transposed (a weight gradient's dY^T): each k's R values contiguous
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)R),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      for (; k < kc; ++k)  // 8 lanes stored, the last 2 overwritten by the next k's
+        _mm256_storeu_ps(mp + k * kRows, _mm256_maskload_ps(a + k * sak, live));
+      continue;
+    }
+#endif
     for (; k < kc; ++k)
       for (int64_t r = 0; r < kRows; ++r) mp[k * kRows + r] = r < R ? a[r * sam + k * sak] : 0.0f;
   }
