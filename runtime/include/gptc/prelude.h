@@ -2103,8 +2103,8 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 // size, 72 times 1.5 MB) from the L3 that the machine's other tenants share; this order
 // reads A once per k block and B once per row block. (Measured on Zen 3, the 12 products
 // of a Shakespeare-size layer alternating with the panel-task order in one process: 0.90x
-// its time on one thread, 0.92x on two, sums of the medians; the forward's and the input
-// gradients' 0.76-0.97x, the weight gradients' 0.88-1.09x.)
+// its time on one thread, 0.92x on two, sums of the medians: 0.76-0.90x with one k block,
+// 0.88-1.09x with several. bench/NOTES.md has the rest.)
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
   return batch == 1 && N >= 8 * kPanel && M >= 2 * kBlockRows && M * K >= (int64_t(1) << 16);
