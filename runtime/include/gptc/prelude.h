@@ -1977,6 +1977,22 @@ inline void pack_panel(int64_t K, const float* Bb, int64_t sbk, int64_t sbn, int
   }
 }
 
+// tile(std::integral_constant<int, R>(), m) for rows [m, m + R) of [0, M): kRows at a time,
+// then the rest (R a compile-time constant, so that each height has its register code).
+template <class F>
+inline void for_row_tiles(int64_t M, F&& tile) {
+  int64_t m = 0;
+  for (; m + kRows <= M; m += kRows) tile(std::integral_constant<int, kRows>(), m);
+  switch (M - m) {
+    case 5: tile(std::integral_constant<int, 5>(), m); break;
+    case 4: tile(std::integral_constant<int, 4>(), m); break;
+    case 3: tile(std::integral_constant<int, 3>(), m); break;
+    case 2: tile(std::integral_constant<int, 2>(), m); break;
+    case 1: tile(std::integral_constant<int, 1>(), m); break;
+    default: break;
+  }
+}
+
 // One task of the float matmul: output columns [n0, n0 + kPanel) of batch b, all rows. With
 // CT (one member, no epilogue), the product is C's transpose: its element (m, n) is C[n * M + m].
 template <bool CT = false>
@@ -2002,16 +2018,7 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
     matmul_tile<R>(K, Ab + m * sam, sam, sak, panel, Ct, N, cols);
     if (ep) ep->apply(R, c0 + m * N, N, n0, cols, Ct, N);
   };
-  int64_t m = 0;
-  for (; m + kRows <= M; m += kRows) tile(std::integral_constant<int, kRows>(), m);
-  switch (M - m) {
-    case 5: tile(std::integral_constant<int, 5>(), m); break;
-    case 4: tile(std::integral_constant<int, 4>(), m); break;
-    case 3: tile(std::integral_constant<int, 3>(), m); break;
-    case 2: tile(std::integral_constant<int, 2>(), m); break;
-    case 1: tile(std::integral_constant<int, 1>(), m); break;
-    default: break;
-  }
+  for_row_tiles(M, tile);
 }
 }  // namespace detail
 
@@ -2092,19 +2099,20 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
     matmul_task<true>(t, panels, N, M, K, rows, 0, copy_pitch(K), 1, A, 0, sak, 1, C, nullptr);
 }
 
-// The blocked order (BLIS's): k in blocks of at most kBlockDepth; per block, all of B's
-// panels packed by the region's threads together (at most 384 x N floats, in L3), then each
-// thread takes a contiguous share of A's rows, in blocks of kBlockRows: it copies the block
-// into 6-row micro-panels (kRows x depth, k-major: 144 KB at most, in L2) and runs every
-// panel (depth x 16, in L1) over them. A tile past the first block continues from the sums
-// C holds (matmul_tile's Carry): every output is still one k = 0..K-1 fma chain from zero,
-// the same bits as the panel-task order below; the epilogue runs in the last block.
-// The panel-task order reads all of A once per 16-column panel (for q/k/v at Shakespeare
-// size, 72 times 1.5 MB) from the L3 that the machine's other tenants share; this order
-// reads A once per k block and B once per row block. (Measured on Zen 3, the 12 products
-// of a Shakespeare-size layer alternating with the panel-task order in one process: 0.90x
-// its time on one thread, 0.92x on two, sums of the medians: 0.76-0.90x with one k block,
-// 0.88-1.09x with several. bench/NOTES.md has the rest.)
+// The blocked order (BLIS's): k in blocks of at most kBlockDepth (one block up to K = 512);
+// per block, all of B's panels packed by the region's threads together (at most 512 x N
+// floats, in L3), then each thread takes a contiguous share of A's rows, in blocks of
+// kBlockRows: it copies the block into 6-row micro-panels (kRows x depth, k-major: 192 KB
+// at most, in L2) and runs every panel (depth x 16, at most 32 KB) over them. A tile past
+// the first block continues from the sums C holds (matmul_tile's Carry): every output is
+// still one k = 0..K-1 fma chain from zero, the same bits as the panel-task order above;
+// the epilogue runs in the last block. The panel-task order reads all of A once per
+// 16-column panel (for q/k/v at Shakespeare size, 72 times 1.5 MB) from the L3 that the
+// machine's other tenants share; this order reads A once per k block and B once per row
+// block. (Measured on Zen 3, the 12 products of a Shakespeare-size layer alternating with
+// the panel-task order in one process: 0.90x its time on one thread, 0.92x on two, sums
+// of the medians: 0.76-0.90x with one k block, 0.88-1.09x with several. bench/NOTES.md
+// has the rest.)
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
   return batch == 1 && N >= 8 * kPanel && M >= 2 * kBlockRows && M * K >= (int64_t(1) << 16);
@@ -2197,16 +2205,7 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
               matmul_tile<R, false, true>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
             if (ep && last) ep->apply(R, m * N + n0, N, n0, cols, Ct, N);
           };
-          int64_t i = 0;
-          for (; i + kRows <= mc; i += kRows) tile(std::integral_constant<int, kRows>(), i);
-          switch (mc - i) {
-            case 5: tile(std::integral_constant<int, 5>(), i); break;
-            case 4: tile(std::integral_constant<int, 4>(), i); break;
-            case 3: tile(std::integral_constant<int, 3>(), i); break;
-            case 2: tile(std::integral_constant<int, 2>(), i); break;
-            case 1: tile(std::integral_constant<int, 1>(), i); break;
-            default: break;
-          }
+          for_row_tiles(mc, tile);
         }
       }
     }
