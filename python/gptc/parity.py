@@ -30,6 +30,8 @@ import sys
 
 import torch
 
+import gptc
+
 
 def nanogpt_lr(it, *, lr, min_lr, warmup, decay_iters):
     """nanoGPT's schedule: linear warm-up, cosine decay to min_lr, then min_lr."""
@@ -178,8 +180,6 @@ def report(model, batches, *, lr=1e-3, min_lr=1e-4, warmup=5, betas=(0.9, 0.99),
     """Trains `model` on `batches` ([(x, y)]) with gptc and a copy of it with eager PyTorch;
     prints a line per step and returns the rows: (step, gptc loss, torch loss, relative
     loss difference, worst parameter name, its absolute difference)."""
-    import gptc  # the package's own entry points; imported here, not at module import
-
     ref = copy.deepcopy(model)
     hyper = dict(lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
     step = gptc.compile_train_step(model, batches[0], optimizer=gptc.AdamW(**hyper),
@@ -285,7 +285,6 @@ def main(argv=None):
 
 def cli(argv=None):
     """main() with gptc's errors as one `gptc: error: ...` line and exit status 1."""
-    import gptc
     try:
         main(argv)
     except (ParityError, gptc.GptcError, gptc.CaptureError) as e:

@@ -2220,13 +2220,13 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
                       int64_t sbk, int64_t sbn, float* C,
                       const MatmulEpilogue<float>& epilogue = {}) {
   const MatmulEpilogue<float>* ep = epilogue.any() ? &epilogue : nullptr;
-  {
-    int64_t b1 = batch, M1 = M, sab1 = sab;
-    detail::fold_batch(b1, M1, sab1, sam, sbb);
-    if (detail::blocks_k(b1, M1, N, K)) {
-      detail::matmul_blocked_ws(M1, N, K, A, sam, sak, B, sbk, sbn, C, ep);
-      return;
-    }
+  // The members folded into one taller product where they can be (the copies below fold
+  // after copying, with the copy's strides).
+  int64_t fbatch = batch, fM = M, fsab = sab;
+  detail::fold_batch(fbatch, fM, fsab, sam, sbb);
+  if (detail::blocks_k(fbatch, fM, N, K)) {
+    detail::matmul_blocked_ws(fM, N, K, A, sam, sak, B, sbk, sbn, C, ep);
+    return;
   }
   if (detail::copies_a(M, K, sam, sak)) {
     if (detail::copies_b(batch, M, N, sbn, ep))
@@ -2235,10 +2235,9 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
       detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, ep);
     return;
   }
-  detail::fold_batch(batch, M, sab, sam, sbb);
   const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
-  GPTC_FOR_WS(t, batch * panels)
-    detail::matmul_task(t, panels, M, N, K, A, sab, sam, sak, B, sbb, sbk, sbn, C, ep);
+  GPTC_FOR_WS(t, fbatch * panels)
+    detail::matmul_task(t, panels, fM, N, K, A, fsab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 // The same in a parallel region of its own (the same static split of the tasks).
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
