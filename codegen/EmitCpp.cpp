@@ -575,6 +575,8 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
         return g.getApproximate() == "tanh" ? "gptc::gelu_tanh($0)" : "gptc::gelu_erf($0)";
       })
       .Case([](GeluGradOp g) -> R {
+        if (g.getErf())
+          return "gptc::gelu_erf_grad_given($0, $1, $2)";
         return g.getApproximate() == "tanh" ? "gptc::gelu_tanh_grad($0, $1)"
                                             : "gptc::gelu_erf_grad($0, $1)";
       })
@@ -630,9 +632,10 @@ void Emitter::emitPieceCopy(raw_ostream &os, Type whole, int64_t dim, TypeRange 
   os << "  }\n";
 }
 
-/// The array form (gptc::gelu_erf_n, gelu_erf_grad_n) of a lone exact GELU or its
-/// gradient over dense f32 operands, as a call on elements [i0, i0 + n); it evaluates
-/// erf's upper range only where needed, with the bits of the per-element form.
+/// The array form (gptc::gelu_erf_n, gelu_erf_keep_n, gelu_erf_grad_n,
+/// gelu_erf_grad_given_n) of a lone exact GELU or its gradient over dense f32
+/// operands, as a call on elements [i0, i0 + n); it evaluates erf's upper range only
+/// where needed, with the bits of the per-element form.
 static std::optional<std::string> geluArrayCall(Operation *op) {
   auto t = ttype(op->getResult(0));
   auto dense = [&](Value v) { return ttype(v).getShape() == t.getShape(); };
@@ -640,8 +643,13 @@ static std::optional<std::string> geluArrayCall(Operation *op) {
     return std::nullopt;
   if (auto g = dyn_cast<GeluOp>(op); g && g.getApproximate() != "tanh")
     return std::string("gptc::gelu_erf_n(n, in0 + i0, out0 + i0)");
+  if (auto g = dyn_cast<GeluGradOp>(op); g && g.getErf())
+    return std::string(
+        "gptc::gelu_erf_grad_given_n(n, in0 + i0, in1 + i0, in2 + i0, out0 + i0)");
   if (auto g = dyn_cast<GeluGradOp>(op); g && g.getApproximate() != "tanh")
     return std::string("gptc::gelu_erf_grad_n(n, in0 + i0, in1 + i0, out0 + i0)");
+  if (isa<GeluKeepErfOp>(op))
+    return std::string("gptc::gelu_erf_keep_n(n, in0 + i0, out0 + i0, out1 + i0)");
   return std::nullopt;
 }
 
@@ -665,6 +673,12 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         openDropoutBlocks(os, d.getType().getNumElements(), {{d, "in1"}});
         os << "      out0[i] = " << substitute(*scalarExpr(d), {"in0[i]", "in1"}) << ";\n";
         closeDropoutBlocks(os);
+        return success();
+      })
+      .Case([&](GeluKeepErfOp) {  // off the array form: not f32
+        os << "  " << loop("i", ttype(op->getResult(0)).getNumElements()) << " {\n"
+           << "    out1[i] = gptc::gelu_erf_of(in0[i]);\n"
+           << "    out0[i] = gptc::gelu_erf_given(in0[i], out1[i]);\n  }\n";
         return success();
       })
       .Case([&](LayerNormGradOp l) { return emitLayerNormGrad(l, os); })

@@ -336,6 +336,8 @@ LogicalResult GeluGradOp::verify() {
     return emitOpError("g, x and result must have one type");
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\"");
+  if (getErf() && (getApproximate() != "none" || getErf().getType() != getX().getType()))
+    return emitOpError("an erf operand needs approximate = \"none\" and x's type");
   return success();
 }
 

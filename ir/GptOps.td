@@ -479,10 +479,30 @@ def Gpt_GeluGradOp : Gpt_Op<"gelu_grad"> {
     %dx = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
     ```
   }];
-  let arguments = (ins Gpt_FloatTensor:$g, Gpt_FloatTensor:$x, StrAttr:$approximate);
+  let arguments = (ins Gpt_FloatTensor:$g, Gpt_FloatTensor:$x, Optional<Gpt_FloatTensor>:$erf,
+                       StrAttr:$approximate);
   let results = (outs Gpt_FloatTensor:$result);
-  let assemblyFormat = "$g `,` $x attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$g `,` $x (`erf` $erf^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+def Gpt_GeluKeepErfOp : Gpt_Op<"gelu_keep_erf", [AllTypesMatch<["x", "result", "erf"]>]> {
+  let summary = "Exact GELU that also returns its erf, for the gradient to reuse";
+  let description = [{
+    `result` is `gpt.gelu %x {approximate = "none"}`, bit for bit; `erf` holds
+    erf(x * (1 / sqrt 2)), the value that GELU and its gradient both compute.
+    gpt-keep-gelu-erf puts it where a gelu_grad of the same x follows, and
+    gives that gelu_grad the `erf` operand, so the backward does not evaluate
+    erf again (the same bits: the same function of the same argument).
+
+    ```mlir
+    %g, %e = gpt.gelu_keep_erf %x : tensor<4x256xf32>
+    %dx = gpt.gelu_grad %dg, %x erf %e {approximate = "none"} : (tensor<4x256xf32>, tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
+    ```
+  }];
+  let arguments = (ins Gpt_FloatTensor:$x);
+  let results = (outs Gpt_FloatTensor:$result, Gpt_FloatTensor:$erf);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
 def Gpt_LayerNormGradOp : Gpt_Op<"layer_norm_grad"> {

@@ -181,8 +181,10 @@ LogicalResult RsqrtOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl
 }
 
 LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
-  return unaryGrad(
-      *this, GeluGradOp::create(b, getLoc(), getType(), g[0], getX(), getApproximateAttr()), grads);
+  return unaryGrad(*this,
+                   GeluGradOp::create(b, getLoc(), getType(), g[0], getX(), /*erf=*/Value(),
+                                      getApproximateAttr()),
+                   grads);
 }
 
 LogicalResult WhereOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
@@ -449,6 +451,7 @@ LogicalResult ConcatOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImp
     return noGradient(*this);                                                                      \
   }
 GPT_NO_VJP(GeluGradOp)
+GPT_NO_VJP(GeluKeepErfOp)
 GPT_NO_VJP(LayerNormGradOp)
 GPT_NO_VJP(AttentionGradOp)
 GPT_NO_VJP(CrossEntropyGradOp)

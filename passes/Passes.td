@@ -121,6 +121,32 @@ def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {
   }];
 }
 
+def KeepGeluErf : Pass<"gpt-keep-gelu-erf", "mlir::func::FuncOp"> {
+  let summary = "Have an exact GELU keep its erf for the gelu_grad of the same input";
+  let description = [{
+    An exact `gpt.gelu %x` whose result only matmuls read (a GPT's MLP: a
+    kernel of its own anyway), followed by exact `gpt.gelu_grad %g, %x` (the
+    backward autodiff builds), becomes `gpt.gelu_keep_erf %x`, whose second
+    result, erf(x / sqrt 2), each such gelu_grad takes as its `erf` operand
+    instead of evaluating erf again. The value is the one the gradient would
+    compute, so the bits are unchanged; the cost is one buffer of x's size,
+    live from the forward to the backward. Runs after autodiff, before
+    gpt-fuse-elementwise; gptc compile -O0 skips it.
+
+    Before (%y read by matmuls):
+    ```mlir
+    %y = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+    %d = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    ```
+    After:
+    ```mlir
+    %y, %e = gpt.gelu_keep_erf %x : tensor<8x16xf32>
+    %d = gpt.gelu_grad %g, %x erf %e {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
   let summary = "Fold a matmul's bias add, dropout and residual add into the matmul (its epilogue)";
   let description = [{

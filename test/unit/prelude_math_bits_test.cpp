@@ -684,15 +684,16 @@ TEST_F(PreludeMathBits, Double) {
   std::printf("  (%.1f s)\n", seconds_since(t0));
 }
 
-// The array forms (erf_n, gelu_erf_n, gelu_erf_grad_n: erf's upper range gathered into a
-// dense run and scattered back) give each element the bits of the per-element function:
+// The array forms (erf_n, gelu_erf_n, gelu_erf_grad_n, gelu_erf_keep_n: erf's upper range
+// gathered into a dense run and scattered back; gelu_erf_grad_given_n from the kept erf)
+// give each element the bits of the per-element function:
 // every 13th float bit pattern (all with GPTC_MATH_BITS_STRIDE=1), g random, and normal
 // inputs of three spreads at lengths around the vector and block edges.
 TEST_F(PreludeMathBits, ArrayForms) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t stride = stride_from_env(13), batch = 1 << 20;
-  std::vector<float> xs(batch), ys(batch), rs(batch), gs = gradients<float>(batch, 11);
-  uint64_t checked = 0, bad_erf = 0, bad_gelu = 0, bad_grad = 0;
+  std::vector<float> xs(batch), ys(batch), rs(batch), es(batch), gs = gradients<float>(batch, 11);
+  uint64_t checked = 0, bad_erf = 0, bad_gelu = 0, bad_grad = 0, bad_kept = 0;
   auto count = [&](int64_t n, uint64_t* bad) {
     for (int64_t i = 0; i < n; ++i) *bad += fbits(ys[i]) != fbits(rs[i]);
   };
@@ -707,6 +708,18 @@ TEST_F(PreludeMathBits, ArrayForms) {
     gptc::gelu_erf_grad_n(n, g, x, y);
     GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::gelu_erf_grad(g[i], x[i]);
     count(n, &bad_grad);
+    // gpt.gelu_keep_erf's GELU (r still holds the gradient): the gradient given its erf,
+    // the GELU itself, and the kept erf against the scalar one.
+    float* e = es.data();
+    gptc::gelu_erf_keep_n(n, x, y, e);
+    gptc::gelu_erf_grad_given_n(n, g, x, e, y);
+    count(n, &bad_kept);
+    gptc::gelu_erf_keep_n(n, x, y, e);
+    GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::gelu_erf(x[i]);
+    count(n, &bad_kept);
+    for (int64_t i = 0; i < n; ++i) y[i] = e[i];
+    GPTC_SIMD for (int64_t i = 0; i < n; ++i) r[i] = gptc::gelu_erf_of(x[i]);
+    count(n, &bad_kept);
     checked += n;
   };
   for (uint64_t start = 0; start < (1ull << 32); start += (uint64_t)batch * stride) {
@@ -726,9 +739,11 @@ TEST_F(PreludeMathBits, ArrayForms) {
     }
   }
   std::printf("  %" PRIu64 " inputs; mismatches: erf_n %" PRIu64 ", gelu_erf_n %" PRIu64
-              ", gelu_erf_grad_n %" PRIu64 " (%.1f s)\n",
-              checked, bad_erf, bad_gelu, bad_grad, seconds_since(t0));
+              ", gelu_erf_grad_n %" PRIu64 ", gelu_erf_keep_n and gelu_erf_grad_given_n %" PRIu64
+              " (%.1f s)\n",
+              checked, bad_erf, bad_gelu, bad_grad, bad_kept, seconds_since(t0));
   EXPECT_EQ(bad_erf, 0u);
   EXPECT_EQ(bad_gelu, 0u);
   EXPECT_EQ(bad_grad, 0u);
+  EXPECT_EQ(bad_kept, 0u);
 }

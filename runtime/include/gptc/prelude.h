@@ -732,6 +732,12 @@ GPTC_HD GPTC_INLINE float gelu_erf(float x) {
 GPTC_HD GPTC_INLINE double gelu_erf(double x) {
   return gelu_erf_given(x, gptc::erf(x * 0.70710678118654752440));
 }
+// erf(x / sqrt(2)) as gelu_erf and gelu_erf_grad compute it (gpt.gelu_keep_erf's second
+// result, off the array form).
+template <class T>
+GPTC_HD GPTC_INLINE T gelu_erf_of(T x) {
+  return gptc::erf(x * T(0.70710678118654752440));
+}
 // GELU, tanh form: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
 GPTC_HD GPTC_INLINE float gelu_tanh(float x) {
   float inner = 0.79788456080286535588f * (x + 0.044715f * (x * x * x));
@@ -1086,6 +1092,23 @@ inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y)
   detail::erf_scaled_blocks(n, x, float(0.70710678118654752440), [&](int64_t b, int64_t len, const float* e) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_grad_given(g[b + i], x[b + i], e[i]);
   });
+}
+
+// y[i] = gelu_erf(x[i]) and e[i] = erf(x[i] / sqrt(2)), the value its gradient reuses
+// (gpt.gelu_keep_erf).
+inline void gelu_erf_keep_n(int64_t n, const float* x, float* y, float* e) {
+  detail::erf_scaled_blocks(n, x, 0.70710678118654752440f, [&](int64_t b, int64_t len, const float* eb) {
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) {
+      e[b + i] = eb[i];
+      y[b + i] = gelu_erf_given(x[b + i], eb[i]);
+    }
+  });
+}
+
+// y[i] = gelu_erf_grad(g[i], x[i]) given e[i] = erf(x[i] / sqrt(2)) (gelu_erf_keep_n's).
+inline void gelu_erf_grad_given_n(int64_t n, const float* g, const float* x, const float* e,
+                                  float* y) {
+  GPTC_SIMD for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_grad_given(g[i], x[i], e[i]);
 }
 #endif
 

@@ -228,3 +228,11 @@ func.func @horizontal_members_read_each_other(%x: tensor<4xf32>) -> (tensor<4xf3
   }
   return %h#0, %h#1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+func.func @tanh_erf(%x: tensor<8x16xf32>, %g: tensor<8x16xf32>, %e: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @below {{an erf operand needs approximate = "none" and x's type}}
+  %0 = gpt.gelu_grad %g, %x erf %e {approximate = "tanh"} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
