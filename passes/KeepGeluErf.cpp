@@ -65,7 +65,7 @@ struct KeepGeluErf : gpt::impl::KeepGeluErfBase<KeepGeluErf> {
       for (Operation *user : x.getUsers())
         if (auto gg = dyn_cast<GeluGradOp>(user);
             gg && gg.getX() == x && !gg.getErf() && gg.getApproximate() == "none" &&
-            gelu->isBeforeInBlock(gg))
+            gg->getBlock() == gelu->getBlock() && gelu->isBeforeInBlock(gg))
           grads.push_back(gg);
       if (grads.empty())
         continue;
