@@ -19,6 +19,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "python"))
 import gptc  # noqa: E402
+from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 
 SIZES = {
@@ -103,11 +104,7 @@ def main():
         run = lambda: step(x, y)  # noqa: E731
         out["kernels_per_step"] = step.num_kernels
     else:
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        rest = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": HYPER["weight_decay"]},
-                                 {"params": rest, "weight_decay": 0.0}], lr=HYPER["lr"],
-                                betas=HYPER["betas"], eps=HYPER["eps"])
+        opt = torch_adamw(model, **HYPER)  # nanoGPT's two decay groups
         if args.framework == "eager":
             run = lambda: eager_step(model, opt, x, y)  # noqa: E731
         else:

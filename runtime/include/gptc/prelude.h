@@ -721,23 +721,18 @@ GPTC_HD inline double pow(double x, double y) {
 GPTC_HD inline float pow(float x, float y) { return (float)gptc::pow((double)x, (double)y); }
 
 // GELU, exact (erf) form: 0.5*x*(1 + erf(x/sqrt(2))); x/sqrt(2) is computed as x*(1/sqrt(2)).
-// gelu_erf_given takes e = erf(x/sqrt(2)) computed elsewhere (the array form's, in bulk).
-template <class T>
-GPTC_HD GPTC_INLINE T gelu_erf_given(T x, T e) {
-  return T(0.5) * x * (T(1) + e);
-}
-GPTC_HD GPTC_INLINE float gelu_erf(float x) {
-  return gelu_erf_given(x, gptc::erf(x * 0.70710678118654752440f));
-}
-GPTC_HD GPTC_INLINE double gelu_erf(double x) {
-  return gelu_erf_given(x, gptc::erf(x * 0.70710678118654752440));
-}
-// erf(x / sqrt(2)) as gelu_erf and gelu_erf_grad compute it (gpt.gelu_keep_erf's second
-// result, off the array form).
+// gelu_erf_of is that erf, the one value the GELU and its gradient share (gpt.gelu_keep_erf
+// keeps it); gelu_erf_given takes it computed elsewhere (the array form's, in bulk).
 template <class T>
 GPTC_HD GPTC_INLINE T gelu_erf_of(T x) {
   return gptc::erf(x * T(0.70710678118654752440));
 }
+template <class T>
+GPTC_HD GPTC_INLINE T gelu_erf_given(T x, T e) {
+  return T(0.5) * x * (T(1) + e);
+}
+GPTC_HD GPTC_INLINE float gelu_erf(float x) { return gelu_erf_given(x, gelu_erf_of(x)); }
+GPTC_HD GPTC_INLINE double gelu_erf(double x) { return gelu_erf_given(x, gelu_erf_of(x)); }
 // GELU, tanh form: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))).
 GPTC_HD GPTC_INLINE float gelu_tanh(float x) {
   float inner = 0.79788456080286535588f * (x + 0.044715f * (x * x * x));
@@ -948,7 +943,7 @@ GPTC_HD GPTC_INLINE T gelu_erf_grad_given(T g, T x, T e) {
 }
 template <class T>
 GPTC_HD GPTC_INLINE T gelu_erf_grad(T g, T x) {
-  return gelu_erf_grad_given(g, x, gptc::erf(x * T(0.70710678118654752440)));
+  return gelu_erf_grad_given(g, x, gelu_erf_of(x));
 }
 template <class T>
 GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
@@ -1060,6 +1055,8 @@ inline void erf_n(int64_t n, const float* x, float* y) {
 }
 
 namespace detail {
+// gelu_erf_of's scale in float, for the array forms.
+constexpr float kInvSqrt2f = float(0.70710678118654752440);
 // For each block of up to kErfBlock elements from b: e = erf(x * c) over the block, then
 // finish(b, len, e).
 template <class F>
@@ -1082,14 +1079,14 @@ inline void erf_scaled_blocks(int64_t n, const float* x, float c, F&& finish) {
 
 // y[i] = gelu_erf(x[i]).
 inline void gelu_erf_n(int64_t n, const float* x, float* y) {
-  detail::erf_scaled_blocks(n, x, 0.70710678118654752440f, [&](int64_t b, int64_t len, const float* e) {
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* e) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_given(x[b + i], e[i]);
   });
 }
 
 // y[i] = gelu_erf_grad(g[i], x[i]).
 inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y) {
-  detail::erf_scaled_blocks(n, x, float(0.70710678118654752440), [&](int64_t b, int64_t len, const float* e) {
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* e) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_grad_given(g[b + i], x[b + i], e[i]);
   });
 }
@@ -1097,7 +1094,7 @@ inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y)
 // y[i] = gelu_erf(x[i]) and e[i] = erf(x[i] / sqrt(2)), the value its gradient reuses
 // (gpt.gelu_keep_erf).
 inline void gelu_erf_keep_n(int64_t n, const float* x, float* y, float* e) {
-  detail::erf_scaled_blocks(n, x, 0.70710678118654752440f, [&](int64_t b, int64_t len, const float* eb) {
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* eb) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) {
       e[b + i] = eb[i];
       y[b + i] = gelu_erf_given(x[b + i], eb[i]);
