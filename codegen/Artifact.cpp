@@ -218,6 +218,13 @@ std::vector<std::string> mlir::gpt::hostCompilerFlags(bool sanitize) {
   std::vector<std::string> flags = {"-std=c++17",     "-O2",       march,
                                     "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
                                     "-fvisibility=hidden", "-fopenmp", "-fPIC", "-shared"};
+  // GPTC_EMULATE_AVX512=1 (tests only): the prelude's AVX-512 forms on a CPU without
+  // AVX-512, their intrinsics emulated by SIMDe (libsimde-dev) on AVX2 and FMA, so that a
+  // machine without AVX-512 can check that they give the same bits (slower; it needs an
+  // AVX2 target, GPTC_MARCH=x86-64-v3 say).
+  const char *emulate = std::getenv("GPTC_EMULATE_AVX512");
+  if (emulate && std::string(emulate) == "1")
+    flags.insert(flags.end(), {"-DGPTC_EMULATE_AVX512", "-Wno-psabi"});
   // gptc compile --sanitize: any out-of-bounds access or undefined behaviour stops the run
   // with the sanitizer's report (-g1: its lines name the kernels.cpp lines).
   if (sanitize)

@@ -44,7 +44,8 @@ LogicalResult writeArtifact(func::FuncOp fn, const EmittedSource &src, StringRef
                             std::string &error);
 
 /// The host C++ compiler's flags for kernels.so (no fast-math, no FMA contraction: the
-/// determinism contract; the target from $GPTC_MARCH, else -march=native), without the
+/// determinism contract; the target from $GPTC_MARCH, else -march=native; with
+/// $GPTC_EMULATE_AVX512=1, the prelude's AVX-512 forms emulated, for tests), without the
 /// include folder, the source and the output. `gptc cxxflags` prints them for the bench
 /// tools that build the prelude themselves. `sanitize` (gptc compile --sanitize) adds
 /// AddressSanitizer and UndefinedBehaviorSanitizer.

@@ -10,6 +10,13 @@
 
 #include "gptc/prelude.h"
 
+// The tile's width is the target's: 16 lanes on AVX-512 (or its emulation), 8 on AVX2.
+#if defined(__AVX512F__) || defined(GPTC_EMULATE_AVX512)
+static_assert(gptc::detail::TileVec::kLanes == 16, "the AVX-512 build runs the 16-lane tile");
+#elif defined(__AVX2__) && defined(__FMA__)
+static_assert(gptc::detail::TileVec::kLanes == 8, "the AVX2 build runs the 8-lane tile");
+#endif
+
 namespace {
 
 uint32_t bits(float x) {
@@ -45,7 +52,11 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // sharing B folded into one.
                         {1, 203, 150, 333, false, false, true}, {1, 400, 130, 512, true, true, false},
                         {2, 100, 128, 400, false, false, true}, {1, 250, 140, 1100, true, false, false},
-                        {1, 200, 300, 777, false, true, true}};
+                        {1, 200, 300, 777, false, true, true},
+                        // The same with N past 8 panels of 32 columns (AVX-512's), so that
+                        // the 16-lane forms take the blocked order too.
+                        {1, 230, 290, 1000, true, false, false},
+                        {2, 100, 270, 400, false, true, true}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2 build): the parallel paths too, A's copy among them.
   for (int threads : {1, 2, 3}) {
@@ -53,6 +64,7 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 #else
   {
 #endif
+  int blocked = 0;  // cases that take the blocked order at this build's width
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);
@@ -61,6 +73,13 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     int64_t sam = c.ta ? 1 : c.K, sak = c.ta ? c.M : 1;
     int64_t sbk = c.tb ? 1 : c.N, sbn = c.tb ? c.K : 1;
     int64_t sab = c.M * c.K, sbb = c.sharedB ? 0 : c.K * c.N;
+#if defined(GPTC_TILED_MATMUL)
+    {
+      int64_t fbatch = c.batch, fM = c.M, fsab = sab;
+      gptc::detail::fold_batch(fbatch, fM, fsab, sam, sbb);
+      blocked += gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
+    }
+#endif
     std::vector<float> tiled(c.batch * c.M * c.N), ref(tiled.size());
     gptc::matmul(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(), sbb, sbk, sbn,
                  tiled.data());
@@ -104,6 +123,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     for (int64_t k = 0; k < c.K; ++k) acc = std::fma(A[k * sak], B[k * sbk], acc);
     EXPECT_EQ(acc, ref[0]);
   }
+#if defined(GPTC_TILED_MATMUL)
+  EXPECT_GE(blocked, 3) << "too few cases reach the blocked order";
+#endif
   }
 }
 

@@ -43,14 +43,65 @@
 #if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(__CUDACC__)
 #include <immintrin.h>
 #endif
+// The AVX-512 forms of the vectorised helpers below: on a CPU with AVX-512, or emulated.
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+#define GPTC_AVX512 1
+#elif defined(GPTC_EMULATE_AVX512) && !defined(__CUDACC__)
+// Tests only (test/unit's _avx512emu builds, -march=x86-64-v3): the AVX-512 forms on a CPU
+// without AVX-512, their intrinsics from SIMDe's portable implementations (libsimde-dev),
+// which run a 16-lane operation as two native 8-lane ones (an fma as two vfmadd, so the
+// same roundings). It checks the forms' arithmetic, lanes and masks on any AVX2 machine;
+// not the compiler's AVX-512 code, nor its speed.
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "GPTC_EMULATE_AVX512 needs AVX2 and FMA (-march=x86-64-v3): SIMDe's fma is exact only on them"
+#endif
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+// What the prelude uses and SIMDe 0.7.4 lacks: three AVX-512F forms, lane by lane...
+inline __m512 gptc_emu_maskz_loadu_ps(__mmask16 m, const float* p) {
+  alignas(64) float v[16];
+  for (int j = 0; j < 16; ++j) v[j] = (m >> j) & 1 ? p[j] : 0.0f;
+  return _mm512_loadu_ps(v);
+}
+inline void gptc_emu_mask_storeu_ps(float* p, __mmask16 m, __m512 x) {
+  alignas(64) float v[16];
+  _mm512_storeu_ps(v, x);
+  for (int j = 0; j < 16; ++j)
+    if ((m >> j) & 1) p[j] = v[j];
+}
+inline float gptc_emu_reduce_max_ps(__m512 x) {  // callers rule out NaNs and zeros
+  alignas(64) float v[16];
+  _mm512_storeu_ps(v, x);
+  float r = v[0];
+  for (int j = 1; j < 16; ++j) r = v[j] > r ? v[j] : r;
+  return r;
+}
+// And two of AVX-512VL's 4-lane forms (dot_rows4), from AVX2 ones.
+inline __mmask8 gptc_emu_cmpgt_epi32_mask(__m128i a, __m128i b) {
+  return (__mmask8)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(a, b)));
+}
+inline __m128 gptc_emu_mask3_fmadd_ps(__m128 a, __m128 b, __m128 c, __mmask8 k) {
+  const __m128i bits = _mm_and_si128(_mm_set1_epi32(k), _mm_setr_epi32(1, 2, 4, 8));
+  const __m128 on = _mm_castsi128_ps(_mm_cmpgt_epi32(bits, _mm_setzero_si128()));
+  return _mm_blendv_ps(c, _mm_fmadd_ps(a, b, c), on);
+}
+#define _mm_cmpgt_epi32_mask gptc_emu_cmpgt_epi32_mask
+#define _mm_mask3_fmadd_ps gptc_emu_mask3_fmadd_ps
+#define _mm512_maskz_loadu_ps gptc_emu_maskz_loadu_ps
+#define _mm512_mask_storeu_ps gptc_emu_mask_storeu_ps
+#define _mm512_reduce_max_ps gptc_emu_reduce_max_ps
+#undef _mm512_shuffle_f32x4  // SIMDe has it, but no alias to it
+#define _mm512_shuffle_f32x4 simde_mm512_shuffle_f32x4
+#define GPTC_AVX512 1
+#endif
 // AVX2 with FMA but no AVX-512: the vectorised helpers below (erf's gather, the attention
 // helpers, the matmul tile) have 8-lane forms with the same arithmetic, lane for lane, so
 // they give the AVX-512 forms' bits.
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(GPTC_AVX512) && !defined(__CUDACC__)
 #define GPTC_AVX2 1
 #endif
 // Either of the two: the vector forms are on.
-#if (defined(__AVX512F__) && !defined(__CUDACC__)) || defined(GPTC_AVX2)
+#if defined(GPTC_AVX512) || defined(GPTC_AVX2)
 #define GPTC_VECTOR_FORMS 1
 #endif
 
@@ -1008,7 +1059,7 @@ inline void erf_block(int64_t n, const float* z, float* e, uint32_t top) {
   alignas(64) float high[kErfBlock + 16];
   alignas(64) int32_t where[kErfBlock + 16];
   int64_t m = 0, i = 0;
-#if defined(__AVX512F__)
+#if defined(GPTC_AVX512)
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(z + i);
@@ -1239,12 +1290,16 @@ inline T* scratch(int slot, int64_t count) {
   return static_cast<T*>(bufs[slot]);
 }
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
 namespace detail {
 // Keeps a loaded vector in its register for the several FMAs that use it: GCC otherwise
 // folds the load into each of them, loading it again per use (measured: attention's
 // forward took a quarter more time that way, its gradient half more). Changes no value.
+#if defined(__AVX512F__)
 inline void hold(__m512& v) { asm("" : "+v"(v)); }
+#else
+inline void hold(__m512&) {}  // emulated: no zmm to hold it in
+#endif
 // The first `left` of 16 lanes (none for left <= 0, all for left >= 16).
 inline __mmask16 lanes_mask(int64_t left) {
   return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
@@ -1353,7 +1408,7 @@ inline void block_dots_rows(int64_t R, int64_t D, const T* q, int64_t qs, const 
     for (int64_t j0 = 0; j0 < keys; j0 += 32) block_dots<T>(D, q + r * qs, kt + j0, ld, out + r * ldo + j0);
 }
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
 namespace detail {
 
 // axpy_rows on columns [c0, c0 + 16 * V) (masked past D), accumulators in registers.
@@ -1418,7 +1473,7 @@ inline void axpy_rows_cols8(int64_t n, const float* w, int64_t ws, const float* 
 template <class T>
 inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t rs, int64_t D,
                       T* acc) {
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     for (int64_t c0 = 0; c0 < D; c0 += 64) {
       if (D - c0 <= 32)
@@ -1445,7 +1500,7 @@ inline void axpy_rows(int64_t n, const T* w, int64_t ws, const T* rows, int64_t 
     for (int64_t c = 0; c < D; ++c) acc[c] = gptc::fma(w[j * ws], rows[j * rs + c], acc[c]);
 }
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
 namespace detail {
 // axpy_rows4 on columns [c0, c0 + 16 * V): 4 outputs, each loaded row used 4 times.
 template <int V>
@@ -1534,7 +1589,7 @@ inline void axpy_rows4_cols16(int64_t n, const float* w, int64_t wj, int64_t wi,
 template <class T>
 inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* rows, int64_t rs,
                        int64_t D, T* acc, int64_t as) {
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     for (int64_t c0 = 0; c0 < D; c0 += 64) {
       if (D - c0 <= 32)
@@ -1558,7 +1613,7 @@ inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* r
   for (int64_t i = 0; i < 4; ++i) axpy_rows<T>(n, w + i * wi, wj, rows, rs, D, acc + i * as);
 }
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
 namespace detail {
 // Four rows r[0..3] of 16 by column: 128-bit lane k of u[i] holds the rows' elements
 // 4k + i (a 4x4 transpose within each 128-bit lane). Moves bits only.
@@ -1620,7 +1675,7 @@ inline void transpose8(__m256 r[8]) {
 template <class T>
 inline void transpose_keys(int64_t S, int64_t D, const T* src, int64_t stride, int64_t ld,
                            T* dst) {
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     for (int64_t j0 = 0; j0 < ld; j0 += 16) {
       const __mmask16 jm = detail::lanes_mask(ld - j0);
@@ -1675,7 +1730,7 @@ inline void block_max4(const T (*p)[32], T* mb) {
     for (int64_t j = 0; j < 32; ++j)
       for (int64_t rr = 0; rr < 4; ++rr) mb[rr] = gptc::maximum(mb[rr], p[rr][j]);
   };
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     bool fallback = false;  // a NaN, or a zero max
     for (int rr = 0; rr < 4; ++rr) {
@@ -1721,7 +1776,7 @@ inline void columns4x4(const float* p, int64_t ps, int64_t j0, __m128 u[4]) {
 }  // namespace detail
 #endif
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
 namespace detail {
 // Columns j0..j0+15 of 4 rows (`ps` apart) by column: lane rr of 128-bit lane k of u[i] is
 // p[rr * ps + j0 + 4k + i].
@@ -1745,7 +1800,7 @@ inline __m128 column4(const __m512 u[4], int k, int i) {
 // bsum[rr] = p[rr][0] + p[rr][1] + ... + p[rr][31] from 0, in order (see block_max4).
 template <class T>
 inline void block_sum4(const T (*p)[32], T* bsum) {
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     __m128 s = _mm_setzero_ps();
     for (int64_t j0 = 0; j0 < 32; j0 += 16) {
@@ -1782,7 +1837,7 @@ template <class T>
 inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int64_t bs, T* out) {
   int64_t nmax = 0;
   for (int64_t rr = 0; rr < 4; ++rr) nmax = n[rr] > nmax ? n[rr] : nmax;
-#if defined(__AVX512F__) && !defined(__CUDACC__)
+#if defined(GPTC_AVX512)
   if constexpr (sizeof(T) == 4) {
     __m128 acc = _mm_loadu_ps(out);
     const __m128i nv = _mm_setr_epi32((int)n[0], (int)n[1], (int)n[2], (int)n[3]);
@@ -2159,7 +2214,7 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
         for (int c = 0; c < 8; ++c) _mm256_storeu_ps(mp + (k + c) * kRows, r[c]);  // 6 + 2 spare
       }
     }
-#elif defined(__AVX512F__) && !defined(__CUDACC__)
+#elif defined(GPTC_AVX512)
     if (sak == 1) {  // rows contiguous: 16 x 16 register transposes, 6 lanes stored
       transpose_keys<float>(R, kc, a, sam, kRows, mp);
       continue;
