@@ -64,7 +64,7 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 #else
   {
 #endif
-  int blocked = 0;  // cases that take the blocked order at this build's width
+  [[maybe_unused]] int blocked = 0;  // cases taking the blocked order at this width
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);
