@@ -70,6 +70,9 @@ class CompiledModel:
         with open(os.path.join(artifact_dir, "manifest.json")) as f:
             import json
             self.manifest = json.load(f)
+        # As many threads as PyTorch's own ops would use here (the thread count never
+        # changes a result); set_num_threads changes it.
+        self.set_num_threads(torch.get_num_threads())
 
     @property
     def num_kernels(self) -> int:
@@ -88,11 +91,13 @@ class CompiledModel:
         return np.ascontiguousarray(x.detach().cpu().numpy(), dtype=_NUMPY[spec.dtype])
 
     def set_num_threads(self, n: int) -> None:
-        """Threads for the kernels' parallel loops (0: one per core); results never change."""
+        """Threads for the kernels' parallel loops (0: one per core; at first,
+        torch.get_num_threads()); results never change."""
         try:
             self.runtime.set_num_threads(int(n))
         except RuntimeError as e:
             raise GptcError(str(e)) from None
+        self.num_threads = int(n)
 
     def load_state_dict(self, state: dict) -> None:
         """Copy parameters (by PyTorch name) into the compiled model."""

@@ -75,8 +75,13 @@ class TrainStep:
         return self.model.num_kernels
 
     def set_num_threads(self, n: int) -> None:
-        """Threads for the kernels' parallel loops (0: one per core); results never change."""
+        """Threads for the kernels' parallel loops (0: one per core; at first,
+        torch.get_num_threads()); results never change."""
         self.model.set_num_threads(n)
+
+    @property
+    def num_threads(self) -> int:
+        return self.model.num_threads
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""

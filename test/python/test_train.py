@@ -95,6 +95,27 @@ def test_dropout_runs_are_bitwise_identical_across_runs_and_threads(tmp_path):
     assert not torch.equal(sc["transformer.wte.weight"], sa5["transformer.wte.weight"])
 
 
+def test_thread_count_starts_at_torchs(tmp_path):
+    """A compiled step starts with as many threads as PyTorch's ops use here
+    (torch.get_num_threads(): 1 in these tests, which conftest sets); set_num_threads
+    changes it, and neither changes a loss."""
+    model, cfg = dropout_model()
+    data = batches(3, cfg)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                      workdir=str(tmp_path / "two"))
+    finally:
+        torch.set_num_threads(before)
+    one = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=7,
+                                  workdir=str(tmp_path / "one"))
+    assert two.num_threads == 2 and one.num_threads == before == 1
+    assert [two(x, y).item() for x, y in data] == [one(x, y).item() for x, y in data]
+    one.set_num_threads(0)
+    assert one.num_threads == 0
+
+
 def test_save_and_resume_is_bitwise(tmp_path):
     model, cfg = dropout_model()
     data = batches(50, cfg)
