@@ -58,7 +58,8 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         {1, 230, 290, 1000, true, false, false},
                         {2, 100, 270, 400, false, true, true}};
 #if defined(_OPENMP)
-  // Built with OpenMP (the _avx2 build): the parallel paths too, A's copy among them.
+  // Built with OpenMP (the _avx2, _avx512emu and _asan builds): the parallel paths too,
+  // A's copy among them.
   for (int threads : {1, 2, 3}) {
     gptc::thread_count() = threads;
 #else
