@@ -66,8 +66,9 @@ def parse_args(argv=None):
     t.add_argument("--weight-decay", type=float, default=0.1)
     t.add_argument("--grad-clip", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=1337)
-    t.add_argument("--threads", type=int, default=2,
-                   help="threads for gptc's kernels (and torch.set_num_threads)")
+    t.add_argument("--threads", type=int, default=None,
+                   help="threads for gptc's kernels and torch's (default: torch's own count, "
+                        "torch.get_num_threads(); the thread count never changes a bit)")
     e = ap.add_argument_group("evaluation and sampling")
     e.add_argument("--eval-interval", type=int, default=250)
     e.add_argument("--eval-batches", type=int, default=4,
@@ -80,6 +81,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.lr_decay_iters is None:
         args.lr_decay_iters = args.iters
+    if args.threads is None:
+        args.threads = torch.get_num_threads()
     for name in ("n_layer", "n_head", "n_embd", "block_size", "batch", "eval_interval",
                  "eval_batches", "threads"):
         if getattr(args, name) < 1:
