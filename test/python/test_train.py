@@ -3,6 +3,7 @@ gradient checks and the gradient-flow arbiter."""
 import copy
 import os
 import platform
+import subprocess
 
 import numpy as np
 import pytest
@@ -238,7 +239,6 @@ def test_gradient_flow_arbiter_names_the_parameter(model, missing, tmp_path):
 
 def test_gptc_check_gradcheck_cli_on_an_f32_capture(tmp_path):
     """`gptc check --gradcheck` builds the f64 twin itself (gpt-promote-f64)."""
-    import subprocess
     torch.manual_seed(0)
     model = TinyGPT(TinyGPTConfig()).train()
     (x, y), = batches(1, TinyGPTConfig(), batch=2)
@@ -310,6 +310,26 @@ def test_vector_width_never_changes_a_bit(tmp_path, monkeypatch):
         assert losses[name] == losses["native"], name
         for n in states["native"]:
             assert torch.equal(states["native"][n], states[name][n]), (name, n)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                    reason="x86-64-v4 is x86-64's AVX-512 level")
+def test_avx512_kernels_compile(tmp_path):
+    """The training step's kernels built for AVX-512 (GPTC_MARCH=x86-64-v4: the real
+    intrinsics, not the emulation) compile, with AVX-512 code in them; on a machine
+    without AVX-512 they are not run (test_vector_width_never_changes_a_bit runs the
+    emulated forms)."""
+    model, cfg = dropout_model()
+    (x, y), = batches(1, cfg)
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(model, (x, y)), str(mlir))
+    proc = subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(tmp_path / "art"),
+                           "--train"], env=dict(os.environ, GPTC_MARCH="x86-64-v4"),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    dis = subprocess.run(["objdump", "-d", str(tmp_path / "art" / "kernels.so")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "zmm" in dis
 
 
 def test_fused_and_unfused_programs_are_bitwise_identical(tmp_path):
