@@ -2187,10 +2187,15 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 // block. (Measured on Zen 3, the 12 products of a Shakespeare-size layer alternating with
 // the panel-task order in one process: 0.90x its time on one thread, 0.92x on two, sums
 // of the medians: 0.76-0.90x with one k block, 0.88-1.09x with several. bench/NOTES.md
-// has the rest.)
+// has the rest.) It is AVX2's order only: with AVX-512's 32-column panels the panel-task
+// order reads A half as often, and on Zen 4 (1 MB of L2 a core) it was the faster one
+// for every one of those 12 products and for the 384x1536x2048 one (0.88-0.95x the
+// blocked order's time on two threads, 0.96x on one), so AVX-512 builds keep it.
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
+constexpr bool kBlockedOrder = kPanel == 16;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return batch == 1 && N >= 8 * kPanel && M >= 2 * kBlockRows && M * K >= (int64_t(1) << 16);
+  return kBlockedOrder && batch == 1 && N >= 8 * kPanel && M >= 2 * kBlockRows &&
+         M * K >= (int64_t(1) << 16);
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
 // = A(m0 + i + r, k0 + k), zero past the rows. (Writes up to 2 floats past the block: the
@@ -2213,11 +2218,6 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
 #pragma GCC unroll 8
         for (int c = 0; c < 8; ++c) _mm256_storeu_ps(mp + (k + c) * kRows, r[c]);  // 6 + 2 spare
       }
-    }
-#elif defined(GPTC_AVX512)
-    if (sak == 1) {  // rows contiguous: 16 x 16 register transposes, 6 lanes stored
-      transpose_keys<float>(R, kc, a, sam, kRows, mp);
-      continue;
     }
 #endif
 #if defined(__AVX2__) && !defined(__CUDACC__)
