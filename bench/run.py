@@ -47,6 +47,24 @@ def sgemm_bench():
     return run_json([sys.executable, "-c", code], env=env)
 
 
+def machine() -> str:
+    """The cores, the CPU and its widest vector forms, e.g. "2 cores, AMD EPYC (family 25,
+    model 17), AVX-512": the same kind of machine can be a Zen 3 (AVX2) or a Zen 4, and
+    gptc's kernels (built for the host) take different forms on each."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return f"{os.cpu_count()} cores"
+    flags = info.get("flags", "").split()
+    width = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return (f"{os.cpu_count()} cores, {info.get('model name', '?')} (family "
+            f"{info.get('cpu family', '?')}, model {info.get('model', '?')}), {width}")
+
+
 def pool(runs):
     """One framework's runs of one size as one result: step times pooled (median, min, max
     over all of them; each round's median kept too), the peaks the highest of the runs."""
@@ -122,7 +140,7 @@ def main():
     args = ap.parse_args()
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
                "dropout": args.dropout,
-               "machine": f"{os.cpu_count()} cores", "steps": []}
+               "machine": machine(), "steps": []}
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
     # frameworks alike instead of on whichever ran during it.
