@@ -2199,7 +2199,7 @@ inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
 // = A(m0 + i + r, k0 + k), zero past the rows. (Writes up to 2 floats past the block: the
-// scratch holds kPanel more.)
+// scratch holds kPanel more.) Only the blocked order calls it, so only AVX2 builds run it.
 inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const float* A,
                       int64_t sam, int64_t sak, float* block) {
   for (int64_t i = 0; i < mc; i += kRows) {
@@ -2219,8 +2219,6 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
         for (int c = 0; c < 8; ++c) _mm256_storeu_ps(mp + (k + c) * kRows, r[c]);  // 6 + 2 spare
       }
     }
-#endif
-#if defined(__AVX2__) && !defined(__CUDACC__)
     if (sam == 1) {  // A transposed (a weight gradient's dY^T): each k's R values contiguous
       const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)R),
                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
