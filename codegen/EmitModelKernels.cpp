@@ -152,11 +152,14 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
      << "            p[rr][j] = gptc::detail::sel(j < nb[rr], S[rr][j0 + j] * " << a.scale << ", "
      << E << "(-INFINITY));\n"
      << "        gptc::block_max4<" << E << ">(p, mb);\n"
-     << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
-     << "          mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
-     << "          corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
-     << "          GPTC_SIMD for (int64_t j = 0; j < 32; ++j) p[rr][j] = gptc::exp(p[rr][j] - mn[rr]);\n"
-     << "        }\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
+     // The four rows' exps in one loop (and their corrections in one vector), so that
+     // their independent dependency chains overlap: the same values, one lane each.
+     << "        GPTC_SIMD for (int64_t rr = 0; rr < 4; ++rr) corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
+     << "        GPTC_SIMD for (int64_t j = 0; j < 32; ++j) {\n";
+  for (int rr = 0; rr < 4; ++rr)
+    os << "          p[" << rr << "][j] = gptc::exp(p[" << rr << "][j] - mn[" << rr << "]);\n";
+  os << "        }\n"
      << "        gptc::block_sum4<" << E << ">(p, bsum);\n";
   if (a.dropout)
     os << "        for (int64_t rr = 0; rr < 4; ++rr) {\n"
@@ -289,21 +292,35 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "        m[rr] = st[0];\n"
      << "        l[rr] = st[1];\n"
      << "      }\n";
-  // P = exp(s - m) / l per row; then the rows' D = sum_j P*dP, one lane per row (each
-  // row's sum in increasing j).
-  os << "      " << E << " P[4][" << Sp << "], K[" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"
-     << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "        const int64_t r = bh * " << a.T << " + t0 + rr;\n"
-     << "        " << E << "* dP = dS[rr];\n";
-  if (a.dropout)
-    os << "        " << a.keepFactors("r * " + std::to_string(a.S), "vis[rr]", "K") << "\n";
-  os << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) {\n"
-     << "          P[rr][j] = gptc::exp(S[rr][j] * " << a.scale << " - m[rr]) / l[rr];\n"
-     << (a.dropout ? "" : "          K[j] = " + E + "(1);\n")
-     << "          dP[j] = dP[j] * K[j];\n"
-     << "          PK[rr][j] = P[rr][j] * K[j];\n"
-     << "        }\n"
+  // P = exp(s - m) / l: the four rows in one loop over the last row's keys, so that their
+  // independent exps overlap (a row's P past its own keys is computed and never read; rows
+  // past the last are zeros, so that nothing reads an unset value). Then per row P * keep
+  // (the dropout's keep factors; without dropout P itself), and dP * keep; then the rows'
+  // D = sum_j P*dP, one lane per row (each row's sum in increasing j).
+  os << "      " << E << " P[4][" << Sp << "], Dsum[4] = {0, 0, 0, 0};\n"
+     << "      for (int64_t rr = nr; rr < 4; ++rr) {\n"
+     << "        m[rr] = 0;\n"
+     << "        l[rr] = 1;\n"
+     << "        for (int64_t j = 0; j < kmax; ++j) S[rr][j] = 0;\n"
      << "      }\n"
+     << "      GPTC_SIMD for (int64_t j = 0; j < kmax; ++j) {\n";
+  for (int rr = 0; rr < 4; ++rr)
+    os << "        P[" << rr << "][j] = gptc::exp(S[" << rr << "][j] * " << a.scale << " - m[" << rr
+       << "]) / l[" << rr << "];\n";
+  os << "      }\n"
+     << "      for (int64_t rr = 0; rr < nr; ++rr) {\n";
+  if (a.dropout)
+    os << "        const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+       << "        " << E << "* dP = dS[rr];\n"
+       << "        " << E << " K[" << Sp << "];\n"
+       << "        " << a.keepFactors("r * " + std::to_string(a.S), "vis[rr]", "K") << "\n"
+       << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) {\n"
+       << "          dP[j] = dP[j] * K[j];\n"
+       << "          PK[rr][j] = P[rr][j] * K[j];\n"
+       << "        }\n";
+  else
+    os << "        GPTC_SIMD for (int64_t j = 0; j < vis[rr]; ++j) PK[rr][j] = P[rr][j];\n";
+  os << "      }\n"
      << "      gptc::dot_rows4<" << E << ">(vis, &P[0][0], " << Sp << ", &dS[0][0], " << Sp
      << ", Dsum);\n"
      // ds = P * (dP - D) per row; dq = scale * sum_j ds[j] k[j], j increasing: the keys
