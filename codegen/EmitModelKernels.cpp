@@ -217,6 +217,33 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
 }
 
+/// The forward's head `bh` in blocks of 16 query rows (gptc::attention_rows16), then
+/// `#else` for the other builds' code.
+static void emitAttentionRows16(raw_ostream &os, const AttentionShape &a) {
+  os << "#if defined(GPTC_AVX512)\n"
+     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 16) {\n"
+     << "      const int64_t nr = " << a.T << " - t0 < 16 ? " << a.T << " - t0 : 16;\n"
+     << "      int64_t vis[16];\n"
+     << "      for (int64_t rr = 0; rr < 16; ++rr) {\n"
+     << "        const int64_t t = t0 + rr;\n"
+     << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
+     << "      }\n"
+     << "      gptc::attention_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+     << a.scale << ", in0 + " << a.headBase(a.T, a.D, a.qPitch) << " + t0 * " << a.qPitch << ", "
+     << a.qPitch << ", in1 + " << a.headBase(a.S, a.D, a.kPitch) << ", " << a.kPitch << ", in2 + "
+     << a.headBase(a.S, a.Dv, a.vPitch) << ", " << a.vPitch << ", out0 + " << a.headBase(a.T, a.Dv)
+     << " + t0 * " << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", out1 + (bh * " << a.T
+     << " + t0) * 2";
+  if (a.dropout)
+    os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
+       << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+       << "            " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "n", "kf") << "\n"
+       << "          }";
+  os << ");\n"
+     << "    }\n"
+     << "#else\n";
+}
+
 /// Online softmax over key blocks of 32 (order online_block32); one (batch, head) per
 /// iteration of the parallel loop, its queries in order.
 LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
@@ -226,6 +253,11 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getBthd());
   os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
      << " {\n";
+  // AVX-512 builds (float): 16 query rows at a time, each a lane (gptc::attention_rows16);
+  // other builds, and f64: the rows in blocks of 4. The same arithmetic in the same order.
+  const bool rows16 = a.elem == "float";
+  if (rows16)
+    emitAttentionRows16(os, a);
   emitTransposedKeys(os, a);
   emitQueryBlock(os, a, "in0", "S");
   emitOnlineBlock(os, a);
@@ -237,9 +269,13 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
      << "        " << a.elem << "* st = out1 + (bh * " << a.T << " + t0 + rr) * 2;\n"
      << "        st[0] = m[rr];\n"
      << "        st[1] = l[rr];\n"
-     << "      }\n    }\n  }\n";
+     << "      }\n    }\n";
+  if (rows16)
+    os << "#endif\n";
+  os << "  }\n";
   return success();
 }
+
 
 /// Per (batch, head), queries in increasing order: each row's max and sum from the forward,
 /// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.

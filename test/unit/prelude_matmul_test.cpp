@@ -2,6 +2,7 @@
 // dot_seq loop, bit for bit, on awkward shapes, transposes, batch strides and shared Bs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -259,3 +260,99 @@ TEST(AttentionHelpers, DotRows4IsSequential) {
     }
   }
 }
+
+// The 16-row attention forward (AVX-512 builds) against a plain per-row transcription of the
+// order the emitter's 4-row code keeps (key blocks of 32; the scores fma chains over c; the
+// block's max and sum sequential; p.v fma chains over the row's keys; acc * corr + sum), bit
+// for bit: rows past a multiple of 16, keys past a multiple of 16 and fewer than 16, widths
+// off the 16-lane edge, causal and not, with and without keep factors.
+#if defined(GPTC_AVX512)
+namespace {
+struct AttentionCase {
+  int64_t T, S, D, Dv;
+  bool causal, keep;
+};
+
+void keepFactors(int64_t r, int64_t j0, int64_t n, float* kf) {
+  for (int64_t j = 0; j < n; ++j) kf[j] = (r * 131 + (j0 + j) * 7) % 5 == 0 ? 0.0f : 1.25f;
+}
+
+void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs, const float* k,
+                  int64_t ks, const float* v, int64_t vs, float scale, float* y, float* st) {
+  const int64_t vis = a.causal ? std::min(t + 1, a.S) : a.S;
+  float m = -INFINITY, l = 0;
+  std::vector<float> acc(a.Dv, 0.0f);
+  for (int64_t j0 = 0; j0 < vis; j0 += 32) {
+    const int64_t nb = std::min<int64_t>(32, vis - j0);
+    float p[32], kf[32];
+    for (int64_t j = 0; j < 32; ++j) {
+      float s = 0;
+      for (int64_t c = 0; c < a.D && j < nb; ++c) s = gptc::fma(q[t * qs + c], k[(j0 + j) * ks + c], s);
+      p[j] = j < nb ? s * scale : -INFINITY;
+    }
+    float mb = -INFINITY;
+    for (int64_t j = 0; j < 32; ++j) mb = gptc::maximum(mb, p[j]);
+    const float mn = gptc::maximum(m, mb), corr = gptc::exp(m - mn);
+    float bsum = 0;
+    for (int64_t j = 0; j < 32; ++j) p[j] = gptc::exp(p[j] - mn);
+    for (int64_t j = 0; j < 32; ++j) bsum = bsum + p[j];
+    l = l * corr + bsum;
+    if (a.keep) {
+      keepFactors(t, j0, nb, kf);
+      for (int64_t j = 0; j < nb; ++j) p[j] = p[j] * kf[j];
+    }
+    for (int64_t c = 0; c < a.Dv; ++c) {
+      float s = 0;
+      for (int64_t j = 0; j < nb; ++j) s = gptc::fma(p[j], v[(j0 + j) * vs + c], s);
+      acc[c] = acc[c] * corr + s;
+    }
+    m = mn;
+  }
+  for (int64_t c = 0; c < a.Dv; ++c) y[c] = acc[c] / l;
+  st[0] = m;
+  st[1] = l;
+}
+}  // namespace
+
+TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  const AttentionCase cases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
+                                 {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
+                                 {33, 80, 17, 33, true, false}};
+  for (const AttentionCase& a : cases) {
+    const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, ys = a.Dv + 1;
+    const float scale = 1.0f / std::sqrt(float(a.D));
+    std::vector<float> q(a.T * qs), k(a.S * ks), v(a.S * vs);
+    for (float& x : q) x = nd(rng);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    std::vector<float> y(a.T * ys, -7.0f), st(a.T * 2), yr(a.Dv), str(2);
+    for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
+      const int64_t nr = std::min<int64_t>(16, a.T - t0);
+      int64_t vis[16];
+      for (int64_t rr = 0; rr < 16; ++rr)
+        vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
+      auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
+      if (a.keep)
+        gptc::attention_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2, keep);
+      else
+        gptc::attention_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2);
+    }
+    for (int64_t t = 0; t < a.T; ++t) {
+      attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), str.data());
+      for (int64_t c = 0; c < a.Dv; ++c)
+        ASSERT_EQ(bits(y[t * ys + c]), bits(yr[c])) << "T " << a.T << " S " << a.S << " row " << t << " col " << c;
+      ASSERT_EQ(y[t * ys + a.Dv], -7.0f) << "wrote past row " << t;
+      ASSERT_EQ(bits(st[2 * t]), bits(str[0])) << "max, row " << t;
+      ASSERT_EQ(bits(st[2 * t + 1]), bits(str[1])) << "sum, row " << t;
+    }
+  }
+}
+#else
+TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
+  GTEST_SKIP() << "attention_rows16 is AVX-512's (native or emulated); this build runs the 4-row code";
+}
+#endif

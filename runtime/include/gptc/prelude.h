@@ -57,7 +57,7 @@
 #endif
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
-// What the prelude uses and SIMDe 0.7.4 lacks: three AVX-512F forms, lane by lane...
+// What the prelude uses and SIMDe 0.7.4 lacks: four AVX-512F forms, lane by lane (the masked fma as a blend of the fma)...
 inline __m512 gptc_emu_maskz_loadu_ps(__mmask16 m, const float* p) {
   alignas(64) float v[16];
   for (int j = 0; j < 16; ++j) v[j] = (m >> j) & 1 ? p[j] : 0.0f;
@@ -68,6 +68,9 @@ inline void gptc_emu_mask_storeu_ps(float* p, __mmask16 m, __m512 x) {
   _mm512_storeu_ps(v, x);
   for (int j = 0; j < 16; ++j)
     if ((m >> j) & 1) p[j] = v[j];
+}
+inline __m512 gptc_emu_mask3_fmadd_ps512(__m512 a, __m512 b, __m512 c, __mmask16 k) {
+  return _mm512_mask_blend_ps(k, c, _mm512_fmadd_ps(a, b, c));
 }
 inline float gptc_emu_reduce_max_ps(__m512 x) {  // callers rule out NaNs and zeros
   alignas(64) float v[16];
@@ -87,6 +90,7 @@ inline __m128 gptc_emu_mask3_fmadd_ps(__m128 a, __m128 b, __m128 c, __mmask8 k) 
 }
 #define _mm_cmpgt_epi32_mask gptc_emu_cmpgt_epi32_mask
 #define _mm_mask3_fmadd_ps gptc_emu_mask3_fmadd_ps
+#define _mm512_mask3_fmadd_ps gptc_emu_mask3_fmadd_ps512
 #define _mm512_maskz_loadu_ps gptc_emu_maskz_loadu_ps
 #define _mm512_mask_storeu_ps gptc_emu_mask_storeu_ps
 #define _mm512_reduce_max_ps gptc_emu_reduce_max_ps
@@ -1877,6 +1881,163 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
     for (int64_t rr = 0; rr < 4; ++rr)
       if (j < n[rr]) out[rr] = gptc::fma(a[rr * as + j], b[rr * bs + j], out[rr]);
 }
+
+#if defined(GPTC_AVX512)
+// Attention's forward for 16 query rows at once, each row a lane of the vectors (AVX-512,
+// float): the same arithmetic as the per-row code the emitter writes for other builds, in
+// the same order, so the same bits (prelude_matmul_test checks them against a plain
+// per-row transcription). Per row, key blocks of 32 in increasing order: the scores (each
+// an fma chain over c = 0..D-1 from 0), scaled, -inf past the row's keys; the block's max
+// and sum taken sequentially; m, l and the output's sums carried over as the online
+// softmax does; each output element's block sum an fma chain over the row's keys in
+// increasing order from 0, folded in as acc * corr + sum. As lanes, every per-row step is
+// one vector operation: no horizontal reductions, no transposes inside the key loop, and
+// the FMA loops' register tiles hold 16 keys (the scores) or 16 output columns (p.v).
+// (Measured on Zen 4, the Shakespeare-size head: 0.72x the 4-row code's time, one thread.)
+//
+// Rows [0, nr) of the block, row rr seeing keys [0, vis[rr]) (vis[rr] = 0 for rr >= nr);
+// q, y: the block's first row, rows qs / ys apart; k, v: the head's first key row; stats:
+// the block's first row's (max, sum) pair. keep(rr, j0, n, kf), unless NoKeep, writes the
+// dropout keep factors of row rr's keys j0..j0+n-1 to kf[0..n).
+struct NoKeep {};
+namespace detail {
+// The scores of keys key0..key0+15 (rows of k past S-1 read as row S-1: their scores are
+// masked by the caller) for the 16 rows of qt (qt[c * 16 + r]): s[jj][r].
+inline void scores16(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
+                     int64_t ks, float (*s)[16]) {
+  __m512 a[16];
+#pragma GCC unroll 16
+  for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_setzero_ps();
+  if (key0 + 16 <= S) {
+    const float* kr = k + key0 * ks;
+    for (int64_t c = 0; c < D; ++c) {
+      __m512 q = _mm512_load_ps(qt + c * 16);
+      hold(q);
+#pragma GCC unroll 16
+      for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj * ks + c]), q, a[jj]);
+    }
+  } else {
+    const float* kr[16];
+    for (int jj = 0; jj < 16; ++jj) kr[jj] = k + (key0 + jj < S ? key0 + jj : S - 1) * ks;
+    for (int64_t c = 0; c < D; ++c) {
+      __m512 q = _mm512_load_ps(qt + c * 16);
+      hold(q);
+#pragma GCC unroll 16
+      for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj][c]), q, a[jj]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int jj = 0; jj < 16; ++jj) _mm512_store_ps(s[jj], a[jj]);
+}
+
+// accT[c] (16 rows) = accT[c] * corr + sum_j p[j] * v[j][c] for c in [c0, c0 + C), the sum
+// an fma chain from 0 over j < n; keys j >= common only in the lanes that see them (vis).
+template <int C>
+inline void pv16(int64_t common, int64_t n, int64_t j0, const float (*p)[16], const float* v,
+                 int64_t vs, int64_t c0, __m512 visf, __mmask16 seen, __m512 corr, float* accT) {
+  __m512 a[C];
+#pragma GCC unroll 16
+  for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < common; ++j) {
+    __m512 pj = _mm512_load_ps(p[j]);
+    hold(pj);
+    const float* vr = v + j * vs + c0;
+#pragma GCC unroll 16
+    for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_fmadd_ps(_mm512_set1_ps(vr[cc]), pj, a[cc]);
+  }
+  for (int64_t j = common; j < n; ++j) {
+    const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
+    __m512 pj = _mm512_load_ps(p[j]);
+    hold(pj);
+    const float* vr = v + j * vs + c0;
+#pragma GCC unroll 16
+    for (int cc = 0; cc < C; ++cc)
+      a[cc] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(vr[cc]), pj, a[cc], live);
+  }
+#pragma GCC unroll 16
+  for (int cc = 0; cc < C; ++cc) {
+    float* at = accT + (c0 + cc) * 16;
+    const __m512 old = _mm512_load_ps(at);
+    _mm512_store_ps(at, _mm512_mask_add_ps(old, seen, _mm512_mul_ps(old, corr), a[cc]));
+  }
+}
+}  // namespace detail
+
+template <class Keep = NoKeep>
+inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
+                             float scale, const float* q, int64_t qs, const float* k, int64_t ks,
+                             const float* v, int64_t vs, float* y, int64_t ys, float* stats,
+                             Keep keep = {}) {
+  float* const qt = gptc::scratch<float>(1, (D + 2 * Dv) * 16);
+  float* const accT = qt + D * 16;  // accT[c * 16 + r]: row r's output sums
+  float* const accR = accT + Dv * 16;
+  transpose_keys<float>(nr, D, q, qs, 16, qt);
+  alignas(64) float visv[16], m[16], l[16];
+  int64_t kmax = 0, vmin = vis[0];
+  for (int r = 0; r < 16; ++r) {
+    visv[r] = float(vis[r]);
+    m[r] = -INFINITY;
+    l[r] = 0;
+    kmax = vis[r] > kmax ? vis[r] : kmax;
+    vmin = vis[r] < vmin ? vis[r] : vmin;
+  }
+  for (int64_t i = 0; i < Dv * 16; ++i) accT[i] = 0;
+  const __m512 visf = _mm512_load_ps(visv);
+  for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
+    const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
+    const int64_t nk16 = (nk + 15) / 16 * 16;  // past it every lane's score is -inf: exp 0
+    alignas(64) float p[32][16], mn[16], corr[16], bsum[16];
+    for (int64_t g = 0; g < nk; g += 16) detail::scores16(j0 + g, S, D, qt, k, ks, p + g);
+    // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
+    __m512 mb = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < nk16; ++j) {
+      const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
+      const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), live, _mm512_load_ps(p[j]),
+                                          _mm512_set1_ps(scale));
+      _mm512_store_ps(p[j], x);
+      const __mmask16 keepMb = _mm512_cmp_ps_mask(mb, mb, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mb, x, _CMP_GT_OQ);
+      mb = _mm512_mask_blend_ps(keepMb, x, mb);
+    }
+    _mm512_store_ps(mn, mb);
+    GPTC_SIMD for (int r = 0; r < 16; ++r) {
+      mn[r] = gptc::maximum(m[r], mn[r]);
+      corr[r] = gptc::exp(m[r] - mn[r]);
+    }
+    for (int64_t j = 0; j < nk16; ++j)
+      GPTC_SIMD for (int r = 0; r < 16; ++r) p[j][r] = gptc::exp(p[j][r] - mn[r]);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nk16; ++j) sum = _mm512_add_ps(sum, _mm512_load_ps(p[j]));
+    _mm512_store_ps(bsum, sum);
+    const __mmask16 seen = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0)), visf, _CMP_LT_OQ);
+    GPTC_SIMD for (int r = 0; r < 16; ++r) {
+      const bool s = float(j0) < visv[r];
+      l[r] = detail::sel(s, l[r] * corr[r] + bsum[r], l[r]);
+      m[r] = detail::sel(s, mn[r], m[r]);
+    }
+    if constexpr (!std::is_same<Keep, NoKeep>::value) {
+      for (int64_t rr = 0; rr < nr; ++rr) {
+        const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < 32 ? left : 32;
+        if (nb == 0) continue;
+        float kf[32];
+        keep(rr, j0, nb, kf);
+        for (int64_t j = 0; j < nb; ++j) p[j][rr] = p[j][rr] * kf[j];
+      }
+    }
+    const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
+    const __m512 vc = _mm512_load_ps(corr);
+    const float* vb = v + j0 * vs;
+    int64_t c0 = 0;
+    for (; c0 + 16 <= Dv; c0 += 16) detail::pv16<16>(common, nk, j0, p, vb, vs, c0, visf, seen, vc, accT);
+    for (; c0 < Dv; ++c0) detail::pv16<1>(common, nk, j0, p, vb, vs, c0, visf, seen, vc, accT);
+  }
+  transpose_keys<float>(Dv, 16, accT, 16, Dv, accR);
+  for (int64_t rr = 0; rr < nr; ++rr) {
+    GPTC_SIMD for (int64_t c = 0; c < Dv; ++c) y[rr * ys + c] = accR[rr * Dv + c] / l[rr];
+    stats[2 * rr] = m[rr];
+    stats[2 * rr + 1] = l[rr];
+  }
+}
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Matmul: C[b, m, n] = sum_{k<K} A(b, m, k) * B(b, k, n), k = 0..K-1 in increasing order
