@@ -277,6 +277,94 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
 }
 
 
+/// The group's dk and dv (after the group's rows have left their dS and P * keep in dSg
+/// and PKg, rows [row][key] Sp apart; transposed: dSgT and PKgT, [key * 32 + row]). Key j
+/// is seen by the group's rows first(j)..n1-1 (visg[] grows with the row). Four keys at a
+/// time: each key's rows before the fourth key's first, then the rows all four see in one
+/// pass (gptc::axpy_rows4); each key's sum stays in increasing row.
+static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transposed) {
+  const std::string &E = a.elem;
+  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.qPitch),
+              gs = std::to_string(a.rowStride(a.Dv)), dks = std::to_string(a.dkPitch),
+              dvs = std::to_string(a.dvPitch);
+  os << "    const int64_t kend = visg[n1 - 1];\n"
+     << "    int64_t j = 0, first = 0;\n"
+     << "    for (; j + 4 <= kend; j += 4) {\n"
+     << "      int64_t f[4];\n"
+     << "      for (int64_t i = 0; i < 4; ++i) {\n"
+     << "        while (j + i >= visg[first]) ++first;\n"
+     << "        f[i] = first;\n"
+     << "      }\n"
+     << "      for (int64_t i = 0; i < 3; ++i) {\n";
+  // dk (ds against q) and dv (p*keep against g) of keys from `key` on, over the group's
+  // rows from `row` on, `count` of them; four keys at once with axpy_rows4.
+  struct Side {
+    const char *weights, *rows, *out;
+    std::string rowStride, outStride;
+    int64_t width;
+  };
+  const Side sides[] = {{"dSg", "qh", "dk", qs, dks, a.D}, {"PKg", "gh", "dv", gs, dvs, a.Dv}};
+  auto accumulate = [&](const char *indent, const char *count, const char *row,
+                        const std::string &key, bool four) {
+    std::string keyRow = key.find(' ') == std::string::npos ? key : "(" + key + ")";
+    for (const Side &d : sides) {
+      // The weights: their address, the next row's distance and (four keys) the next key's.
+      std::string w = transposed ? "&" + std::string(d.weights) + "T[" + keyRow + " * 32 + " + row +
+                                       "], 1" + (four ? ", 32" : "")
+                                 : "&" + std::string(d.weights) + "[" + row + "][" + key + "], " +
+                                       Sp + (four ? ", 1" : "");
+      os << indent << "gptc::axpy_rows" << (four ? "4" : "") << "<" << E << ">(" << count << ", "
+         << w << ", " << d.rows << " + (t1 + " << row << ") * " << d.rowStride << ", "
+         << d.rowStride << ", " << d.width << ", " << d.out << " + " << keyRow << " * "
+         << d.outStride << (four ? ", " + d.outStride : "") << ");\n";
+    }
+  };
+  accumulate("        ", "f[3] - f[i]", "f[i]", "j + i", false);
+  os << "      }\n";
+  accumulate("      ", "n1 - f[3]", "f[3]", "j", true);
+  os << "    }\n"
+     << "    for (; j < kend; ++j) {\n"
+     << "      while (j >= visg[first]) ++first;\n";
+  accumulate("      ", "n1 - first", "first", "j", false);
+  os << "    }\n";
+}
+
+/// The gradient's head `bh` on AVX-512 (float): each group of 32 rows in blocks of 16
+/// (gptc::attention_grad_rows16, which leaves dS and P * keep transposed), then the key
+/// loop on them; then `#else` for the other builds' code.
+static void emitAttentionGradRows16(raw_ostream &os, const AttentionShape &a) {
+  std::string Sp = std::to_string(a.Sp()), gs = std::to_string(a.rowStride(a.Dv));
+  os << "#if defined(GPTC_AVX512)\n"
+     << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
+     << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
+     << "    float* dSgT = groupRows;\n"
+     << "    float* PKgT = groupRows + " << 32 * a.Sp() << ";\n"
+     << "    int64_t visg[32];\n"
+     << "    for (int64_t t0 = t1; t0 < t1 + n1; t0 += 16) {\n"
+     << "      const int64_t nr = t1 + n1 - t0 < 16 ? t1 + n1 - t0 : 16;\n"
+     << "      int64_t vis[16];\n"
+     << "      for (int64_t rr = 0; rr < 16; ++rr) {\n"
+     << "        const int64_t t = t0 + rr;\n"
+     << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
+     << "        if (rr < nr) visg[t0 - t1 + rr] = vis[rr];\n"
+     << "      }\n"
+     << "      gptc::attention_grad_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+     << a.scale << ", qh + t0 * " << a.qPitch << ", " << a.qPitch << ", kb, " << a.kPitch
+     << ", vb, " << a.vPitch << ", gh + t0 * " << gs << ", " << gs << ", in4 + (bh * " << a.T
+     << " + t0) * 2, dqh + t0 * " << a.dqPitch << ", " << a.dqPitch
+     << ", dSgT + (t0 - t1), PKgT + (t0 - t1), 32";
+  if (a.dropout)
+    os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
+       << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
+       << "            " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "n", "kf") << "\n"
+       << "          }";
+  os << ");\n"
+     << "    }\n";
+  emitKeyLoop(os, a, true);
+  os << "    }\n"
+     << "#else\n";
+}
+
 /// Per (batch, head), queries in increasing order: each row's max and sum from the forward,
 /// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
@@ -292,11 +380,9 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
               dqs = std::to_string(a.dqPitch), dks = std::to_string(a.dkPitch),
               dvs = std::to_string(a.dvPitch);
   os << a.rngPrologue()
-     << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n";
-  emitTransposedKeys(os, a);
-  os << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
-     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << vs
-     << ", " << Sp << ", vt);\n"
+     << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n"
+     << "    const " << E << "* kb = in1 + " << a.headBase(a.S, a.D, a.kPitch) << ";\n"
+     << "    const " << E << "* vb = in2 + " << a.headBase(a.S, a.Dv, a.vPitch) << ";\n"
      << "    " << E << "* dk = out1 + " << a.headBase(a.S, a.D, a.dkPitch) << ";\n"
      << "    " << E << "* dv = out2 + " << a.headBase(a.S, a.Dv, a.dvPitch) << ";\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
@@ -306,10 +392,20 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D, a.qPitch) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
      << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D, a.dqPitch) << ";\n";
-  // Queries in groups of 32 rows, each in blocks of 4: the block's q.k and g.v dots
-  // first, then each row's p and ds (kept for the group), and the block's dq. Then every
-  // key's dk and dv take the group's rows in increasing order, four keys at a time.
-  os << "    " << E << "* groupRows = gptc::scratch<" << E << ">(3, " << 64 * a.Sp() << ");\n"
+  // Queries in groups of 32 rows, each in blocks of 4 (16 on AVX-512, float): the block's
+  // q.k and g.v dots first, then each row's p and ds (kept for the group), and the block's
+  // dq. Then every key's dk and dv take the group's rows in increasing order, four keys at a
+  // time.
+  os << "    " << E << "* groupRows = gptc::scratch<" << E << ">(3, " << 64 * a.Sp() << ");\n";
+  const bool rows16 = E == "float";
+  if (rows16)
+    emitAttentionGradRows16(os, a);
+  os << "    " << E << "* kt = gptc::scratch<" << E << ">(1, " << a.D * a.Sp() << ");\n"
+     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.D << ", kb, " << ks << ", "
+     << Sp << ", kt);\n"
+     << "    " << E << "* vt = gptc::scratch<" << E << ">(2, " << a.Dv * a.Sp() << ");\n"
+     << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.Dv << ", vb, " << vs
+     << ", " << Sp << ", vt);\n"
      << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
      << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
      << "    " << E << " (*dSg)[" << Sp << "] = reinterpret_cast<" << E << " (*)[" << Sp
@@ -380,45 +476,12 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << ";\n"
      << "      }\n"
      << "    }\n"
-     // Key j is seen by the group's rows first(j)..n1-1 (visg[] grows with the row). Four
-     // keys at a time: each key's rows before the fourth key's first, then the rows all
-     // four see in one pass (gptc::axpy_rows4); each key's sum stays in increasing row.
-     << "    const int64_t kend = visg[n1 - 1];\n"
-     << "    int64_t j = 0, first = 0;\n"
-     << "    for (; j + 4 <= kend; j += 4) {\n"
-     << "      int64_t f[4];\n"
-     << "      for (int64_t i = 0; i < 4; ++i) {\n"
-     << "        while (j + i >= visg[first]) ++first;\n"
-     << "        f[i] = first;\n"
-     << "      }\n"
-     << "      for (int64_t i = 0; i < 3; ++i) {\n";
-  // dk (ds against q) and dv (p*keep against g) of keys from `key` on, over the group's
-  // rows from `row` on, `count` of them; four keys at once with axpy_rows4.
-  struct Side {
-    const char *weights, *rows, *out;
-    std::string rowStride, outStride;
-    int64_t width;
-  };
-  const Side sides[] = {{"dSg", "qh", "dk", qs, dks, a.D}, {"PKg", "gh", "dv", gs, dvs, a.Dv}};
-  auto accumulate = [&](const char *indent, const char *count, const char *row,
-                        const std::string &key, bool four) {
-    std::string keyRow = key.find(' ') == std::string::npos ? key : "(" + key + ")";
-    for (const Side &d : sides)
-      os << indent << "gptc::axpy_rows" << (four ? "4" : "") << "<" << E << ">(" << count
-         << ", &" << d.weights << "[" << row << "][" << key << "], " << Sp << (four ? ", 1" : "")
-         << ", " << d.rows << " + (t1 + " << row << ") * " << d.rowStride << ", " << d.rowStride
-         << ", " << d.width << ", " << d.out << " + " << keyRow << " * " << d.outStride
-         << (four ? ", " + d.outStride : "") << ");\n";
-  };
-  accumulate("        ", "f[3] - f[i]", "f[i]", "j + i", false);
-  os << "      }\n";
-  accumulate("      ", "n1 - f[3]", "f[3]", "j", true);
-  os << "    }\n"
-     << "    for (; j < kend; ++j) {\n"
-     << "      while (j >= visg[first]) ++first;\n";
-  accumulate("      ", "n1 - first", "first", "j", false);
-  os << "    }\n"
-     << "    }\n"
+     ;
+  emitKeyLoop(os, a, false);
+  os << "    }\n";
+  if (rows16)
+    os << "#endif\n";
+  os
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = dk[j * "
      << dks << " + c] * " << a.scale << ";\n  }\n";

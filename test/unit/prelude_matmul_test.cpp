@@ -351,7 +351,85 @@ TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
     }
   }
 }
+
+// The 16-row gradient likewise, against a per-row transcription of the 4-row code's order
+// (P from the forward's max and sum; dP = g.v; D = sum_j P dP; dS = P (dP - D); dq = scale *
+// sum_j dS k, each an fma chain in increasing j), with its dS and P * keep (transposed) too.
+TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  const AttentionCase cases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
+                                 {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
+                                 {33, 80, 17, 33, true, false}};
+  for (const AttentionCase& a : cases) {
+    const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, gs = a.Dv + 2, dqs = a.D + 1;
+    const int64_t Sp = (a.S + 31) / 32 * 32, ldt = 32;
+    const float scale = 1.0f / std::sqrt(float(a.D));
+    std::vector<float> q(a.T * qs), k(a.S * ks), v(a.S * vs), g(a.T * gs);
+    for (float& x : q) x = nd(rng);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    for (float& x : g) x = nd(rng);
+    std::vector<float> st(a.T * 2), yr(a.Dv), dq(a.T * dqs, -7.0f);
+    for (int64_t t = 0; t < a.T; ++t)
+      attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), &st[2 * t]);
+    alignas(64) static float dST[128 * 32], PKT[128 * 32];
+    ASSERT_LE(Sp, 128);
+    for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
+      const int64_t nr = std::min<int64_t>(16, a.T - t0);
+      int64_t vis[16];
+      for (int64_t rr = 0; rr < 16; ++rr)
+        vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
+      auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
+      const int64_t col = (t0 / 16) % 2 * 16;  // the two halves of a 32-row group
+      if (a.keep)
+        gptc::attention_grad_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+                                    v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
+                                    dqs, dST + col, PKT + col, ldt, keep);
+      else
+        gptc::attention_grad_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+                                    v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
+                                    dqs, dST + col, PKT + col, ldt);
+      for (int64_t rr = 0; rr < nr; ++rr) {
+        const int64_t t = t0 + rr;
+        std::vector<float> P(vis[rr]), dP(vis[rr]), kf(32, 1.0f);
+        float Dsum = 0;
+        for (int64_t j = 0; j < vis[rr]; ++j) {
+          float s = 0, d = 0;
+          for (int64_t c = 0; c < a.D; ++c) s = gptc::fma(q[t * qs + c], k[j * ks + c], s);
+          for (int64_t c = 0; c < a.Dv; ++c) d = gptc::fma(g[t * gs + c], v[j * vs + c], d);
+          P[j] = gptc::exp(s * scale - st[2 * t]) / st[2 * t + 1];
+          dP[j] = d;
+        }
+        for (int64_t j0 = 0; j0 < vis[rr] && a.keep; j0 += 32) {
+          keepFactors(t, j0, std::min<int64_t>(32, vis[rr] - j0), kf.data());
+          for (int64_t j = j0; j < std::min<int64_t>(j0 + 32, vis[rr]); ++j) {
+            dP[j] = dP[j] * kf[j - j0];
+            ASSERT_EQ(bits(PKT[j * ldt + col + rr]), bits(P[j] * kf[j - j0])) << "PK row " << t << " key " << j;
+          }
+        }
+        for (int64_t j = 0; j < vis[rr]; ++j) {
+          if (!a.keep) ASSERT_EQ(bits(PKT[j * ldt + col + rr]), bits(P[j])) << "P row " << t << " key " << j;
+          Dsum = gptc::fma(P[j], dP[j], Dsum);
+        }
+        for (int64_t c = 0; c < a.D; ++c) {
+          float acc = 0;
+          for (int64_t j = 0; j < vis[rr]; ++j) {
+            const float ds = P[j] * (dP[j] - Dsum);
+            if (c == 0) ASSERT_EQ(bits(dST[j * ldt + col + rr]), bits(ds)) << "dS row " << t << " key " << j;
+            acc = gptc::fma(ds, k[j * ks + c], acc);
+          }
+          ASSERT_EQ(bits(dq[t * dqs + c]), bits(acc * scale)) << "T " << a.T << " dq row " << t << " col " << c;
+        }
+        ASSERT_EQ(dq[t * dqs + a.D], -7.0f) << "wrote past dq row " << t;
+      }
+    }
+  }
+}
 #else
+TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
+  GTEST_SKIP() << "attention_grad_rows16 is AVX-512's (native or emulated); this build runs the 4-row code";
+}
 TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
   GTEST_SKIP() << "attention_rows16 is AVX-512's (native or emulated); this build runs the 4-row code";
 }

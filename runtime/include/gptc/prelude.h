@@ -1902,9 +1902,10 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 struct NoKeep {};
 namespace detail {
 // The scores of keys key0..key0+15 (rows of k past S-1 read as row S-1: their scores are
-// masked by the caller) for the 16 rows of qt (qt[c * 16 + r]): s[jj][r].
+// masked by the caller) for the 16 rows of qt (qt[c * 16 + r]): s[jj * ld + r], s and ld
+// 64-byte aligned.
 inline void scores16(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
-                     int64_t ks, float (*s)[16]) {
+                     int64_t ks, float* s, int64_t ld) {
   __m512 a[16];
 #pragma GCC unroll 16
   for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_setzero_ps();
@@ -1927,39 +1928,71 @@ inline void scores16(int64_t key0, int64_t S, int64_t D, const float* qt, const 
     }
   }
 #pragma GCC unroll 16
-  for (int jj = 0; jj < 16; ++jj) _mm512_store_ps(s[jj], a[jj]);
+  for (int jj = 0; jj < 16; ++jj) _mm512_store_ps(s + jj * ld, a[jj]);
 }
 
-// accT[c] (16 rows) = accT[c] * corr + sum_j p[j] * v[j][c] for c in [c0, c0 + C), the sum
-// an fma chain from 0 over j < n; keys j >= common only in the lanes that see them (vis).
-template <int C>
-inline void pv16(int64_t common, int64_t n, int64_t j0, const float (*p)[16], const float* v,
-                 int64_t vs, int64_t c0, __m512 visf, __mmask16 seen, __m512 corr, float* accT) {
+// For c in [c0, c0 + C), an fma chain per lane over keys j < n in increasing order of
+// w[j * ld + r] * x[j][c] (keys j >= common only in the lanes that see them, vis), into
+// accT[c * 16 + r]: Fold, a chain from 0 folded in as accT * corr + chain in the lanes that
+// see key j0 at all (the forward's p.v); else the chain continues from accT (the gradient's dq).
+template <int C, bool Fold>
+inline void rows_axpy16(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
+                        const float* x, int64_t xs, int64_t c0, __m512 visf, __mmask16 seen,
+                        __m512 corr, float* accT) {
   __m512 a[C];
 #pragma GCC unroll 16
-  for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_setzero_ps();
+  for (int cc = 0; cc < C; ++cc) a[cc] = Fold ? _mm512_setzero_ps() : _mm512_load_ps(accT + (c0 + cc) * 16);
   for (int64_t j = 0; j < common; ++j) {
-    __m512 pj = _mm512_load_ps(p[j]);
-    hold(pj);
-    const float* vr = v + j * vs + c0;
+    __m512 wj = _mm512_load_ps(w + j * ld);
+    hold(wj);
+    const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
-    for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_fmadd_ps(_mm512_set1_ps(vr[cc]), pj, a[cc]);
+    for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_fmadd_ps(_mm512_set1_ps(xr[cc]), wj, a[cc]);
   }
   for (int64_t j = common; j < n; ++j) {
     const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
-    __m512 pj = _mm512_load_ps(p[j]);
-    hold(pj);
-    const float* vr = v + j * vs + c0;
+    __m512 wj = _mm512_load_ps(w + j * ld);
+    hold(wj);
+    const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
     for (int cc = 0; cc < C; ++cc)
-      a[cc] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(vr[cc]), pj, a[cc], live);
+      a[cc] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(xr[cc]), wj, a[cc], live);
   }
 #pragma GCC unroll 16
   for (int cc = 0; cc < C; ++cc) {
     float* at = accT + (c0 + cc) * 16;
-    const __m512 old = _mm512_load_ps(at);
-    _mm512_store_ps(at, _mm512_mask_add_ps(old, seen, _mm512_mul_ps(old, corr), a[cc]));
+    if (Fold) {
+      const __m512 old = _mm512_load_ps(at);
+      _mm512_store_ps(at, _mm512_mask_add_ps(old, seen, _mm512_mul_ps(old, corr), a[cc]));
+    } else {
+      _mm512_store_ps(at, a[cc]);
+    }
   }
+}
+
+// rows_axpy16 over every column c < width: 16 at a time, then one by one.
+template <bool Fold>
+inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
+                      const float* x, int64_t xs, int64_t width, __m512 visf, __mmask16 seen,
+                      __m512 corr, float* accT) {
+  const int64_t full = width / 16 * 16;
+  for (int64_t c0 = 0; c0 < full; c0 += 16)
+    rows_axpy16<16, Fold>(common, n, j0, w, ld, x, xs, c0, visf, seen, corr, accT);
+  if (full < width)
+    for (int64_t c = full; c < width; ++c)
+      rows_axpy16<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, seen, corr, accT);
+}
+
+// The lanes' key counts vis[0..15] as floats (for lane masks), their largest and smallest.
+inline __m512 rows_seen(const int64_t* vis, float* visv, int64_t& kmax, int64_t& vmin) {
+  kmax = 0;
+  vmin = vis[0];
+  for (int r = 0; r < 16; ++r) {
+    visv[r] = float(vis[r]);
+    kmax = vis[r] > kmax ? vis[r] : kmax;
+    vmin = vis[r] < vmin ? vis[r] : vmin;
+  }
+  return _mm512_load_ps(visv);
 }
 }  // namespace detail
 
@@ -1973,21 +2006,18 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
   float* const accR = accT + Dv * 16;
   transpose_keys<float>(nr, D, q, qs, 16, qt);
   alignas(64) float visv[16], m[16], l[16];
-  int64_t kmax = 0, vmin = vis[0];
+  int64_t kmax, vmin;
+  const __m512 visf = detail::rows_seen(vis, visv, kmax, vmin);
   for (int r = 0; r < 16; ++r) {
-    visv[r] = float(vis[r]);
     m[r] = -INFINITY;
     l[r] = 0;
-    kmax = vis[r] > kmax ? vis[r] : kmax;
-    vmin = vis[r] < vmin ? vis[r] : vmin;
   }
   for (int64_t i = 0; i < Dv * 16; ++i) accT[i] = 0;
-  const __m512 visf = _mm512_load_ps(visv);
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
     const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
     const int64_t nk16 = (nk + 15) / 16 * 16;  // past it every lane's score is -inf: exp 0
     alignas(64) float p[32][16], mn[16], corr[16], bsum[16];
-    for (int64_t g = 0; g < nk; g += 16) detail::scores16(j0 + g, S, D, qt, k, ks, p + g);
+    for (int64_t g = 0; g < nk; g += 16) detail::scores16(j0 + g, S, D, qt, k, ks, p[g], 16);
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
     __m512 mb = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < nk16; ++j) {
@@ -2025,10 +2055,7 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
     }
     const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
     const __m512 vc = _mm512_load_ps(corr);
-    const float* vb = v + j0 * vs;
-    int64_t c0 = 0;
-    for (; c0 + 16 <= Dv; c0 += 16) detail::pv16<16>(common, nk, j0, p, vb, vs, c0, visf, seen, vc, accT);
-    for (; c0 < Dv; ++c0) detail::pv16<1>(common, nk, j0, p, vb, vs, c0, visf, seen, vc, accT);
+    detail::rows_axpy<true>(common, nk, j0, p[0], 16, v + j0 * vs, vs, Dv, visf, seen, vc, accT);
   }
   transpose_keys<float>(Dv, 16, accT, 16, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
@@ -2036,6 +2063,79 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
     stats[2 * rr] = m[rr];
     stats[2 * rr + 1] = l[rr];
   }
+}
+
+// Attention's gradient for 16 query rows at once (AVX-512, float), each row a lane, with
+// the same arithmetic in the same order as the emitter's 4-row code: per row, over its keys
+// j: P = exp(s * scale - m) / l (m, l the forward's, from stats), dP = g.v (an fma chain
+// over c from 0), times the keep factor with dropout (P * keep kept as PK); D = sum_j P dP
+// (an fma chain in increasing j from 0); dS = P * (dP - D); dq = scale * (an fma chain over
+// the row's keys in increasing j of dS * k). dS and PK go, transposed, to the caller's
+// buffers (dST[j * ldt + r], PKT likewise; 64-byte aligned, ldt a multiple of 16), from
+// which it takes dk and dv (each key's sums over the rows in increasing order). Arguments
+// as attention_rows16's; g: the block's first row of the output's gradient, rows gs apart;
+// dq: the block's first row of q's gradient, rows dqs apart.
+template <class Keep = NoKeep>
+inline void attention_grad_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
+                                  int64_t Dv, float scale, const float* q, int64_t qs,
+                                  const float* k, int64_t ks, const float* v, int64_t vs,
+                                  const float* g, int64_t gs, const float* stats, float* dq,
+                                  int64_t dqs, float* dST, float* PKT, int64_t ldt,
+                                  Keep keep = {}) {
+  alignas(64) float visv[16], m[16], l[16];
+  int64_t kmax, vmin;
+  const __m512 visf = detail::rows_seen(vis, visv, kmax, vmin);
+  const int64_t kp = (kmax + 31) / 32 * 32;
+  float* const qt = gptc::scratch<float>(1, (3 * D + Dv + kp) * 16);
+  float* const gt = qt + D * 16;
+  float* const qaccT = gt + Dv * 16;  // qaccT[c * 16 + r]: row r's dq sums
+  float* const qaccR = qaccT + D * 16;
+  float* const PT = qaccR + D * 16;  // the scores, then P, PT[j * 16 + r]
+  transpose_keys<float>(nr, D, q, qs, 16, qt);
+  transpose_keys<float>(nr, Dv, g, gs, 16, gt);
+  for (int r = 0; r < 16; ++r) {  // rows past the last: any finite values (never stored)
+    m[r] = r < nr ? stats[2 * r] : 0.0f;
+    l[r] = r < nr ? stats[2 * r + 1] : 1.0f;
+  }
+  __m512 dsum = _mm512_setzero_ps();
+  for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
+    const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
+    float* const pb = PT + j0 * 16;
+    float* const dp = dST + j0 * ldt;
+    for (int64_t g0 = 0; g0 < nk; g0 += 16) {
+      detail::scores16(j0 + g0, S, D, qt, k, ks, pb + g0 * 16, 16);
+      detail::scores16(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
+    }
+    for (int64_t j = 0; j < nk; ++j)
+      GPTC_SIMD for (int r = 0; r < 16; ++r) pb[j * 16 + r] = gptc::exp(pb[j * 16 + r] * scale - m[r]) / l[r];
+    if constexpr (!std::is_same<Keep, NoKeep>::value) {
+      for (int64_t rr = 0; rr < nr; ++rr) {
+        const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < nk ? left : nk;
+        float kf[32];
+        if (nb > 0) keep(rr, j0, nb, kf);
+        for (int64_t j = 0; j < nb; ++j) {
+          dp[j * ldt + rr] = dp[j * ldt + rr] * kf[j];
+          PKT[(j0 + j) * ldt + rr] = pb[j * 16 + rr] * kf[j];
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < nk; ++j) _mm512_store_ps(PKT + (j0 + j) * ldt, _mm512_load_ps(pb + j * 16));
+    }
+    for (int64_t j = 0; j < nk; ++j) {
+      const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
+      dsum = _mm512_mask3_fmadd_ps(_mm512_load_ps(pb + j * 16), _mm512_load_ps(dp + j * ldt), dsum, live);
+    }
+  }
+  for (int64_t j = 0; j < kmax; ++j) {  // in place; a lane's dS past its keys is never read
+    float* const d = dST + j * ldt;
+    _mm512_store_ps(d, _mm512_mul_ps(_mm512_load_ps(PT + j * 16), _mm512_sub_ps(_mm512_load_ps(d), dsum)));
+  }
+  for (int64_t i = 0; i < D * 16; ++i) qaccT[i] = 0;
+  const int64_t common = vmin < kmax ? vmin : kmax;
+  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, 0, dsum, qaccT);
+  transpose_keys<float>(D, 16, qaccT, 16, D, qaccR);
+  for (int64_t rr = 0; rr < nr; ++rr)
+    GPTC_SIMD for (int64_t c = 0; c < D; ++c) dq[rr * dqs + c] = qaccR[rr * D + c] * scale;
 }
 #endif
 
