@@ -57,7 +57,8 @@
 #endif
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
-// What the prelude uses and SIMDe 0.7.4 lacks: four AVX-512F forms, lane by lane (the masked fma as a blend of the fma)...
+// What the prelude uses and SIMDe 0.7.4 lacks: four AVX-512F forms, lane by lane (the
+// masked fma as a blend of the fma)...
 inline __m512 gptc_emu_maskz_loadu_ps(__mmask16 m, const float* p) {
   alignas(64) float v[16];
   for (int j = 0; j < 16; ++j) v[j] = (m >> j) & 1 ? p[j] : 0.0f;
@@ -1915,7 +1916,8 @@ inline void scores16(int64_t key0, int64_t S, int64_t D, const float* qt, const 
       __m512 q = _mm512_load_ps(qt + c * 16);
       hold(q);
 #pragma GCC unroll 16
-      for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj * ks + c]), q, a[jj]);
+      for (int jj = 0; jj < 16; ++jj)
+        a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj * ks + c]), q, a[jj]);
     }
   } else {
     const float* kr[16];
@@ -1941,7 +1943,8 @@ inline void rows_axpy16(int64_t common, int64_t n, int64_t j0, const float* w, i
                         __m512 corr, float* accT) {
   __m512 a[C];
 #pragma GCC unroll 16
-  for (int cc = 0; cc < C; ++cc) a[cc] = Fold ? _mm512_setzero_ps() : _mm512_load_ps(accT + (c0 + cc) * 16);
+  for (int cc = 0; cc < C; ++cc)
+    a[cc] = Fold ? _mm512_setzero_ps() : _mm512_load_ps(accT + (c0 + cc) * 16);
   for (int64_t j = 0; j < common; ++j) {
     __m512 wj = _mm512_load_ps(w + j * ld);
     hold(wj);
@@ -2025,7 +2028,8 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
       const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), live, _mm512_load_ps(p[j]),
                                           _mm512_set1_ps(scale));
       _mm512_store_ps(p[j], x);
-      const __mmask16 keepMb = _mm512_cmp_ps_mask(mb, mb, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mb, x, _CMP_GT_OQ);
+      const __mmask16 keepMb =
+          _mm512_cmp_ps_mask(mb, mb, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mb, x, _CMP_GT_OQ);
       mb = _mm512_mask_blend_ps(keepMb, x, mb);
     }
     _mm512_store_ps(mn, mb);
@@ -2107,7 +2111,8 @@ inline void attention_grad_rows16(int64_t nr, const int64_t* vis, int64_t S, int
       detail::scores16(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
     }
     for (int64_t j = 0; j < nk; ++j)
-      GPTC_SIMD for (int r = 0; r < 16; ++r) pb[j * 16 + r] = gptc::exp(pb[j * 16 + r] * scale - m[r]) / l[r];
+      GPTC_SIMD for (int r = 0; r < 16; ++r)
+        pb[j * 16 + r] = gptc::exp(pb[j * 16 + r] * scale - m[r]) / l[r];
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
         const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < nk ? left : nk;
@@ -2119,20 +2124,25 @@ inline void attention_grad_rows16(int64_t nr, const int64_t* vis, int64_t S, int
         }
       }
     } else {
-      for (int64_t j = 0; j < nk; ++j) _mm512_store_ps(PKT + (j0 + j) * ldt, _mm512_load_ps(pb + j * 16));
+      for (int64_t j = 0; j < nk; ++j)
+        _mm512_store_ps(PKT + (j0 + j) * ldt, _mm512_load_ps(pb + j * 16));
     }
     for (int64_t j = 0; j < nk; ++j) {
       const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
-      dsum = _mm512_mask3_fmadd_ps(_mm512_load_ps(pb + j * 16), _mm512_load_ps(dp + j * ldt), dsum, live);
+      dsum = _mm512_mask3_fmadd_ps(_mm512_load_ps(pb + j * 16), _mm512_load_ps(dp + j * ldt), dsum,
+                                   live);
     }
   }
   for (int64_t j = 0; j < kmax; ++j) {  // in place; a lane's dS past its keys is never read
     float* const d = dST + j * ldt;
-    _mm512_store_ps(d, _mm512_mul_ps(_mm512_load_ps(PT + j * 16), _mm512_sub_ps(_mm512_load_ps(d), dsum)));
+    const __m512 dS =
+        _mm512_mul_ps(_mm512_load_ps(PT + j * 16), _mm512_sub_ps(_mm512_load_ps(d), dsum));
+    _mm512_store_ps(d, dS);
   }
   for (int64_t i = 0; i < D * 16; ++i) qaccT[i] = 0;
   const int64_t common = vmin < kmax ? vmin : kmax;
-  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, 0, dsum, qaccT);
+  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, 0, _mm512_setzero_ps(),
+                           qaccT);
   transpose_keys<float>(D, 16, qaccT, 16, D, qaccR);
   for (int64_t rr = 0; rr < nr; ++rr)
     GPTC_SIMD for (int64_t c = 0; c < D; ++c) dq[rr * dqs + c] = qaccR[rr * D + c] * scale;
