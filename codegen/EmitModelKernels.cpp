@@ -217,30 +217,42 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
 }
 
-/// The forward's head `bh` in blocks of 16 query rows (gptc::attention_rows16), then
-/// `#else` for the other builds' code.
-static void emitAttentionRows16(raw_ostream &os, const AttentionShape &a) {
-  os << "#if defined(GPTC_AVX512)\n"
-     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 16) {\n"
-     << "      const int64_t nr = " << a.T << " - t0 < 16 ? " << a.T << " - t0 : 16;\n"
-     << "      int64_t vis[16];\n"
+/// The 16-row block's rows seen (`vis`, 0 past the last), each also noted in the group's
+/// `visg` when `group` (the gradient).
+static void emitRows16Seen(raw_ostream &os, const AttentionShape &a, bool group) {
+  os << "      int64_t vis[16];\n"
      << "      for (int64_t rr = 0; rr < 16; ++rr) {\n"
      << "        const int64_t t = t0 + rr;\n"
      << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
-     << "      }\n"
-     << "      gptc::attention_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
-     << a.scale << ", in0 + " << a.headBase(a.T, a.D, a.qPitch) << " + t0 * " << a.qPitch << ", "
-     << a.qPitch << ", in1 + " << a.headBase(a.S, a.D, a.kPitch) << ", " << a.kPitch << ", in2 + "
-     << a.headBase(a.S, a.Dv, a.vPitch) << ", " << a.vPitch << ", out0 + " << a.headBase(a.T, a.Dv)
-     << " + t0 * " << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", out1 + (bh * " << a.T
-     << " + t0) * 2";
+     << (group ? "        if (rr < nr) visg[t0 - t1 + rr] = vis[rr];\n" : "")
+     << "      }\n";
+}
+
+/// The end of a 16-row call: with dropout, the keep factors of a row's keys as a lambda.
+static void emitRows16Keep(raw_ostream &os, const AttentionShape &a) {
   if (a.dropout)
     os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
        << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
        << "            " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "n", "kf") << "\n"
        << "          }";
-  os << ");\n"
-     << "    }\n"
+  os << ");\n";
+}
+
+/// The forward's head `bh` in blocks of 16 query rows (gptc::attention_rows16), then
+/// `#else` for the other builds' code.
+static void emitAttentionRows16(raw_ostream &os, const AttentionShape &a) {
+  os << "#if defined(GPTC_AVX512)\n"
+     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 16) {\n"
+     << "      const int64_t nr = " << a.T << " - t0 < 16 ? " << a.T << " - t0 : 16;\n";
+  emitRows16Seen(os, a, false);
+  os << "      gptc::attention_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+     << a.scale << ", in0 + " << a.headBase(a.T, a.D, a.qPitch) << " + t0 * " << a.qPitch << ", "
+     << a.qPitch << ", in1 + " << a.headBase(a.S, a.D, a.kPitch) << ", " << a.kPitch << ", in2 + "
+     << a.headBase(a.S, a.Dv, a.vPitch) << ", " << a.vPitch << ", out0 + " << a.headBase(a.T, a.Dv)
+     << " + t0 * " << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", out1 + (bh * " << a.T
+     << " + t0) * 2";
+  emitRows16Keep(os, a);
+  os << "    }\n"
      << "#else\n";
 }
 
@@ -341,25 +353,15 @@ static void emitAttentionGradRows16(raw_ostream &os, const AttentionShape &a) {
      << "    float* PKgT = groupRows + " << 32 * a.Sp() << ";\n"
      << "    int64_t visg[32];\n"
      << "    for (int64_t t0 = t1; t0 < t1 + n1; t0 += 16) {\n"
-     << "      const int64_t nr = t1 + n1 - t0 < 16 ? t1 + n1 - t0 : 16;\n"
-     << "      int64_t vis[16];\n"
-     << "      for (int64_t rr = 0; rr < 16; ++rr) {\n"
-     << "        const int64_t t = t0 + rr;\n"
-     << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
-     << "        if (rr < nr) visg[t0 - t1 + rr] = vis[rr];\n"
-     << "      }\n"
-     << "      gptc::attention_grad_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+     << "      const int64_t nr = t1 + n1 - t0 < 16 ? t1 + n1 - t0 : 16;\n";
+  emitRows16Seen(os, a, true);
+  os << "      gptc::attention_grad_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
      << a.scale << ", qh + t0 * " << a.qPitch << ", " << a.qPitch << ", kb, " << a.kPitch
      << ", vb, " << a.vPitch << ", gh + t0 * " << gs << ", " << gs << ", in4 + (bh * " << a.T
      << " + t0) * 2, dqh + t0 * " << a.dqPitch << ", " << a.dqPitch
      << ", dSgT + (t0 - t1), PKgT + (t0 - t1), 32";
-  if (a.dropout)
-    os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
-       << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
-       << "            " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "n", "kf") << "\n"
-       << "          }";
-  os << ");\n"
-     << "    }\n";
+  emitRows16Keep(os, a);
+  os << "    }\n";
   emitKeyLoop(os, a, true);
   os << "    }\n"
      << "#else\n";

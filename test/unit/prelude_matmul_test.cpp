@@ -264,14 +264,33 @@ TEST(AttentionHelpers, DotRows4IsSequential) {
 // The 16-row attention forward (AVX-512 builds) against a plain per-row transcription of the
 // order the emitter's 4-row code keeps (key blocks of 32; the scores fma chains over c; the
 // block's max and sum sequential; p.v fma chains over the row's keys; acc * corr + sum), bit
-// for bit: rows past a multiple of 16, keys past a multiple of 16 and fewer than 16, widths
-// off the 16-lane edge, causal and not, with and without keep factors.
+// for bit, on the shapes of kAttentionCases.
 #if defined(GPTC_AVX512)
 namespace {
 struct AttentionCase {
   int64_t T, S, D, Dv;
   bool causal, keep;
 };
+
+// Rows past a multiple of 16, keys past a multiple of 16 and fewer than 16, widths off the
+// 16-lane edge, causal and not, with and without keep factors.
+const AttentionCase kAttentionCases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
+                                         {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
+                                         {33, 80, 17, 33, true, false}};
+
+// `rows` rows `pitch` apart of normal values (the pitch's padding too).
+std::vector<float> randomRows(int64_t rows, int64_t pitch, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  std::vector<float> x(rows * pitch);
+  for (float& e : x) e = nd(rng);
+  return x;
+}
+
+// The keys each row of the 16-row block from t0 sees (0 past the block's nr rows).
+void blockSeen(const AttentionCase& a, int64_t t0, int64_t nr, int64_t* vis) {
+  for (int64_t rr = 0; rr < 16; ++rr)
+    vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
+}
 
 void keepFactors(int64_t r, int64_t j0, int64_t n, float* kf) {
   for (int64_t j = 0; j < n; ++j) kf[j] = (r * 131 + (j0 + j) * 7) % 5 == 0 ? 0.0f : 1.25f;
@@ -316,23 +335,16 @@ void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs,
 
 TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
   std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.5f);
-  const AttentionCase cases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
-                                 {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
-                                 {33, 80, 17, 33, true, false}};
-  for (const AttentionCase& a : cases) {
+  for (const AttentionCase& a : kAttentionCases) {
     const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, ys = a.Dv + 1;
     const float scale = 1.0f / std::sqrt(float(a.D));
-    std::vector<float> q(a.T * qs), k(a.S * ks), v(a.S * vs);
-    for (float& x : q) x = nd(rng);
-    for (float& x : k) x = nd(rng);
-    for (float& x : v) x = nd(rng);
+    const std::vector<float> q = randomRows(a.T, qs, rng), k = randomRows(a.S, ks, rng),
+                             v = randomRows(a.S, vs, rng);
     std::vector<float> y(a.T * ys, -7.0f), st(a.T * 2), yr(a.Dv), str(2);
     for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
       const int64_t nr = std::min<int64_t>(16, a.T - t0);
       int64_t vis[16];
-      for (int64_t rr = 0; rr < 16; ++rr)
-        vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
+      blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
       if (a.keep)
         gptc::attention_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
@@ -357,19 +369,12 @@ TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
 // sum_j dS k, each an fma chain in increasing j), with its dS and P * keep (transposed) too.
 TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
   std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.0f, 1.5f);
-  const AttentionCase cases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
-                                 {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
-                                 {33, 80, 17, 33, true, false}};
-  for (const AttentionCase& a : cases) {
+  for (const AttentionCase& a : kAttentionCases) {
     const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, gs = a.Dv + 2, dqs = a.D + 1;
     const int64_t Sp = (a.S + 31) / 32 * 32, ldt = 32;
     const float scale = 1.0f / std::sqrt(float(a.D));
-    std::vector<float> q(a.T * qs), k(a.S * ks), v(a.S * vs), g(a.T * gs);
-    for (float& x : q) x = nd(rng);
-    for (float& x : k) x = nd(rng);
-    for (float& x : v) x = nd(rng);
-    for (float& x : g) x = nd(rng);
+    const std::vector<float> q = randomRows(a.T, qs, rng), k = randomRows(a.S, ks, rng),
+                             v = randomRows(a.S, vs, rng), g = randomRows(a.T, gs, rng);
     std::vector<float> st(a.T * 2), yr(a.Dv), dq(a.T * dqs, -7.0f);
     for (int64_t t = 0; t < a.T; ++t)
       attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), &st[2 * t]);
@@ -378,8 +383,7 @@ TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
     for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
       const int64_t nr = std::min<int64_t>(16, a.T - t0);
       int64_t vis[16];
-      for (int64_t rr = 0; rr < 16; ++rr)
-        vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
+      blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
       const int64_t col = (t0 / 16) % 2 * 16;  // the two halves of a 32-row group
       if (a.keep)
