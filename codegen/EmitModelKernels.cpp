@@ -288,7 +288,6 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   return success();
 }
 
-
 /// The group's dk and dv (after the group's rows have left their dS and P * keep in dSg
 /// and PKg, rows [row][key] Sp apart; transposed: dSgT and PKgT, [key * 32 + row]). Key j
 /// is seen by the group's rows first(j)..n1-1 (visg[] grows with the row). Four keys at a
@@ -345,7 +344,7 @@ static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transpose
 /// (gptc::attention_grad_rows16, which leaves dS and P * keep transposed), then the key
 /// loop on them; then `#else` for the other builds' code.
 static void emitAttentionGradRows16(raw_ostream &os, const AttentionShape &a) {
-  std::string Sp = std::to_string(a.Sp()), gs = std::to_string(a.rowStride(a.Dv));
+  std::string gs = std::to_string(a.rowStride(a.Dv));
   os << "#if defined(GPTC_AVX512)\n"
      << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
      << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
