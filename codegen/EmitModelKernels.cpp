@@ -217,19 +217,19 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
 }
 
-/// The 16-row block's rows seen (`vis`, 0 past the last), each also noted in the group's
+/// The lane block's rows seen (`vis`, 0 past the last), each also noted in the group's
 /// `visg` when `group` (the gradient).
-static void emitRows16Seen(raw_ostream &os, const AttentionShape &a, bool group) {
-  os << "      int64_t vis[16];\n"
-     << "      for (int64_t rr = 0; rr < 16; ++rr) {\n"
+static void emitLaneRowsSeen(raw_ostream &os, const AttentionShape &a, bool group) {
+  os << "      int64_t vis[gptc::kAttentionRows];\n"
+     << "      for (int64_t rr = 0; rr < gptc::kAttentionRows; ++rr) {\n"
      << "        const int64_t t = t0 + rr;\n"
      << "        vis[rr] = rr < nr ? " << a.keys() << " : 0;\n"
      << (group ? "        if (rr < nr) visg[t0 - t1 + rr] = vis[rr];\n" : "")
      << "      }\n";
 }
 
-/// The end of a 16-row call: with dropout, the keep factors of a row's keys as a lambda.
-static void emitRows16Keep(raw_ostream &os, const AttentionShape &a) {
+/// The end of a lane-block call: with dropout, the keep factors of a row's keys as a lambda.
+static void emitLaneRowsKeep(raw_ostream &os, const AttentionShape &a) {
   if (a.dropout)
     os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
        << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
@@ -238,20 +238,22 @@ static void emitRows16Keep(raw_ostream &os, const AttentionShape &a) {
   os << ");\n";
 }
 
-/// The forward's head `bh` in blocks of 16 query rows (gptc::attention_rows16), then
-/// `#else` for the other builds' code.
-static void emitAttentionRows16(raw_ostream &os, const AttentionShape &a) {
-  os << "#if defined(GPTC_AVX512)\n"
-     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += 16) {\n"
-     << "      const int64_t nr = " << a.T << " - t0 < 16 ? " << a.T << " - t0 : 16;\n";
-  emitRows16Seen(os, a, false);
-  os << "      gptc::attention_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+/// The forward's head `bh` on AVX-512 and AVX2 (float) in blocks of gptc::kAttentionRows
+/// query rows, each a lane (gptc::attention_rows: 16 or 8), then `#else` for the other
+/// builds' code.
+static void emitAttentionLaneRows(raw_ostream &os, const AttentionShape &a) {
+  os << "#if defined(GPTC_VECTOR_FORMS)\n"
+     << "    for (int64_t t0 = 0; t0 < " << a.T << "; t0 += gptc::kAttentionRows) {\n"
+     << "      const int64_t nr = " << a.T << " - t0 < gptc::kAttentionRows ? " << a.T
+     << " - t0 : gptc::kAttentionRows;\n";
+  emitLaneRowsSeen(os, a, false);
+  os << "      gptc::attention_rows(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
      << a.scale << ", in0 + " << a.headBase(a.T, a.D, a.qPitch) << " + t0 * " << a.qPitch << ", "
      << a.qPitch << ", in1 + " << a.headBase(a.S, a.D, a.kPitch) << ", " << a.kPitch << ", in2 + "
      << a.headBase(a.S, a.Dv, a.vPitch) << ", " << a.vPitch << ", out0 + " << a.headBase(a.T, a.Dv)
      << " + t0 * " << a.rowStride(a.Dv) << ", " << a.rowStride(a.Dv) << ", out1 + (bh * " << a.T
      << " + t0) * 2";
-  emitRows16Keep(os, a);
+  emitLaneRowsKeep(os, a);
   os << "    }\n"
      << "#else\n";
 }
@@ -265,11 +267,12 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getBthd());
   os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
      << " {\n";
-  // AVX-512 builds (float): 16 query rows at a time, each a lane (gptc::attention_rows16);
-  // other builds, and f64: the rows in blocks of 4. The same arithmetic in the same order.
-  const bool rows16 = a.elem == "float";
-  if (rows16)
-    emitAttentionRows16(os, a);
+  // AVX-512 and AVX2 builds (float): 16 or 8 query rows at a time, each a lane
+  // (gptc::attention_rows); other builds, and f64: the rows in blocks of 4. The same
+  // arithmetic in the same order.
+  const bool laneRows = a.elem == "float";
+  if (laneRows)
+    emitAttentionLaneRows(os, a);
   emitTransposedKeys(os, a);
   emitQueryBlock(os, a, "in0", "S");
   emitOnlineBlock(os, a);
@@ -282,7 +285,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
      << "        st[0] = m[rr];\n"
      << "        st[1] = l[rr];\n"
      << "      }\n    }\n";
-  if (rows16)
+  if (laneRows)
     os << "#endif\n";
   os << "  }\n";
   return success();
@@ -340,26 +343,28 @@ static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transpose
   os << "    }\n";
 }
 
-/// The gradient's head `bh` on AVX-512 (float): each group of 32 rows in blocks of 16
-/// (gptc::attention_grad_rows16, which leaves dS and P * keep transposed), then the key
+/// The gradient's head `bh` on AVX-512 and AVX2 (float): each group of 32 rows in blocks
+/// of gptc::kAttentionRows (gptc::attention_grad_rows, which leaves dS and P * keep
+/// transposed), then the key
 /// loop on them; then `#else` for the other builds' code.
-static void emitAttentionGradRows16(raw_ostream &os, const AttentionShape &a) {
+static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) {
   std::string gs = std::to_string(a.rowStride(a.Dv));
-  os << "#if defined(GPTC_AVX512)\n"
+  os << "#if defined(GPTC_VECTOR_FORMS)\n"
      << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
      << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
      << "    float* dSgT = groupRows;\n"
      << "    float* PKgT = groupRows + " << 32 * a.Sp() << ";\n"
      << "    int64_t visg[32];\n"
-     << "    for (int64_t t0 = t1; t0 < t1 + n1; t0 += 16) {\n"
-     << "      const int64_t nr = t1 + n1 - t0 < 16 ? t1 + n1 - t0 : 16;\n";
-  emitRows16Seen(os, a, true);
-  os << "      gptc::attention_grad_rows16(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
+     << "    for (int64_t t0 = t1; t0 < t1 + n1; t0 += gptc::kAttentionRows) {\n"
+     << "      const int64_t nr = t1 + n1 - t0 < gptc::kAttentionRows ? t1 + n1 - t0\n"
+     << "                                                            : gptc::kAttentionRows;\n";
+  emitLaneRowsSeen(os, a, true);
+  os << "      gptc::attention_grad_rows(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
      << a.scale << ", qh + t0 * " << a.qPitch << ", " << a.qPitch << ", kb, " << a.kPitch
      << ", vb, " << a.vPitch << ", gh + t0 * " << gs << ", " << gs << ", in4 + (bh * " << a.T
      << " + t0) * 2, dqh + t0 * " << a.dqPitch << ", " << a.dqPitch
      << ", dSgT + (t0 - t1), PKgT + (t0 - t1), 32";
-  emitRows16Keep(os, a);
+  emitLaneRowsKeep(os, a);
   os << "    }\n";
   emitKeyLoop(os, a, true);
   os << "    }\n"
@@ -393,14 +398,14 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "    const " << E << "* qh = in0 + " << a.headBase(a.T, a.D, a.qPitch) << ";\n"
      << "    const " << E << "* gh = in3 + " << a.headBase(a.T, a.Dv) << ";\n"
      << "    " << E << "* dqh = out0 + " << a.headBase(a.T, a.D, a.dqPitch) << ";\n";
-  // Queries in groups of 32 rows, each in blocks of 4 (16 on AVX-512, float): the block's
-  // q.k and g.v dots first, then each row's p and ds (kept for the group), and the block's
-  // dq. Then every key's dk and dv take the group's rows in increasing order, four keys at a
-  // time.
+  // Queries in groups of 32 rows, each in blocks of 4 (of 16 or 8 lanes on AVX-512 or
+  // AVX2, float): the block's q.k and g.v dots first, then each row's p and ds (kept for the
+  // group), and the block's dq. Then every key's dk and dv take the group's rows in
+  // increasing order, four keys at a time.
   os << "    " << E << "* groupRows = gptc::scratch<" << E << ">(3, " << 64 * a.Sp() << ");\n";
-  const bool rows16 = E == "float";
-  if (rows16)
-    emitAttentionGradRows16(os, a);
+  const bool laneRows = E == "float";
+  if (laneRows)
+    emitAttentionGradLaneRows(os, a);
   os << "    " << E << "* kt = gptc::scratch<" << E << ">(1, " << a.D * a.Sp() << ");\n"
      << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.D << ", kb, " << ks << ", "
      << Sp << ", kt);\n"
@@ -480,7 +485,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      ;
   emitKeyLoop(os, a, false);
   os << "    }\n";
-  if (rows16)
+  if (laneRows)
     os << "#endif\n";
   os
      << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"

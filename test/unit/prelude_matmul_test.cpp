@@ -261,19 +261,19 @@ TEST(AttentionHelpers, DotRows4IsSequential) {
   }
 }
 
-// The 16-row attention forward (AVX-512 builds) against a plain per-row transcription of the
-// order the emitter's 4-row code keeps (key blocks of 32; the scores fma chains over c; the
-// block's max and sum sequential; p.v fma chains over the row's keys; acc * corr + sum), bit
-// for bit, on the shapes of kAttentionCases.
-#if defined(GPTC_AVX512)
+// The lane-block attention forward (16 rows on AVX-512, 8 on AVX2) against a plain per-row
+// transcription of the order the emitter's 4-row code keeps (key blocks of 32; the scores
+// fma chains over c; the block's max and sum sequential; p.v fma chains over the row's keys;
+// acc * corr + sum), bit for bit, on the shapes of kAttentionCases.
+#if defined(GPTC_VECTOR_FORMS)
 namespace {
 struct AttentionCase {
   int64_t T, S, D, Dv;
   bool causal, keep;
 };
 
-// Rows past a multiple of 16, keys past a multiple of 16 and fewer than 16, widths off the
-// 16-lane edge, causal and not, with and without keep factors.
+// Rows past a multiple of 16 (and of 8), keys past a multiple of 16 and fewer than 16, widths
+// off the 16-lane edge, causal and not, with and without keep factors.
 const AttentionCase kAttentionCases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
                                          {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
                                          {33, 80, 17, 33, true, false}};
@@ -286,9 +286,9 @@ std::vector<float> randomRows(int64_t rows, int64_t pitch, std::mt19937& rng) {
   return x;
 }
 
-// The keys each row of the 16-row block from t0 sees (0 past the block's nr rows).
+// The keys each row of the lane block from t0 sees (0 past the block's nr rows).
 void blockSeen(const AttentionCase& a, int64_t t0, int64_t nr, int64_t* vis) {
-  for (int64_t rr = 0; rr < 16; ++rr)
+  for (int64_t rr = 0; rr < gptc::kAttentionRows; ++rr)
     vis[rr] = rr < nr ? (a.causal ? std::min(t0 + rr + 1, a.S) : a.S) : 0;
 }
 
@@ -341,16 +341,16 @@ TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
     const std::vector<float> q = randomRows(a.T, qs, rng), k = randomRows(a.S, ks, rng),
                              v = randomRows(a.S, vs, rng);
     std::vector<float> y(a.T * ys, -7.0f), st(a.T * 2), yr(a.Dv), str(2);
-    for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
-      const int64_t nr = std::min<int64_t>(16, a.T - t0);
-      int64_t vis[16];
+    for (int64_t t0 = 0; t0 < a.T; t0 += gptc::kAttentionRows) {
+      const int64_t nr = std::min<int64_t>(gptc::kAttentionRows, a.T - t0);
+      int64_t vis[gptc::kAttentionRows];
       blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
       if (a.keep)
-        gptc::attention_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+        gptc::attention_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2, keep);
       else
-        gptc::attention_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+        gptc::attention_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2);
     }
     for (int64_t t = 0; t < a.T; ++t) {
@@ -364,7 +364,7 @@ TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
   }
 }
 
-// The 16-row gradient likewise, against a per-row transcription of the 4-row code's order
+// The lane-block gradient likewise, against a per-row transcription of the 4-row code's order
 // (P from the forward's max and sum; dP = g.v; D = sum_j P dP; dS = P (dP - D); dq = scale *
 // sum_j dS k, each an fma chain in increasing j), with its dS and P * keep (transposed) too.
 TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
@@ -380,18 +380,18 @@ TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
       attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), &st[2 * t]);
     alignas(64) static float dST[128 * 32], PKT[128 * 32];
     ASSERT_LE(Sp, 128);
-    for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
-      const int64_t nr = std::min<int64_t>(16, a.T - t0);
-      int64_t vis[16];
+    for (int64_t t0 = 0; t0 < a.T; t0 += gptc::kAttentionRows) {
+      const int64_t nr = std::min<int64_t>(gptc::kAttentionRows, a.T - t0);
+      int64_t vis[gptc::kAttentionRows];
       blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
-      const int64_t col = (t0 / 16) % 2 * 16;  // the two halves of a 32-row group
+      const int64_t col = t0 % 32;  // the block's rows in a 32-row group
       if (a.keep)
-        gptc::attention_grad_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+        gptc::attention_grad_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                     v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
                                     dqs, dST + col, PKT + col, ldt, keep);
       else
-        gptc::attention_grad_rows16(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
+        gptc::attention_grad_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                     v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
                                     dqs, dST + col, PKT + col, ldt);
       for (int64_t rr = 0; rr < nr; ++rr) {
@@ -432,9 +432,9 @@ TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
 }
 #else
 TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
-  GTEST_SKIP() << "attention_grad_rows16 is AVX-512's (native or emulated); this build runs the 4-row code";
+  GTEST_SKIP() << "attention_grad_rows needs AVX-512 or AVX2; this build runs the 4-row code";
 }
 TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
-  GTEST_SKIP() << "attention_rows16 is AVX-512's (native or emulated); this build runs the 4-row code";
+  GTEST_SKIP() << "attention_rows needs AVX-512 or AVX2; this build runs the 4-row code";
 }
 #endif

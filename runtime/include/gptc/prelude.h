@@ -1883,18 +1883,20 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
       if (j < n[rr]) out[rr] = gptc::fma(a[rr * as + j], b[rr * bs + j], out[rr]);
 }
 
-#if defined(GPTC_AVX512)
-// Attention's forward for 16 query rows at once, each row a lane of the vectors (AVX-512,
-// float): the same arithmetic as the per-row code the emitter writes for other builds, in
-// the same order, so the same bits (prelude_matmul_test checks them against a plain
-// per-row transcription). Per row, key blocks of 32 in increasing order: the scores (each
-// an fma chain over c = 0..D-1 from 0), scaled, -inf past the row's keys; the block's max
-// and sum taken sequentially; m, l and the output's sums carried over as the online
-// softmax does; each output element's block sum an fma chain over the row's keys in
+#if defined(GPTC_VECTOR_FORMS)
+// Attention for a block of query rows at once, each row a lane of the vectors: 16 rows on
+// AVX-512, 8 on AVX2 with FMA (kAttentionRows; float). The same arithmetic as the per-row
+// code the emitter writes for other builds (f64, plain x86-64), in the same order, so the
+// same bits (prelude_matmul_test checks them against a plain per-row transcription, and the
+// training-step tests across builds). Per row, key blocks of 32 in increasing order: the
+// scores (each an fma chain over c = 0..D-1 from 0), scaled, -inf past the row's keys; the
+// block's max and sum taken sequentially; m, l and the output's sums carried over as the
+// online softmax does; each output element's block sum an fma chain over the row's keys in
 // increasing order from 0, folded in as acc * corr + sum. As lanes, every per-row step is
 // one vector operation: no horizontal reductions, no transposes inside the key loop, and
-// the FMA loops' register tiles hold 16 keys (the scores) or 16 output columns (p.v).
-// (Measured on Zen 4, the Shakespeare-size head: 0.72x the 4-row code's time, one thread.)
+// the FMA loops' register tiles hold kTileKeys keys (the scores) or as many output columns
+// (p.v). (Measured on Zen 4, the Shakespeare-size head, AVX-512: 0.71-0.77x the 4-row
+// code's time; its gradient 0.84-0.85x.)
 //
 // Rows [0, nr) of the block, row rr seeing keys [0, vis[rr]) (vis[rr] = 0 for rr >= nr);
 // q, y: the block's first row, rows qs / ys apart; k, v: the head's first key row; stats:
@@ -1902,148 +1904,195 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // dropout keep factors of row rr's keys j0..j0+n-1 to kf[0..n).
 struct NoKeep {};
 namespace detail {
-// The scores of keys key0..key0+15 (rows of k past S-1 read as row S-1: their scores are
-// masked by the caller) for the 16 rows of qt (qt[c * 16 + r]): s[jj * ld + r], s and ld
-// 64-byte aligned.
-inline void scores16(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
-                     int64_t ks, float* s, int64_t ld) {
-  __m512 a[16];
+// The lanes' vector: what the attention blocks need of it. `M` is a lane mask.
+#if defined(GPTC_AVX512)
+struct RowVec {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int kLanes = 16, kTileKeys = 16;  // 16 accumulators of 32 registers
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fma_if(M m, V a, V b, V c) { return _mm512_mask3_fmadd_ps(a, b, c, m); }  // c off m
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  // gptc::maximum(a, b) per lane: a where a is NaN or a > b, else b.
+  static V maximum(V a, V b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), b, a);
+  }
+  static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }  // a on m, else b
+};
+#else
+struct RowVec {
+  using V = __m256;
+  using M = __m256;
+  static constexpr int kLanes = 8, kTileKeys = 8;  // 8 accumulators of 16 registers
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static void store(float* p, V v) { _mm256_store_ps(p, v); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V fma_if(M m, V a, V b, V c) { return _mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), m); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static M lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static V maximum(V a, V b) { return maximum8(a, b); }
+  static V select(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
+};
+#endif
+}  // namespace detail
+constexpr int64_t kAttentionRows = detail::RowVec::kLanes;
+
+namespace detail {
+// The scores of keys key0..key0+kTileKeys-1 (rows of k past S-1 read as row S-1: their
+// scores are masked by the caller) for the rows of qt (qt[c * L + r]): s[jj * ld + r], s
+// and ld aligned to a vector.
+inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
+                         int64_t ks, float* s, int64_t ld) {
+  using W = RowVec;
+  constexpr int G = W::kTileKeys, L = W::kLanes;
+  W::V a[G];
 #pragma GCC unroll 16
-  for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_setzero_ps();
-  if (key0 + 16 <= S) {
+  for (int jj = 0; jj < G; ++jj) a[jj] = W::zero();
+  if (key0 + G <= S) {
     const float* kr = k + key0 * ks;
     for (int64_t c = 0; c < D; ++c) {
-      __m512 q = _mm512_load_ps(qt + c * 16);
+      W::V q = W::load(qt + c * L);
       hold(q);
 #pragma GCC unroll 16
-      for (int jj = 0; jj < 16; ++jj)
-        a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj * ks + c]), q, a[jj]);
+      for (int jj = 0; jj < G; ++jj) a[jj] = W::fma(W::set1(kr[jj * ks + c]), q, a[jj]);
     }
   } else {
-    const float* kr[16];
-    for (int jj = 0; jj < 16; ++jj) kr[jj] = k + (key0 + jj < S ? key0 + jj : S - 1) * ks;
+    const float* kr[G];
+    for (int jj = 0; jj < G; ++jj) kr[jj] = k + (key0 + jj < S ? key0 + jj : S - 1) * ks;
     for (int64_t c = 0; c < D; ++c) {
-      __m512 q = _mm512_load_ps(qt + c * 16);
+      W::V q = W::load(qt + c * L);
       hold(q);
 #pragma GCC unroll 16
-      for (int jj = 0; jj < 16; ++jj) a[jj] = _mm512_fmadd_ps(_mm512_set1_ps(kr[jj][c]), q, a[jj]);
+      for (int jj = 0; jj < G; ++jj) a[jj] = W::fma(W::set1(kr[jj][c]), q, a[jj]);
     }
   }
 #pragma GCC unroll 16
-  for (int jj = 0; jj < 16; ++jj) _mm512_store_ps(s + jj * ld, a[jj]);
+  for (int jj = 0; jj < G; ++jj) W::store(s + jj * ld, a[jj]);
 }
 
 // For c in [c0, c0 + C), an fma chain per lane over keys j < n in increasing order of
 // w[j * ld + r] * x[j][c] (keys j >= common only in the lanes that see them, vis), into
-// accT[c * 16 + r]: Fold, a chain from 0 folded in as accT * corr + chain in the lanes that
+// accT[c * L + r]: Fold, a chain from 0 folded in as accT * corr + chain in the lanes that
 // see key j0 at all (the forward's p.v); else the chain continues from accT (the gradient's dq).
 template <int C, bool Fold>
-inline void rows_axpy16(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                        const float* x, int64_t xs, int64_t c0, __m512 visf, __mmask16 seen,
-                        __m512 corr, float* accT) {
-  __m512 a[C];
+inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
+                           const float* x, int64_t xs, int64_t c0, RowVec::V visf,
+                           RowVec::M seen, RowVec::V corr, float* accT) {
+  using W = RowVec;
+  constexpr int L = W::kLanes;
+  W::V a[C];
 #pragma GCC unroll 16
-  for (int cc = 0; cc < C; ++cc)
-    a[cc] = Fold ? _mm512_setzero_ps() : _mm512_load_ps(accT + (c0 + cc) * 16);
+  for (int cc = 0; cc < C; ++cc) a[cc] = Fold ? W::zero() : W::load(accT + (c0 + cc) * L);
   for (int64_t j = 0; j < common; ++j) {
-    __m512 wj = _mm512_load_ps(w + j * ld);
+    W::V wj = W::load(w + j * ld);
     hold(wj);
     const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
-    for (int cc = 0; cc < C; ++cc) a[cc] = _mm512_fmadd_ps(_mm512_set1_ps(xr[cc]), wj, a[cc]);
+    for (int cc = 0; cc < C; ++cc) a[cc] = W::fma(W::set1(xr[cc]), wj, a[cc]);
   }
   for (int64_t j = common; j < n; ++j) {
-    const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
-    __m512 wj = _mm512_load_ps(w + j * ld);
+    const W::M live = W::lt(W::set1(float(j0 + j)), visf);
+    W::V wj = W::load(w + j * ld);
     hold(wj);
     const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
-    for (int cc = 0; cc < C; ++cc)
-      a[cc] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(xr[cc]), wj, a[cc], live);
+    for (int cc = 0; cc < C; ++cc) a[cc] = W::fma_if(live, W::set1(xr[cc]), wj, a[cc]);
   }
 #pragma GCC unroll 16
   for (int cc = 0; cc < C; ++cc) {
-    float* at = accT + (c0 + cc) * 16;
+    float* at = accT + (c0 + cc) * L;
     if (Fold) {
-      const __m512 old = _mm512_load_ps(at);
-      _mm512_store_ps(at, _mm512_mask_add_ps(old, seen, _mm512_mul_ps(old, corr), a[cc]));
+      const W::V old = W::load(at);
+      W::store(at, W::select(seen, W::add(W::mul(old, corr), a[cc]), old));
     } else {
-      _mm512_store_ps(at, a[cc]);
+      W::store(at, a[cc]);
     }
   }
 }
 
-// rows_axpy16 over every column c < width: 16 at a time, then one by one.
+// rows_axpy_cols over every column c < width: kTileKeys at a time, then one by one.
 template <bool Fold>
 inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                      const float* x, int64_t xs, int64_t width, __m512 visf, __mmask16 seen,
-                      __m512 corr, float* accT) {
-  const int64_t full = width / 16 * 16;
-  for (int64_t c0 = 0; c0 < full; c0 += 16)
-    rows_axpy16<16, Fold>(common, n, j0, w, ld, x, xs, c0, visf, seen, corr, accT);
+                      const float* x, int64_t xs, int64_t width, RowVec::V visf, RowVec::M seen,
+                      RowVec::V corr, float* accT) {
+  constexpr int C = RowVec::kTileKeys;
+  const int64_t full = width / C * C;
+  for (int64_t c0 = 0; c0 < full; c0 += C)
+    rows_axpy_cols<C, Fold>(common, n, j0, w, ld, x, xs, c0, visf, seen, corr, accT);
   if (full < width)
     for (int64_t c = full; c < width; ++c)
-      rows_axpy16<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, seen, corr, accT);
+      rows_axpy_cols<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, seen, corr, accT);
 }
 
-// The lanes' key counts vis[0..15] as floats (for lane masks), their largest and smallest.
-inline __m512 rows_seen(const int64_t* vis, float* visv, int64_t& kmax, int64_t& vmin) {
+// The lanes' key counts vis[0..L-1] as floats (for lane masks), their largest and smallest.
+inline RowVec::V rows_seen(const int64_t* vis, float* visv, int64_t& kmax, int64_t& vmin) {
   kmax = 0;
   vmin = vis[0];
-  for (int r = 0; r < 16; ++r) {
+  for (int r = 0; r < RowVec::kLanes; ++r) {
     visv[r] = float(vis[r]);
     kmax = vis[r] > kmax ? vis[r] : kmax;
     vmin = vis[r] < vmin ? vis[r] : vmin;
   }
-  return _mm512_load_ps(visv);
+  return RowVec::load(visv);
 }
 }  // namespace detail
 
 template <class Keep = NoKeep>
-inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
-                             float scale, const float* q, int64_t qs, const float* k, int64_t ks,
-                             const float* v, int64_t vs, float* y, int64_t ys, float* stats,
-                             Keep keep = {}) {
-  float* const qt = gptc::scratch<float>(1, (D + 2 * Dv) * 16);
-  float* const accT = qt + D * 16;  // accT[c * 16 + r]: row r's output sums
-  float* const accR = accT + Dv * 16;
-  transpose_keys<float>(nr, D, q, qs, 16, qt);
-  alignas(64) float visv[16], m[16], l[16];
+inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
+                           float scale, const float* q, int64_t qs, const float* k, int64_t ks,
+                           const float* v, int64_t vs, float* y, int64_t ys, float* stats,
+                           Keep keep = {}) {
+  using W = detail::RowVec;
+  constexpr int L = W::kLanes;
+  float* const qt = gptc::scratch<float>(1, (D + 2 * Dv) * L);
+  float* const accT = qt + D * L;  // accT[c * L + r]: row r's output sums
+  float* const accR = accT + Dv * L;
+  transpose_keys<float>(nr, D, q, qs, L, qt);
+  alignas(64) float visv[L], m[L], l[L];
   int64_t kmax, vmin;
-  const __m512 visf = detail::rows_seen(vis, visv, kmax, vmin);
-  for (int r = 0; r < 16; ++r) {
+  const W::V visf = detail::rows_seen(vis, visv, kmax, vmin);
+  for (int r = 0; r < L; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
   }
-  for (int64_t i = 0; i < Dv * 16; ++i) accT[i] = 0;
+  for (int64_t i = 0; i < Dv * L; ++i) accT[i] = 0;
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
     const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
-    const int64_t nk16 = (nk + 15) / 16 * 16;  // past it every lane's score is -inf: exp 0
-    alignas(64) float p[32][16], mn[16], corr[16], bsum[16];
-    for (int64_t g = 0; g < nk; g += 16) detail::scores16(j0 + g, S, D, qt, k, ks, p[g], 16);
+    // Past nkt every lane's score is -inf (exp 0): no change to the max or the sum.
+    const int64_t nkt = (nk + W::kTileKeys - 1) / W::kTileKeys * W::kTileKeys;
+    alignas(64) float p[32][L], mn[L], corr[L], bsum[L];
+    for (int64_t g = 0; g < nk; g += W::kTileKeys) detail::block_scores(j0 + g, S, D, qt, k, ks, p[g], L);
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
-    __m512 mb = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < nk16; ++j) {
-      const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
-      const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), live, _mm512_load_ps(p[j]),
-                                          _mm512_set1_ps(scale));
-      _mm512_store_ps(p[j], x);
-      const __mmask16 keepMb =
-          _mm512_cmp_ps_mask(mb, mb, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mb, x, _CMP_GT_OQ);
-      mb = _mm512_mask_blend_ps(keepMb, x, mb);
+    W::V mb = W::set1(-INFINITY);
+    for (int64_t j = 0; j < nkt; ++j) {
+      const W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf), W::mul(W::load(p[j]), W::set1(scale)),
+                               W::set1(-INFINITY));
+      W::store(p[j], x);
+      mb = W::maximum(mb, x);
     }
-    _mm512_store_ps(mn, mb);
-    GPTC_SIMD for (int r = 0; r < 16; ++r) {
+    W::store(mn, mb);
+    GPTC_SIMD for (int r = 0; r < L; ++r) {
       mn[r] = gptc::maximum(m[r], mn[r]);
       corr[r] = gptc::exp(m[r] - mn[r]);
     }
-    for (int64_t j = 0; j < nk16; ++j)
-      GPTC_SIMD for (int r = 0; r < 16; ++r) p[j][r] = gptc::exp(p[j][r] - mn[r]);
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < nk16; ++j) sum = _mm512_add_ps(sum, _mm512_load_ps(p[j]));
-    _mm512_store_ps(bsum, sum);
-    const __mmask16 seen = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0)), visf, _CMP_LT_OQ);
-    GPTC_SIMD for (int r = 0; r < 16; ++r) {
+    for (int64_t j = 0; j < nkt; ++j)
+      GPTC_SIMD for (int r = 0; r < L; ++r) p[j][r] = gptc::exp(p[j][r] - mn[r]);
+    W::V sum = W::zero();
+    for (int64_t j = 0; j < nkt; ++j) sum = W::add(sum, W::load(p[j]));
+    W::store(bsum, sum);
+    const W::M seen = W::lt(W::set1(float(j0)), visf);
+    GPTC_SIMD for (int r = 0; r < L; ++r) {
       const bool s = float(j0) < visv[r];
       l[r] = detail::sel(s, l[r] * corr[r] + bsum[r], l[r]);
       m[r] = detail::sel(s, mn[r], m[r]);
@@ -2058,10 +2107,9 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
       }
     }
     const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
-    const __m512 vc = _mm512_load_ps(corr);
-    detail::rows_axpy<true>(common, nk, j0, p[0], 16, v + j0 * vs, vs, Dv, visf, seen, vc, accT);
+    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, seen, W::load(corr), accT);
   }
-  transpose_keys<float>(Dv, 16, accT, 16, Dv, accR);
+  transpose_keys<float>(Dv, L, accT, L, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
     GPTC_SIMD for (int64_t c = 0; c < Dv; ++c) y[rr * ys + c] = accR[rr * Dv + c] / l[rr];
     stats[2 * rr] = m[rr];
@@ -2069,50 +2117,51 @@ inline void attention_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t 
   }
 }
 
-// Attention's gradient for 16 query rows at once (AVX-512, float), each row a lane, with
-// the same arithmetic in the same order as the emitter's 4-row code: per row, over its keys
-// j: P = exp(s * scale - m) / l (m, l the forward's, from stats), dP = g.v (an fma chain
-// over c from 0), times the keep factor with dropout (P * keep kept as PK); D = sum_j P dP
-// (an fma chain in increasing j from 0); dS = P * (dP - D); dq = scale * (an fma chain over
-// the row's keys in increasing j of dS * k). dS and PK go, transposed, to the caller's
-// buffers (dST[j * ldt + r], PKT likewise; 64-byte aligned, ldt a multiple of 16), from
-// which it takes dk and dv (each key's sums over the rows in increasing order). Arguments
-// as attention_rows16's; g: the block's first row of the output's gradient, rows gs apart;
-// dq: the block's first row of q's gradient, rows dqs apart.
+// Attention's gradient for a block of query rows at once, each row a lane, with the same
+// arithmetic in the same order as the emitter's 4-row code: per row, over its keys j:
+// P = exp(s * scale - m) / l (m, l the forward's, from stats), dP = g.v (an fma chain over
+// c from 0), times the keep factor with dropout (P * keep kept as PK); D = sum_j P dP (an
+// fma chain in increasing j from 0); dS = P * (dP - D); dq = scale * (an fma chain over the
+// row's keys in increasing j of dS * k). dS and PK go, transposed, to the caller's buffers
+// (dST[j * ldt + r], PKT likewise; aligned to 64 bytes, ldt a multiple of 16), from which it
+// takes dk and dv (each key's sums over the rows in increasing order). Arguments as
+// attention_rows's; g: the block's first row of the output's gradient, rows gs apart; dq:
+// the block's first row of q's gradient, rows dqs apart.
 template <class Keep = NoKeep>
-inline void attention_grad_rows16(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
-                                  int64_t Dv, float scale, const float* q, int64_t qs,
-                                  const float* k, int64_t ks, const float* v, int64_t vs,
-                                  const float* g, int64_t gs, const float* stats, float* dq,
-                                  int64_t dqs, float* dST, float* PKT, int64_t ldt,
-                                  Keep keep = {}) {
-  alignas(64) float visv[16], m[16], l[16];
+inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
+                                int64_t Dv, float scale, const float* q, int64_t qs,
+                                const float* k, int64_t ks, const float* v, int64_t vs,
+                                const float* g, int64_t gs, const float* stats, float* dq,
+                                int64_t dqs, float* dST, float* PKT, int64_t ldt,
+                                Keep keep = {}) {
+  using W = detail::RowVec;
+  constexpr int L = W::kLanes;
+  alignas(64) float visv[L], m[L], l[L];
   int64_t kmax, vmin;
-  const __m512 visf = detail::rows_seen(vis, visv, kmax, vmin);
+  const W::V visf = detail::rows_seen(vis, visv, kmax, vmin);
   const int64_t kp = (kmax + 31) / 32 * 32;
-  float* const qt = gptc::scratch<float>(1, (3 * D + Dv + kp) * 16);
-  float* const gt = qt + D * 16;
-  float* const qaccT = gt + Dv * 16;  // qaccT[c * 16 + r]: row r's dq sums
-  float* const qaccR = qaccT + D * 16;
-  float* const PT = qaccR + D * 16;  // the scores, then P, PT[j * 16 + r]
-  transpose_keys<float>(nr, D, q, qs, 16, qt);
-  transpose_keys<float>(nr, Dv, g, gs, 16, gt);
-  for (int r = 0; r < 16; ++r) {  // rows past the last: any finite values (never stored)
+  float* const qt = gptc::scratch<float>(1, (3 * D + Dv + kp) * L);
+  float* const gt = qt + D * L;
+  float* const qaccT = gt + Dv * L;  // qaccT[c * L + r]: row r's dq sums
+  float* const qaccR = qaccT + D * L;
+  float* const PT = qaccR + D * L;  // the scores, then P, PT[j * L + r]
+  transpose_keys<float>(nr, D, q, qs, L, qt);
+  transpose_keys<float>(nr, Dv, g, gs, L, gt);
+  for (int r = 0; r < L; ++r) {  // rows past the last: any finite values (never stored)
     m[r] = r < nr ? stats[2 * r] : 0.0f;
     l[r] = r < nr ? stats[2 * r + 1] : 1.0f;
   }
-  __m512 dsum = _mm512_setzero_ps();
+  W::V dsum = W::zero();
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
     const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
-    float* const pb = PT + j0 * 16;
+    float* const pb = PT + j0 * L;
     float* const dp = dST + j0 * ldt;
-    for (int64_t g0 = 0; g0 < nk; g0 += 16) {
-      detail::scores16(j0 + g0, S, D, qt, k, ks, pb + g0 * 16, 16);
-      detail::scores16(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
+    for (int64_t g0 = 0; g0 < nk; g0 += W::kTileKeys) {
+      detail::block_scores(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L);
+      detail::block_scores(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
     }
     for (int64_t j = 0; j < nk; ++j)
-      GPTC_SIMD for (int r = 0; r < 16; ++r)
-        pb[j * 16 + r] = gptc::exp(pb[j * 16 + r] * scale - m[r]) / l[r];
+      GPTC_SIMD for (int r = 0; r < L; ++r) pb[j * L + r] = gptc::exp(pb[j * L + r] * scale - m[r]) / l[r];
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
         const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < nk ? left : nk;
@@ -2120,30 +2169,26 @@ inline void attention_grad_rows16(int64_t nr, const int64_t* vis, int64_t S, int
         if (nb > 0) keep(rr, j0, nb, kf);
         for (int64_t j = 0; j < nb; ++j) {
           dp[j * ldt + rr] = dp[j * ldt + rr] * kf[j];
-          PKT[(j0 + j) * ldt + rr] = pb[j * 16 + rr] * kf[j];
+          PKT[(j0 + j) * ldt + rr] = pb[j * L + rr] * kf[j];
         }
       }
     } else {
-      for (int64_t j = 0; j < nk; ++j)
-        _mm512_store_ps(PKT + (j0 + j) * ldt, _mm512_load_ps(pb + j * 16));
+      for (int64_t j = 0; j < nk; ++j) W::store(PKT + (j0 + j) * ldt, W::load(pb + j * L));
     }
     for (int64_t j = 0; j < nk; ++j) {
-      const __mmask16 live = _mm512_cmp_ps_mask(_mm512_set1_ps(float(j0 + j)), visf, _CMP_LT_OQ);
-      dsum = _mm512_mask3_fmadd_ps(_mm512_load_ps(pb + j * 16), _mm512_load_ps(dp + j * ldt), dsum,
-                                   live);
+      const W::M live = W::lt(W::set1(float(j0 + j)), visf);
+      dsum = W::fma_if(live, W::load(pb + j * L), W::load(dp + j * ldt), dsum);
     }
   }
   for (int64_t j = 0; j < kmax; ++j) {  // in place; a lane's dS past its keys is never read
     float* const d = dST + j * ldt;
-    const __m512 dS =
-        _mm512_mul_ps(_mm512_load_ps(PT + j * 16), _mm512_sub_ps(_mm512_load_ps(d), dsum));
-    _mm512_store_ps(d, dS);
+    W::store(d, W::mul(W::load(PT + j * L), W::sub(W::load(d), dsum)));
   }
-  for (int64_t i = 0; i < D * 16; ++i) qaccT[i] = 0;
+  for (int64_t i = 0; i < D * L; ++i) qaccT[i] = 0;
   const int64_t common = vmin < kmax ? vmin : kmax;
-  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, 0, _mm512_setzero_ps(),
-                           qaccT);
-  transpose_keys<float>(D, 16, qaccT, 16, D, qaccR);
+  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, W::lt(W::zero(), W::zero()),
+                           W::zero(), qaccT);
+  transpose_keys<float>(D, L, qaccT, L, D, qaccR);
   for (int64_t rr = 0; rr < nr; ++rr)
     GPTC_SIMD for (int64_t c = 0; c < D; ++c) dq[rr * dqs + c] = qaccR[rr * D + c] * scale;
 }
