@@ -1922,7 +1922,8 @@ struct RowVec {
   static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   // gptc::maximum(a, b) per lane: a where a is NaN or a > b, else b.
   static V maximum(V a, V b) {
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), b, a);
+    const M keepA = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ);
+    return _mm512_mask_blend_ps(keepA, b, a);
   }
   static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }  // a on m, else b
 };
@@ -2072,11 +2073,13 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
     // Past nkt every lane's score is -inf (exp 0): no change to the max or the sum.
     const int64_t nkt = (nk + W::kTileKeys - 1) / W::kTileKeys * W::kTileKeys;
     alignas(64) float p[32][L], mn[L], corr[L], bsum[L];
-    for (int64_t g = 0; g < nk; g += W::kTileKeys) detail::block_scores(j0 + g, S, D, qt, k, ks, p[g], L);
+    for (int64_t g = 0; g < nk; g += W::kTileKeys)
+      detail::block_scores(j0 + g, S, D, qt, k, ks, p[g], L);
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
     W::V mb = W::set1(-INFINITY);
     for (int64_t j = 0; j < nkt; ++j) {
-      const W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf), W::mul(W::load(p[j]), W::set1(scale)),
+      const W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
+                               W::mul(W::load(p[j]), W::set1(scale)),
                                W::set1(-INFINITY));
       W::store(p[j], x);
       mb = W::maximum(mb, x);
@@ -2107,7 +2110,8 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
       }
     }
     const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
-    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, seen, W::load(corr), accT);
+    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, seen, W::load(corr),
+                            accT);
   }
   transpose_keys<float>(Dv, L, accT, L, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
@@ -2161,7 +2165,8 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
       detail::block_scores(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
     }
     for (int64_t j = 0; j < nk; ++j)
-      GPTC_SIMD for (int r = 0; r < L; ++r) pb[j * L + r] = gptc::exp(pb[j * L + r] * scale - m[r]) / l[r];
+      GPTC_SIMD for (int r = 0; r < L; ++r)
+        pb[j * L + r] = gptc::exp(pb[j * L + r] * scale - m[r]) / l[r];
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
         const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < nk ? left : nk;
