@@ -333,7 +333,7 @@ void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs,
 }
 }  // namespace
 
-TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
+TEST(AttentionHelpers, LaneRowsSameBitsAsThePerRowOrder) {
   std::mt19937 rng(5);
   for (const AttentionCase& a : kAttentionCases) {
     const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, ys = a.Dv + 1;
@@ -367,7 +367,7 @@ TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
 // The lane-block gradient likewise, against a per-row transcription of the 4-row code's order
 // (P from the forward's max and sum; dP = g.v; D = sum_j P dP; dS = P (dP - D); dq = scale *
 // sum_j dS k, each an fma chain in increasing j), with its dS and P * keep (transposed) too.
-TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
+TEST(AttentionHelpers, GradLaneRowsSameBitsAsThePerRowOrder) {
   std::mt19937 rng(7);
   for (const AttentionCase& a : kAttentionCases) {
     const int64_t qs = a.D + 7, ks = a.D + 5, vs = a.Dv + 3, gs = a.Dv + 2, dqs = a.D + 1;
@@ -431,10 +431,10 @@ TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
   }
 }
 #else
-TEST(AttentionHelpers, GradRows16SameBitsAsThePerRowOrder) {
+TEST(AttentionHelpers, GradLaneRowsSameBitsAsThePerRowOrder) {
   GTEST_SKIP() << "attention_grad_rows needs AVX-512 or AVX2; this build runs the 4-row code";
 }
-TEST(AttentionHelpers, Rows16SameBitsAsThePerRowOrder) {
+TEST(AttentionHelpers, LaneRowsSameBitsAsThePerRowOrder) {
   GTEST_SKIP() << "attention_rows needs AVX-512 or AVX2; this build runs the 4-row code";
 }
 #endif
