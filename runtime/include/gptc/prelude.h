@@ -1904,20 +1904,15 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // dropout keep factors of row rr's keys j0..j0+n-1 to kf[0..n).
 struct NoKeep {};
 namespace detail {
-// The lanes' vector: what the attention blocks need of it. `M` is a lane mask.
+// The lanes' vector: the register tiles' (TileVec: zero, load, store, fma, add, kLanes) and
+// what the attention blocks need besides. `M` is a lane mask.
 #if defined(GPTC_AVX512)
-struct RowVec {
-  using V = __m512;
+struct RowVec : TileVec {
   using M = __mmask16;
-  static constexpr int kLanes = 16, kTileKeys = 16;  // 16 accumulators of 32 registers
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_load_ps(p); }
-  static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  static constexpr int kTileKeys = 16;  // 16 accumulators of 32 registers
   static V set1(float x) { return _mm512_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V fma_if(M m, V a, V b, V c) { return _mm512_mask3_fmadd_ps(a, b, c, m); }  // c off m
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   // gptc::maximum(a, b) per lane: a where a is NaN or a > b, else b.
@@ -1928,18 +1923,12 @@ struct RowVec {
   static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }  // a on m, else b
 };
 #else
-struct RowVec {
-  using V = __m256;
+struct RowVec : TileVec {
   using M = __m256;
-  static constexpr int kLanes = 8, kTileKeys = 8;  // 8 accumulators of 16 registers
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_load_ps(p); }
-  static void store(float* p, V v) { _mm256_store_ps(p, v); }
+  static constexpr int kTileKeys = 8;  // 8 accumulators of 16 registers
   static V set1(float x) { return _mm256_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V fma_if(M m, V a, V b, V c) { return _mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), m); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static M lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static V maximum(V a, V b) { return maximum8(a, b); }
