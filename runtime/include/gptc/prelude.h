@@ -1971,14 +1971,21 @@ inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, co
   for (int jj = 0; jj < G; ++jj) W::store(s + jj * ld, a[jj]);
 }
 
+// How the forward's p.v folds a key block's sums into the running ones: accT * corr + sums
+// in the lanes that see the block (seen); the other lanes keep accT.
+struct RowFold {
+  RowVec::M seen;
+  RowVec::V corr;
+};
+
 // For c in [c0, c0 + C), an fma chain per lane over keys j < n in increasing order of
-// w[j * ld + r] * x[j][c] (keys j >= common only in the lanes that see them, vis), into
-// accT[c * L + r]: Fold, a chain from 0 folded in as accT * corr + chain in the lanes that
-// see key j0 at all (the forward's p.v); else the chain continues from accT (the gradient's dq).
+// w[j * ld + r] * x[j][c] (keys j >= common only in the lanes that see them, visf), into
+// accT[c * L + r]: Fold, a chain from 0 folded in as `fold` says (the forward's p.v); else
+// the chain continues from accT (the gradient's dq), and `fold` is not used.
 template <int C, bool Fold>
 inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                           const float* x, int64_t xs, int64_t c0, RowVec::V visf,
-                           RowVec::M seen, RowVec::V corr, float* accT) {
+                           const float* x, int64_t xs, int64_t c0, RowVec::V visf, float* accT,
+                           RowFold fold) {
   using W = RowVec;
   constexpr int L = W::kLanes;
   W::V a[C];
@@ -2004,7 +2011,7 @@ inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w
     float* at = accT + (c0 + cc) * L;
     if (Fold) {
       const W::V old = W::load(at);
-      W::store(at, W::select(seen, W::add(W::mul(old, corr), a[cc]), old));
+      W::store(at, W::select(fold.seen, W::add(W::mul(old, fold.corr), a[cc]), old));
     } else {
       W::store(at, a[cc]);
     }
@@ -2014,15 +2021,15 @@ inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w
 // rows_axpy_cols over every column c < width: kTileKeys at a time, then one by one.
 template <bool Fold>
 inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                      const float* x, int64_t xs, int64_t width, RowVec::V visf, RowVec::M seen,
-                      RowVec::V corr, float* accT) {
+                      const float* x, int64_t xs, int64_t width, RowVec::V visf, float* accT,
+                      RowFold fold = RowFold()) {
   constexpr int C = RowVec::kTileKeys;
   const int64_t full = width / C * C;
   for (int64_t c0 = 0; c0 < full; c0 += C)
-    rows_axpy_cols<C, Fold>(common, n, j0, w, ld, x, xs, c0, visf, seen, corr, accT);
+    rows_axpy_cols<C, Fold>(common, n, j0, w, ld, x, xs, c0, visf, accT, fold);
   if (full < width)
     for (int64_t c = full; c < width; ++c)
-      rows_axpy_cols<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, seen, corr, accT);
+      rows_axpy_cols<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, accT, fold);
 }
 
 // The lanes' key counts vis[0..L-1] as floats (for lane masks), their largest and smallest.
@@ -2099,8 +2106,8 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
       }
     }
     const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
-    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, seen, W::load(corr),
-                            accT);
+    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, accT,
+                            {seen, W::load(corr)});
   }
   transpose_keys<float>(Dv, L, accT, L, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
@@ -2180,8 +2187,7 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
   }
   for (int64_t i = 0; i < D * L; ++i) qaccT[i] = 0;
   const int64_t common = vmin < kmax ? vmin : kmax;
-  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, W::lt(W::zero(), W::zero()),
-                           W::zero(), qaccT);
+  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, qaccT);
   transpose_keys<float>(D, L, qaccT, L, D, qaccR);
   for (int64_t rr = 0; rr < nr; ++rr)
     GPTC_SIMD for (int64_t c = 0; c < D; ++c) dq[rr * dqs + c] = qaccR[rr * D + c] * scale;
