@@ -267,11 +267,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getBthd());
   os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
      << " {\n";
-  // AVX-512 and AVX2 builds (float): 16 or 8 query rows at a time, each a lane
-  // (gptc::attention_rows); other builds, and f64: the rows in blocks of 4. The same
-  // arithmetic in the same order.
-  const bool laneRows = a.elem == "float";
-  if (laneRows)
+  if (a.laneRows())
     emitAttentionLaneRows(os, a);
   emitTransposedKeys(os, a);
   emitQueryBlock(os, a, "in0", "S");
@@ -285,7 +281,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
      << "        st[0] = m[rr];\n"
      << "        st[1] = l[rr];\n"
      << "      }\n    }\n";
-  if (laneRows)
+  if (a.laneRows())
     os << "#endif\n";
   os << "  }\n";
   return success();
@@ -345,8 +341,7 @@ static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transpose
 
 /// The gradient's head `bh` on AVX-512 and AVX2 (float): each group of 32 rows in blocks
 /// of gptc::kAttentionRows (gptc::attention_grad_rows, which leaves dS and P * keep
-/// transposed), then the key
-/// loop on them; then `#else` for the other builds' code.
+/// transposed), then the key loop on them; then `#else` for the other builds' code.
 static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) {
   std::string gs = std::to_string(a.rowStride(a.Dv));
   os << "#if defined(GPTC_VECTOR_FORMS)\n"
@@ -380,11 +375,10 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
                                     op.getBthd(), op.getResults());
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp());
-  // Row strides: k's and q's (width D), v's and g's (width Dv), dq's, dk's and dv's.
-  std::string ks = std::to_string(a.kPitch), qs = std::to_string(a.qPitch),
-              vs = std::to_string(a.vPitch), gs = std::to_string(a.rowStride(a.Dv)),
-              dqs = std::to_string(a.dqPitch), dks = std::to_string(a.dkPitch),
-              dvs = std::to_string(a.dvPitch);
+  // Row strides: k's (width D), v's and g's (width Dv), dq's, dk's and dv's.
+  std::string ks = std::to_string(a.kPitch), vs = std::to_string(a.vPitch),
+              gs = std::to_string(a.rowStride(a.Dv)), dqs = std::to_string(a.dqPitch),
+              dks = std::to_string(a.dkPitch), dvs = std::to_string(a.dvPitch);
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n"
      << "    const " << E << "* kb = in1 + " << a.headBase(a.S, a.D, a.kPitch) << ";\n"
@@ -403,8 +397,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   // group), and the block's dq. Then every key's dk and dv take the group's rows in
   // increasing order, four keys at a time.
   os << "    " << E << "* groupRows = gptc::scratch<" << E << ">(3, " << 64 * a.Sp() << ");\n";
-  const bool laneRows = E == "float";
-  if (laneRows)
+  if (a.laneRows())
     emitAttentionGradLaneRows(os, a);
   os << "    " << E << "* kt = gptc::scratch<" << E << ">(1, " << a.D * a.Sp() << ");\n"
      << "    gptc::transpose_keys<" << E << ">(" << a.S << ", " << a.D << ", kb, " << ks << ", "
@@ -481,14 +474,12 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
      << "        GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dq[c] = qacc[rr][c] * " << a.scale
      << ";\n"
      << "      }\n"
-     << "    }\n"
-     ;
+     << "    }\n";
   emitKeyLoop(os, a, false);
   os << "    }\n";
-  if (laneRows)
+  if (a.laneRows())
     os << "#endif\n";
-  os
-     << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
+  os << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = dk[j * "
      << dks << " + c] * " << a.scale << ";\n  }\n";
   return success();

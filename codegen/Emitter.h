@@ -71,6 +71,11 @@ struct AttentionShape {
   int64_t qPitch, kPitch, vPitch, dqPitch, dkPitch, dvPitch;
 
   int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
+  /// Whether the kernel also carries the lane-block form (gptc::attention_rows and
+  /// attention_grad_rows: 16 or 8 query rows at a time, each a lane), which AVX-512 and AVX2
+  /// builds take: float only; other builds, and f64, the rows in blocks of 4. The same
+  /// arithmetic in the same order.
+  bool laneRows() const { return elem == "float"; }
   /// Where head `bh` (= b*H + h) of a tensor with `rows` rows of `width` starts, in either
   /// layout, its rows `pitch` apart (bthd; default: rowStride(width)).
   std::string headBase(int64_t rows, int64_t width, int64_t pitch = 0) const {

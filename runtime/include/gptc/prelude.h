@@ -2033,7 +2033,8 @@ inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int
 }
 
 // The lanes' key counts vis[0..L-1] as floats (for lane masks), their largest and smallest.
-inline RowVec::V rows_seen(const int64_t* vis, float* visv, int64_t& kmax, int64_t& vmin) {
+inline RowVec::V rows_seen(const int64_t* vis, int64_t& kmax, int64_t& vmin) {
+  alignas(64) float visv[RowVec::kLanes];
   kmax = 0;
   vmin = vis[0];
   for (int r = 0; r < RowVec::kLanes; ++r) {
@@ -2056,9 +2057,9 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
   float* const accT = qt + D * L;  // accT[c * L + r]: row r's output sums
   float* const accR = accT + Dv * L;
   transpose_keys<float>(nr, D, q, qs, L, qt);
-  alignas(64) float visv[L], m[L], l[L];
+  alignas(64) float m[L], l[L];
   int64_t kmax, vmin;
-  const W::V visf = detail::rows_seen(vis, visv, kmax, vmin);
+  const W::V visf = detail::rows_seen(vis, kmax, vmin);
   for (int r = 0; r < L; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
@@ -2090,12 +2091,11 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
     W::V sum = W::zero();
     for (int64_t j = 0; j < nkt; ++j) sum = W::add(sum, W::load(p[j]));
     W::store(bsum, sum);
+    // The rows that see the block carry its max and sum on; the others keep theirs.
     const W::M seen = W::lt(W::set1(float(j0)), visf);
-    GPTC_SIMD for (int r = 0; r < L; ++r) {
-      const bool s = float(j0) < visv[r];
-      l[r] = detail::sel(s, l[r] * corr[r] + bsum[r], l[r]);
-      m[r] = detail::sel(s, mn[r], m[r]);
-    }
+    const W::V lv = W::load(l);
+    W::store(l, W::select(seen, W::add(W::mul(lv, W::load(corr)), W::load(bsum)), lv));
+    W::store(m, W::select(seen, W::load(mn), W::load(m)));
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
         const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < 32 ? left : 32;
@@ -2136,9 +2136,9 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
                                 Keep keep = {}) {
   using W = detail::RowVec;
   constexpr int L = W::kLanes;
-  alignas(64) float visv[L], m[L], l[L];
+  alignas(64) float m[L], l[L];
   int64_t kmax, vmin;
-  const W::V visf = detail::rows_seen(vis, visv, kmax, vmin);
+  const W::V visf = detail::rows_seen(vis, kmax, vmin);
   const int64_t kp = (kmax + 31) / 32 * 32;
   float* const qt = gptc::scratch<float>(1, (3 * D + Dv + kp) * L);
   float* const gt = qt + D * L;
