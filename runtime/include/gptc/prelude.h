@@ -1114,12 +1114,14 @@ namespace detail {
 // gelu_erf_of's scale in float, for the array forms.
 constexpr float kInvSqrt2f = float(0.70710678118654752440);
 // For each block of up to kErfBlock elements from b: e = erf(x * c) over the block, then
-// finish(b, len, e).
+// finish(b, len, e). The erfs go to keep + b where `keep` is given (an array like x), else
+// to a block of scratch.
 template <class F>
-inline void erf_scaled_blocks(int64_t n, const float* x, float c, F&& finish) {
+inline void erf_scaled_blocks(int64_t n, const float* x, float c, float* keep, F&& finish) {
   for (int64_t b = 0; b < n; b += kErfBlock) {
     const int64_t len = n - b < kErfBlock ? n - b : kErfBlock;
-    alignas(64) float z[kErfBlock], e[kErfBlock];
+    alignas(64) float z[kErfBlock], scratch[kErfBlock];
+    float* const e = keep ? keep + b : scratch;
     uint32_t top = 0;
     _Pragma("omp simd reduction(max : top)")
     for (int64_t i = 0; i < len; ++i) {
@@ -1135,26 +1137,27 @@ inline void erf_scaled_blocks(int64_t n, const float* x, float c, F&& finish) {
 
 // y[i] = gelu_erf(x[i]).
 inline void gelu_erf_n(int64_t n, const float* x, float* y) {
-  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* e) {
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, nullptr,
+                            [&](int64_t b, int64_t len, const float* e) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_given(x[b + i], e[i]);
   });
 }
 
 // y[i] = gelu_erf_grad(g[i], x[i]).
 inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y) {
-  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* e) {
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, nullptr,
+                            [&](int64_t b, int64_t len, const float* e) {
     GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_grad_given(g[b + i], x[b + i], e[i]);
   });
 }
 
 // y[i] = gelu_erf(x[i]) and e[i] = erf(x[i] / sqrt(2)), the value its gradient reuses
-// (gpt.gelu_keep_erf).
+// (gpt.gelu_keep_erf). The erfs go straight to e (measured on the Zen 4, 1.57M elements
+// of spread 0.39: 0.85-0.88x the time of copying them there from the block's scratch).
 inline void gelu_erf_keep_n(int64_t n, const float* x, float* y, float* e) {
-  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, [&](int64_t b, int64_t len, const float* eb) {
-    GPTC_SIMD for (int64_t i = 0; i < len; ++i) {
-      e[b + i] = eb[i];
-      y[b + i] = gelu_erf_given(x[b + i], eb[i]);
-    }
+  detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, e,
+                            [&](int64_t b, int64_t len, const float* eb) {
+    GPTC_SIMD for (int64_t i = 0; i < len; ++i) y[b + i] = gelu_erf_given(x[b + i], eb[i]);
   });
 }
 
