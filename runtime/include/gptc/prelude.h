@@ -1115,13 +1115,13 @@ namespace detail {
 constexpr float kInvSqrt2f = float(0.70710678118654752440);
 // For each block of up to kErfBlock elements from b: e = erf(x * c) over the block, then
 // finish(b, len, e). The erfs go to keep + b where `keep` is given (an array like x), else
-// to a block of scratch.
+// to a block on the stack.
 template <class F>
 inline void erf_scaled_blocks(int64_t n, const float* x, float c, float* keep, F&& finish) {
   for (int64_t b = 0; b < n; b += kErfBlock) {
     const int64_t len = n - b < kErfBlock ? n - b : kErfBlock;
-    alignas(64) float z[kErfBlock], scratch[kErfBlock];
-    float* const e = keep ? keep + b : scratch;
+    alignas(64) float z[kErfBlock], local[kErfBlock];
+    float* const e = keep ? keep + b : local;
     uint32_t top = 0;
     _Pragma("omp simd reduction(max : top)")
     for (int64_t i = 0; i < len; ++i) {
@@ -1153,7 +1153,7 @@ inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y)
 
 // y[i] = gelu_erf(x[i]) and e[i] = erf(x[i] / sqrt(2)), the value its gradient reuses
 // (gpt.gelu_keep_erf). The erfs go straight to e (measured on the Zen 4, 1.57M elements
-// of spread 0.39: 0.85-0.88x the time of copying them there from the block's scratch).
+// of spread 0.39: 0.85-0.88x the time of copying them there from a block on the stack).
 inline void gelu_erf_keep_n(int64_t n, const float* x, float* y, float* e) {
   detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, e,
                             [&](int64_t b, int64_t len, const float* eb) {
