@@ -2035,6 +2035,12 @@ inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int
       rows_axpy_cols<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, accT, fold);
 }
 
+// How many of the keys j0..j0+n-1 a row that sees keys [0, seen) sees.
+inline int64_t keys_in_block(int64_t seen, int64_t j0, int64_t n) {
+  const int64_t left = seen - j0;
+  return left < 0 ? 0 : left < n ? left : n;
+}
+
 // The lanes' key counts vis[0..L-1] as floats (for lane masks), their largest and smallest.
 inline RowVec::V rows_seen(const int64_t* vis, int64_t& kmax, int64_t& vmin) {
   alignas(64) float visv[RowVec::kLanes];
@@ -2101,14 +2107,14 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
     W::store(m, W::select(seen, W::load(mn), W::load(m)));
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
-        const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < 32 ? left : 32;
+        const int64_t nb = detail::keys_in_block(vis[rr], j0, nk);
         if (nb == 0) continue;
         float kf[32];
         keep(rr, j0, nb, kf);
         for (int64_t j = 0; j < nb; ++j) p[j][rr] = p[j][rr] * kf[j];
       }
     }
-    const int64_t left = vmin - j0, common = left < 0 ? 0 : left < nk ? left : nk;
+    const int64_t common = detail::keys_in_block(vmin, j0, nk);
     detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, accT,
                             {seen, W::load(corr)});
   }
@@ -2168,7 +2174,7 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
         pb[j * L + r] = gptc::exp(pb[j * L + r] * scale - m[r]) / l[r];
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
-        const int64_t left = vis[rr] - j0, nb = left < 0 ? 0 : left < nk ? left : nk;
+        const int64_t nb = detail::keys_in_block(vis[rr], j0, nk);
         float kf[32];
         if (nb > 0) keep(rr, j0, nb, kf);
         for (int64_t j = 0; j < nb; ++j) {
@@ -2189,7 +2195,7 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
     W::store(d, W::mul(W::load(PT + j * L), W::sub(W::load(d), dsum)));
   }
   for (int64_t i = 0; i < D * L; ++i) qaccT[i] = 0;
-  const int64_t common = vmin < kmax ? vmin : kmax;
+  const int64_t common = detail::keys_in_block(vmin, 0, kmax);
   detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, qaccT);
   transpose_keys<float>(D, L, qaccT, L, D, qaccR);
   for (int64_t rr = 0; rr < nr; ++rr)
