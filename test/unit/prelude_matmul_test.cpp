@@ -57,11 +57,15 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // The same with N past 8 panels of 32 columns (AVX-512's, whose
                         // builds take the panel-task order for these instead).
                         {1, 230, 290, 1000, true, false, false},
-                        {2, 100, 270, 400, false, true, true}};
+                        {2, 100, 270, 400, false, true, true},
+                        // Panels that do not divide over the threads: their rows split in
+                        // chunks (lm_head's 65 columns; three members of one panel each).
+                        {1, 200, 65, 48, false, false, true}, {3, 120, 20, 33, false, true, false}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2, _avx512emu and _asan builds): the parallel paths too,
   // A's copy among them.
-  for (int threads : {1, 2, 3}) {
+  [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
+  for (int threads : {1, 2, 3, 4}) {
     gptc::thread_count() = threads;
 #else
   {
@@ -80,6 +84,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
       int64_t fbatch = c.batch, fM = c.M, fsab = sab;
       gptc::detail::fold_batch(fbatch, fM, fsab, sam, sbb);
       blocked += gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
+#if defined(_OPENMP)
+      split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
+#endif
     }
 #endif
     std::vector<float> tiled(c.batch * c.M * c.N), ref(tiled.size());
@@ -132,6 +139,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     EXPECT_EQ(blocked, 0) << "the blocked order is AVX2's only";
 #endif
   }
+#if defined(_OPENMP) && defined(GPTC_TILED_MATMUL)
+  EXPECT_GE(split, 2) << "too few cases split their panels' rows";
+#endif
 }
 
 }  // namespace

@@ -2393,23 +2393,53 @@ inline void for_row_tiles(int64_t M, F&& tile) {
   }
 }
 
-// One task of the float matmul: output columns [n0, n0 + kPanel) of batch b, all rows. With
-// CT (one member, no epilogue), the product is C's transpose: its element (m, n) is C[n * M + m].
+// A product's panel tasks: each member's output columns in panels of kPanel, and each panel's
+// rows in `chunks` chunks of `rows` rows (the last may hold fewer). Rows are split only where
+// the panels alone would leave a thread idle or with less than the busiest's work: the lm_head
+// product's 65 columns are 3 panels (the last one column, but a full tile's fmas), so on two
+// threads one would take 2 and the other 1; split in two, each takes 3 halves. A panel is
+// packed once per task, so a chunk costs its packing again (the objective counts it as
+// kPackRows rows). Which thread computes which element never changes its bits: each is the
+// same k = 0..K-1 fma chain from zero.
+struct PanelTasks {
+  int64_t panels, members, chunks, rows;
+  int64_t count() const { return chunks * members * panels; }
+};
+inline PanelTasks panel_tasks(int64_t batch, int64_t M, int64_t N, int64_t team) {
+  constexpr int64_t kPackRows = 2 * kRows;
+  const int64_t panels = (N + kPanel - 1) / kPanel, tasks = batch * panels;
+  PanelTasks best{panels, batch, 1, M};
+  int64_t bestLoad = (tasks + team - 1) / team * (M + kPackRows);
+  for (int64_t c = 2; c <= team && c * kRows <= M; ++c) {
+    const int64_t rows = ((M + c - 1) / c + kRows - 1) / kRows * kRows;
+    const int64_t chunks = (M + rows - 1) / rows;
+    const int64_t load = (chunks * tasks + team - 1) / team * (rows + kPackRows);
+    if (load < bestLoad) best = {panels, batch, chunks, rows}, bestLoad = load;
+  }
+  return best;
+}
+
+// Task t of a product's PanelTasks g: output columns [n0, n0 + kPanel) of member b, rows
+// [m0, m0 + g.rows) (chunks outermost, so that a thread's tasks share its rows of A). With CT
+// (one member, no epilogue), the product is C's transpose: its element (m, n) is C[n * M + m].
 template <bool CT = false>
-inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t K,
+inline void matmul_task(int64_t t, const PanelTasks& g, int64_t M, int64_t N, int64_t K,
                         const float* A, int64_t sab, int64_t sam, int64_t sak, const float* B,
                         int64_t sbb, int64_t sbk, int64_t sbn, float* C,
                         const MatmulEpilogue<float>* ep) {
-  const int64_t b = t / panels, n0 = (t % panels) * kPanel;
+  const int64_t perChunk = g.members * g.panels;
+  const int64_t m0 = t / perChunk * g.rows, mc = M - m0 < g.rows ? M - m0 : g.rows;
+  const int64_t b = t % perChunk / g.panels, n0 = t % g.panels * kPanel;
   const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
   float* panel = gptc::scratch<float>(0, K * kPanel);
   pack_panel(K, B + b * sbb + n0 * sbn, sbk, sbn, cols, panel);
   const float* Ab = A + b * sab;
-  const int64_t c0 = b * M * N + n0;  // C's index of the task's first element
+  const int64_t c0 = b * M * N + n0;  // C's index of the member's first element in the panel
   // A tile, then its epilogue on the rows just stored (still in L1), so that the tile's
   // register code is the same with an epilogue or without.
-  auto tile = [&](auto rows, int64_t m) {
+  auto tile = [&](auto rows, int64_t i) {
     constexpr int R = decltype(rows)::value;
+    const int64_t m = m0 + i;
     if constexpr (CT) {
       matmul_tile<R, true>(K, Ab + m * sam, sam, sak, panel, C + n0 * M + m, M, cols);
       return;
@@ -2418,7 +2448,7 @@ inline void matmul_task(int64_t t, int64_t panels, int64_t M, int64_t N, int64_t
     matmul_tile<R>(K, Ab + m * sam, sam, sak, panel, Ct, N, cols);
     if (ep) ep->apply(R, c0 + m * N, N, n0, cols, Ct, N);
   };
-  for_row_tiles(M, tile);
+  for_row_tiles(mc, tile);
 }
 }  // namespace detail
 
@@ -2475,10 +2505,10 @@ inline void matmul_copied_a_ws(int64_t batch, int64_t M, int64_t N, int64_t K, c
   const float* rows = copied_rows_ws(batch, M, K, A, sab, sak);
   int64_t sabRows = M * ld;
   fold_batch(batch, M, sabRows, ld, sbb);
-  const int64_t panels = (N + kPanel - 1) / kPanel;
+  const PanelTasks g = panel_tasks(batch, M, N, gptc::team_size());
   GPTC_OMP("omp for schedule(static)")
-  for (int64_t t = 0; t < batch * panels; ++t)
-    matmul_task(t, panels, M, N, K, rows, sabRows, ld, 1, B, sbb, sbk, sbn, C, ep);
+  for (int64_t t = 0; t < g.count(); ++t)
+    matmul_task(t, g, M, N, K, rows, sabRows, ld, 1, B, sbb, sbk, sbn, C, ep);
 }
 
 // The same product when B is the smaller operand and its rows are contiguous (one member, no
@@ -2493,10 +2523,10 @@ inline bool copies_b(int64_t batch, int64_t M, int64_t N, int64_t sbn,
 inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, int64_t sak,
                                const float* B, int64_t sbk, float* C) {
   const float* rows = copied_rows_ws(1, N, K, B, 0, sbk);
-  const int64_t panels = (M + kPanel - 1) / kPanel;
+  const PanelTasks g = panel_tasks(1, N, M, gptc::team_size());
   GPTC_OMP("omp for schedule(static)")
-  for (int64_t t = 0; t < panels; ++t)
-    matmul_task<true>(t, panels, N, M, K, rows, 0, copy_pitch(K), 1, A, 0, sak, 1, C, nullptr);
+  for (int64_t t = 0; t < g.count(); ++t)
+    matmul_task<true>(t, g, N, M, K, rows, 0, copy_pitch(K), 1, A, 0, sak, 1, C, nullptr);
 }
 
 // The blocked order (BLIS's): k in blocks of at most kBlockDepth (one block up to K = 512);
@@ -2633,9 +2663,9 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
       detail::matmul_copied_a_ws(batch, M, N, K, A, sab, sak, B, sbb, sbk, sbn, C, ep);
     return;
   }
-  const int64_t panels = (N + detail::kPanel - 1) / detail::kPanel;
-  GPTC_FOR_WS(t, fbatch * panels)
-    detail::matmul_task(t, panels, fM, N, K, A, fsab, sam, sak, B, sbb, sbk, sbn, C, ep);
+  const detail::PanelTasks g = detail::panel_tasks(fbatch, fM, N, gptc::team_size());
+  GPTC_FOR_WS(t, g.count())
+    detail::matmul_task(t, g, fM, N, K, A, fsab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
 // The same in a parallel region of its own (the same static split of the tasks).
 inline void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t sab,
