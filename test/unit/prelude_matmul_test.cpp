@@ -85,7 +85,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
       gptc::detail::fold_batch(fbatch, fM, fsab, sam, sbb);
       blocked += gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
 #if defined(_OPENMP)
-      split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
+      if (!gptc::detail::blocks_k(fbatch, fM, c.N, c.K) &&
+          !gptc::detail::copies_a(c.M, c.K, sam, sak))
+        split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
 #endif
     }
 #endif

@@ -2395,12 +2395,12 @@ inline void for_row_tiles(int64_t M, F&& tile) {
 
 // A product's panel tasks: each member's output columns in panels of kPanel, and each panel's
 // rows in `chunks` chunks of `rows` rows (the last may hold fewer). Rows are split only where
-// the panels alone would leave a thread idle or with less than the busiest's work: the lm_head
-// product's 65 columns are 3 panels (the last one column, but a full tile's fmas), so on two
-// threads one would take 2 and the other 1; split in two, each takes 3 halves. A panel is
-// packed once per task, so a chunk costs its packing again (the objective counts it as
-// kPackRows rows). Which thread computes which element never changes its bits: each is the
-// same k = 0..K-1 fma chain from zero.
+// that gives the busiest thread fewer rows to compute: the lm_head product's 65 columns are 3
+// panels (the last one column, but a full tile's fmas), so on two threads one would take 2
+// and the other 1; split in two, each takes 3 halves. On 16 threads a 384-column product's
+// 12 panels would leave 4 idle; 4 chunks give each 3 tasks. A panel is packed once per task,
+// so each chunk costs its packing again (counted as kPackRows rows). Which thread computes
+// which element never changes its bits: each is the same k = 0..K-1 fma chain from zero.
 struct PanelTasks {
   int64_t panels, members, chunks, rows;
   int64_t count() const { return chunks * members * panels; }
