@@ -83,10 +83,10 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     {
       int64_t fbatch = c.batch, fM = c.M, fsab = sab;
       gptc::detail::fold_batch(fbatch, fM, fsab, sam, sbb);
-      blocked += gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
+      const bool blocks = gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
+      blocked += blocks;
 #if defined(_OPENMP)
-      if (!gptc::detail::blocks_k(fbatch, fM, c.N, c.K) &&
-          !gptc::detail::copies_a(c.M, c.K, sam, sak))
+      if (!blocks && !gptc::detail::copies_a(c.M, c.K, sam, sak))
         split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
 #endif
     }
