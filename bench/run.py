@@ -136,6 +136,8 @@ def main():
                     "shakespeare 10)")
     ap.add_argument("--warmup", type=int, help="warm-up steps per round (default: tiny 50, "
                     "shakespeare 3)")
+    ap.add_argument("--batch", type=int, help="sequences per step, for every size (default: "
+                    "tiny 8, shakespeare 4)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
@@ -156,7 +158,8 @@ def main():
                               # Many short tiny steps after a long warm-up: on this shared
                               # machine the first ~70 tiny steps of any framework run slower.
                               "--steps", str(timed), "--warmup", str(warmup),
-                              "--dropout", str(args.dropout)])
+                              "--dropout", str(args.dropout),
+                              *(["--batch", str(args.batch)] if args.batch else [])])
                 r.setdefault("framework", fw)
                 r.setdefault("size", size)
                 print(json.dumps({k: v for k, v in r.items() if k != "times_ms"}), flush=True)

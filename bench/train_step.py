@@ -82,10 +82,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
+    ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
     args = ap.parse_args()
+    if args.batch is not None and args.batch < 1:
+        ap.error(f"--batch must be at least 1, got {args.batch}")
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
+    batch = args.batch or batch
     torch.manual_seed(0)
     cfg = TinyGPTConfig(dropout=args.dropout, bias=False, **cfg_args)
     model = TinyGPT(cfg).train()

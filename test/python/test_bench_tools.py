@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import REPO
+from pytest import approx
 
 
 def test_matmul_shapes_checks_every_product_against_torch():
@@ -24,10 +25,12 @@ def test_matmul_shapes_checks_every_product_against_torch():
 def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     """bench/run.py, a short run at tiny size: every framework runs, gptc within its kernel
     budget, and each framework's first and last losses agree with eager's (the bench's own
-    check; eager once ran a step ahead, when it counted its ops before the warm-up)."""
+    check; eager once ran a step ahead, when it counted its ops before the warm-up), at the
+    batch asked for (4 sequences instead of the tiny size's 8)."""
     out = tmp_path / "results.json"
     run = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), "--sizes", "tiny",
-                          "--rounds", "1", "--steps", "3", "--warmup", "2", "--out", str(out)],
+                          "--rounds", "1", "--steps", "3", "--warmup", "2", "--batch", "4",
+                          "--out", str(out)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     results = json.loads(out.read_text())
@@ -35,6 +38,8 @@ def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     steps = {r["framework"]: r for r in results["steps"]}
     assert sorted(steps) == ["compile", "eager", "gptc"]
     assert all("error" not in r for r in steps.values()), steps
+    assert all(r["batch"] == 4 for r in steps.values()), steps
+    assert steps["gptc"]["tokens_per_s"] == approx(4 * 64 / (steps["gptc"]["ms_median"] / 1e3))
     assert steps["gptc"]["kernels_per_step"] <= 25 * 2 + 15
     assert steps["gptc"]["first_loss"] == steps["compile"]["first_loss"]
     assert results["matmul"]["gflops"] > 0 and results["sgemm_openblas"]["gflops"] > 0
