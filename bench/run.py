@@ -140,6 +140,16 @@ def main():
                     "tiny 8, shakespeare 4)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
+    for name, least in (("threads", 1), ("rounds", 1), ("steps", 1), ("warmup", 0),
+                        ("batch", 1)):
+        value = getattr(args, name)
+        if value is not None and value < least:
+            ap.error(f"--{name} must be at least {least}, got {value}")
+    for name, known in (("sizes", ("tiny", "shakespeare")),
+                        ("frameworks", ("gptc", "eager", "compile"))):
+        unknown = [v for v in getattr(args, name).split(",") if v not in known]
+        if unknown:
+            ap.error(f"--{name}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
                "dropout": args.dropout,
                "machine": machine(), "steps": []}
@@ -152,7 +162,8 @@ def main():
         for _ in range(args.rounds):
             for fw in args.frameworks.split(","):
                 timed, warmup = steps.get(size, (10, 3))
-                timed, warmup = args.steps or timed, args.warmup or warmup
+                timed = timed if args.steps is None else args.steps
+                warmup = warmup if args.warmup is None else args.warmup
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
                               fw, "--size", size, "--threads", str(args.threads),
                               # Many short tiny steps after a long warm-up: on this shared

@@ -84,8 +84,10 @@ def main():
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
     args = ap.parse_args()
-    if args.batch is not None and args.batch < 1:
-        ap.error(f"--batch must be at least 1, got {args.batch}")
+    for name, least in (("threads", 1), ("steps", 1), ("warmup", 0), ("batch", 1)):
+        value = getattr(args, name)
+        if value is not None and value < least:
+            ap.error(f"--{name} must be at least {least}, got {value}")
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")

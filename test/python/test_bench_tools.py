@@ -69,3 +69,21 @@ def test_bench_loss_check_flags_a_framework_that_computes_something_else():
     dropped = {"steps": [result("eager", 4.0, 2.9), result("gptc", 4.1, 3.1)]}
     check_losses(dropped, dropout=0.1)
     assert dropped["losses_agree"] is True
+
+
+def test_bench_refuses_bad_arguments_before_running_anything(tmp_path):
+    """A count below its least, or an unknown size or framework: one line naming it, exit 2,
+    and no results file (before this, --steps 0 and --warmup 0 silently ran the defaults)."""
+    out = tmp_path / "results.json"
+    for args, said in ((["--steps", "0"], "--steps must be at least 1, got 0"),
+                       (["--warmup", "-1"], "--warmup must be at least 0, got -1"),
+                       (["--batch", "0"], "--batch must be at least 1, got 0"),
+                       (["--rounds", "0"], "--rounds must be at least 1, got 0"),
+                       (["--threads", "0"], "--threads must be at least 1, got 0"),
+                       (["--sizes", "tiny,huge"], "--sizes: unknown huge"),
+                       (["--frameworks", "gptc,jax"], "--frameworks: unknown jax")):
+        run = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), *args,
+                              "--out", str(out)], capture_output=True, text=True)
+        assert run.returncode == 2, (args, run.stdout, run.stderr)
+        assert said in run.stderr.strip().splitlines()[-1], (args, run.stderr)
+        assert not out.exists()
