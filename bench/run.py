@@ -16,6 +16,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+# Per size, the timed and warm-up steps of a round.
+STEPS = {"tiny": (200, 50), "shakespeare": (10, 3)}
+FRAMEWORKS = ("gptc", "eager", "compile")
 
 
 def run_json(cmd, env=None, timeout=1800):
@@ -123,11 +126,20 @@ def check_losses(results, dropout):
     return lines
 
 
+def refuse_below(ap, args, **least):
+    """ap.error (one line, exit 2) for the first given count below its least; a count left
+    unset (None) takes its default. train_step.py checks its own with this too."""
+    for name, low in least.items():
+        value = getattr(args, name)
+        if value is not None and value < low:
+            ap.error(f"--{name} must be at least {low}, got {value}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--sizes", default="tiny,shakespeare")
-    ap.add_argument("--frameworks", default="gptc,eager,compile")
+    ap.add_argument("--sizes", default=",".join(STEPS))
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--rounds", type=int, default=3,
                     help="runs per framework and size, interleaved; step times pooled")
     ap.add_argument("--dropout", type=float, default=0.0,
@@ -140,13 +152,8 @@ def main():
                     "tiny 8, shakespeare 4)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
-    for name, least in (("threads", 1), ("rounds", 1), ("steps", 1), ("warmup", 0),
-                        ("batch", 1)):
-        value = getattr(args, name)
-        if value is not None and value < least:
-            ap.error(f"--{name} must be at least {least}, got {value}")
-    for name, known in (("sizes", ("tiny", "shakespeare")),
-                        ("frameworks", ("gptc", "eager", "compile"))):
+    refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)
+    for name, known in (("sizes", STEPS), ("frameworks", FRAMEWORKS)):
         unknown = [v for v in getattr(args, name).split(",") if v not in known]
         if unknown:
             ap.error(f"--{name}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
@@ -156,12 +163,11 @@ def main():
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
     # frameworks alike instead of on whichever ran during it.
-    steps = {"tiny": (200, 50), "shakespeare": (10, 3)}  # (timed, warm-up) per round
     for size in args.sizes.split(","):
         pooled = {}
         for _ in range(args.rounds):
             for fw in args.frameworks.split(","):
-                timed, warmup = steps.get(size, (10, 3))
+                timed, warmup = STEPS[size]
                 timed = timed if args.steps is None else args.steps
                 warmup = warmup if args.warmup is None else args.warmup
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import gptc  # noqa: E402
 from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
+from run import refuse_below  # noqa: E402 (bench/run.py, beside this file)
 
 SIZES = {
     "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
@@ -84,10 +85,7 @@ def main():
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
     args = ap.parse_args()
-    for name, least in (("threads", 1), ("steps", 1), ("warmup", 0), ("batch", 1)):
-        value = getattr(args, name)
-        if value is not None and value < least:
-            ap.error(f"--{name} must be at least {least}, got {value}")
+    refuse_below(ap, args, threads=1, steps=1, warmup=0, batch=1)
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
