@@ -16,6 +16,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+# The two sizes the bench times (train_step.py builds them) and AdamW's settings for all.
+SIZES = {
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
+    "shakespeare": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, batch=4),
+}
+HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
 # Per size, the timed and warm-up steps of a round.
 STEPS = {"tiny": (200, 50), "shakespeare": (10, 3)}
 FRAMEWORKS = ("gptc", "eager", "compile")
@@ -190,6 +196,7 @@ def main():
             if r.get("gflops", 0) > results.get(name, {}).get("gflops", -1):
                 results[name] = r
     loss_lines = check_losses(results, args.dropout)
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # targets.py's order
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 
@@ -218,6 +225,9 @@ def main():
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "
           f"GFLOP/s fp32 FMA peak); OpenBLAS sgemm {s.get('gflops', 0):.1f} GFLOP/s")
     print("\n" + "\n".join(loss_lines))
+    from targets import table  # noqa: E402 (it imports this file's SIZES)
+    print("\nAgainst the targets (bold: missed; bench/targets.py shows every run's):\n"
+          + "\n".join(table([(os.path.splitext(os.path.basename(args.out))[0], results)])))
     if not results["losses_agree"]:
         sys.exit("bench: a framework's losses differ from eager's (above): its timings are "
                  "not of the same computation")

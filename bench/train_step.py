@@ -21,13 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import gptc  # noqa: E402
 from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
-from run import refuse_below  # noqa: E402 (bench/run.py, beside this file)
-
-SIZES = {
-    "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
-    "shakespeare": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, batch=4),
-}
-HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+from run import HYPER, SIZES, refuse_below  # noqa: E402 (bench/run.py, beside this file)
 
 
 def count_eager_kernels(model, opt, x, y):

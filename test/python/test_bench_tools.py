@@ -48,6 +48,15 @@ def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     width = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
     assert results["machine"].startswith(f"{os.cpu_count()} cores, ")
     assert results["machine"].endswith(f"), {width}")
+    # The run ends with its row of bench/targets.py's table: the tiny ratio of these medians,
+    # bold when it misses 2x.
+    gptc, eager = steps["gptc"]["ms_median"], steps["eager"]["ms_median"]
+    row = [line for line in run.stdout.splitlines() if line.startswith("| results |")]
+    assert len(row) == 1, run.stdout[-3000:]
+    tiny = row[0].split(" | ")[4]
+    assert tiny.strip("*").endswith(f"× ({gptc:.1f} vs {eager:.1f} ms)"), tiny
+    assert float(tiny.strip("*").split("×")[0]) == approx(eager / gptc, abs=0.006)
+    assert tiny.startswith("**") == (eager / gptc < 2), tiny
 
 
 def test_bench_loss_check_flags_a_framework_that_computes_something_else():
@@ -87,3 +96,45 @@ def test_bench_refuses_bad_arguments_before_running_anything(tmp_path):
         assert run.returncode == 2, (args, run.stdout, run.stderr)
         assert said in run.stderr.strip().splitlines()[-1], (args, run.stderr)
         assert not out.exists()
+
+
+def test_bench_targets_judges_each_target_at_its_threshold():
+    """bench/targets.py, the per-run verdicts of README's targets table: each one flips at its
+    threshold, a ratio just under one is not rounded up to it, and only default runs (no
+    dropout, the size's own batch) count toward the Shakespeare-size tally."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from targets import judge, tally
+
+    def results(shakespeare_eager=520.0, tiny_eager=8.0, fraction=0.9, gptc_mib=900.0,
+                kernels=126, batch=4, dropout=0.0):
+        def step(size, fw, ms, mib=1000.0, **extra):
+            return dict(size=size, framework=fw, ms_median=ms, ms_min=ms, step_peak_rss_mib=mib,
+                        peak_rss_mib=mib, batch=batch if size == "shakespeare" else 8, **extra)
+        return {"date": "2026-12-03", "machine": "2 cores, AMD EPYC (family 25, model 17), AVX-512",
+                "dropout": dropout, "matmul": dict(gflops=100.0, fma_peak_gflops=100 / fraction,
+                                                   fraction_of_peak=fraction),
+                "steps": [step("tiny", "gptc", 4.0, gptc_mib, kernels_per_step=54),
+                          step("tiny", "eager", tiny_eager), step("tiny", "compile", 5.0),
+                          step("shakespeare", "gptc", 400.0, gptc_mib, kernels_per_step=kernels),
+                          step("shakespeare", "eager", shakespeare_eager),
+                          step("shakespeare", "compile", 401.0)]}
+
+    met = judge(results())
+    assert met["judged"] and met["met"] and met["met_fastest"]
+    assert met["cell"]["shakespeare"] == "1.30× (400.0 vs 520.0 ms)"
+    assert met["cell"]["tiny"] == "2.00× (4.0 vs 8.0 ms)"
+    assert not any("**" in c for c in met["cell"].values()), met["cell"]
+    missed = judge(results(shakespeare_eager=519.8))  # 1.2995: not "1.30"
+    assert missed["judged"] and not missed["met"] and not missed["met_fastest"]
+    assert missed["cell"]["shakespeare"] == "**1.299× (400.0 vs 519.8 ms)**"
+    assert judge(results(tiny_eager=7.9))["cell"]["tiny"].startswith("**1.98×")
+    assert judge(results(fraction=0.849))["cell"]["micro"].startswith("**84.9 %")
+    assert judge(results(gptc_mib=1000.0))["cell"]["memory"] == "**1000 vs 1000**, **1000 vs 1000**"
+    assert judge(results(kernels=165))["cell"]["kernels"] == "54, 165"
+    assert judge(results(kernels=166))["cell"]["kernels"] == "54, **166**"
+    for other in (results(batch=16), results(dropout=0.2)):
+        assert not judge(other)["judged"]
+    runs = [("a", results()), ("b", results(shakespeare_eager=519.8)),
+            ("c", results(batch=16)), ("d", results(dropout=0.2))]
+    assert tally(runs) == ["- AVX-512: Shakespeare size at 1.3× eager in 1 of 2 runs by median, "
+                           "1 by the fastest steps"]
