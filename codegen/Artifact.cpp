@@ -3,6 +3,8 @@
 
 #include "passes/Passes.h"
 
+#include "gptc/checksum.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -276,6 +278,16 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   if (failed(writeFile(path("kernels.cpp"), src.code, error)) ||
       failed(compileLibrary(outDir, runtimeInclude, sanitize, error)))
     return failure();
+  // The library's size and checksum, which the runtime checks before it loads the library:
+  // a truncated, corrupt or swapped kernels.so is then an error, not a crash in dlopen.
+  auto lib = llvm::MemoryBuffer::getFile(path("kernels.so"));
+  if (!lib) {
+    error = "cannot read " + path("kernels.so") + ": " + lib.getError().message();
+    return failure();
+  }
+  const std::string libBytes = (*lib)->getBuffer().str();
+  manifest["library_bytes"] = static_cast<int64_t>(libBytes.size());
+  manifest["library_fnv1a64"] = gptc::fnv1a64_hex(libBytes);
   if (!weightsPath.empty()) {
     if (auto ec = llvm::sys::fs::copy_file(weightsPath, path("weights.safetensors"))) {
       error = "cannot copy weights " + weightsPath.str() + ": " + ec.message();

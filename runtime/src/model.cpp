@@ -3,6 +3,7 @@
 #include "gptc/model.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "gptc/checksum.h"
 #include "safetensors.h"
 
 namespace gptc::rt {
@@ -80,23 +82,45 @@ TensorSpec parse_spec(const json& j, const std::string& where, const std::string
   return s;
 }
 
-// Opens the library at `path` through a private copy: a temporary file with a name this
-// process has not used before, dlopened and then unlinked. dlopen hands back a library
-// that is already loaded under the same name without reading the file again, and a mapped
-// file that is rewritten changes under the code running from it: a model compiled again
-// into the same artifact directory while an earlier Model of it was alive (a notebook
-// cell run twice) crashed the process, or would have run the earlier kernels. With the
-// copy, each Model's kernels are its own whatever later happens to the artifact. Where no
-// temporary file can be made or run (no writable TMPDIR, /tmp mounted noexec), the
-// library is opened in place. Returns null with the reason in `error`.
-void* dlopen_private(const std::string& path, std::string& error) {
-  static std::atomic<unsigned long> serial{0};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = std::strerror(errno);
-    return nullptr;
+// Whether `bytes` is a whole ELF file: its program headers, the segments they map and its
+// section headers all lie within it. dlopen maps segments past the end of a truncated file
+// and the process dies of SIGBUS when the loader touches them; this says so instead.
+// Returns an empty string, or what is wrong.
+std::string elf_not_whole(const std::string& bytes) {
+  const size_t size = bytes.size();
+  if (size < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0)
+    return "not an ELF file";
+  if (bytes[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  auto within = [size](uint64_t offset, uint64_t length) {
+    return offset <= size && length <= size - offset;
+  };
+  if (!within(eh.e_phoff, uint64_t(eh.e_phnum) * eh.e_phentsize) ||
+      (eh.e_phnum && eh.e_phentsize < sizeof(Elf64_Phdr)))
+    return "its program headers run past the end of the file";
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + eh.e_phoff + uint64_t(i) * eh.e_phentsize, sizeof ph);
+    if (!within(ph.p_offset, ph.p_filesz))
+      return "segment " + std::to_string(i) + " runs past the end of the file";
   }
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!within(eh.e_shoff, uint64_t(eh.e_shnum) * eh.e_shentsize))
+    return "its section headers run past the end of the file";
+  return "";
+}
+
+// Opens the library `bytes` (read from `path`) through a private copy: a temporary file
+// with a name this process has not used before, dlopened and then unlinked. dlopen hands
+// back a library that is already loaded under the same name without reading the file
+// again, and a mapped file that is rewritten changes under the code running from it: a
+// model compiled again into the same artifact directory while an earlier Model of it was
+// alive (a notebook cell run twice) crashed the process, or would have run the earlier
+// kernels. With the copy, each Model's kernels are its own whatever later happens to the
+// artifact. Where no temporary file can be made or run (no writable TMPDIR, /tmp mounted
+// noexec), the library is opened in place. Returns null with the reason in `error`.
+void* dlopen_private(const std::string& bytes, const std::string& path, std::string& error) {
+  static std::atomic<unsigned long> serial{0};
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string base = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/gptc-kernels-" +
                            std::to_string((long)getpid()) + "-";
@@ -222,8 +246,21 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     throw Error(dir + ": built with gptc compile --sanitize; run it with the sanitizers' "
                 "runtimes preloaded: LD_PRELOAD=\"$(c++ -print-file-name=libasan.so) "
                 "$(c++ -print-file-name=libubsan.so)\"");
+  std::ifstream lin(lpath, std::ios::binary);
+  if (!lin) throw Error(lpath + ": cannot load (" + std::strerror(errno) + ")");
+  const std::string lbytes((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
+  // The size and checksum gptc compile recorded (artifacts from before it did have neither).
+  const std::string recompile = ": truncated, corrupt or not this artifact's library; compile "
+                                "the model again";
+  if (m.contains("library_bytes") && m["library_bytes"] != lbytes.size())
+    throw Error(lpath + ": " + std::to_string(lbytes.size()) + " bytes where the manifest says " +
+                m["library_bytes"].dump() + recompile);
+  if (m.contains("library_fnv1a64") && m["library_fnv1a64"] != gptc::fnv1a64_hex(lbytes))
+    throw Error(lpath + ": its checksum is not the manifest's" + recompile);
+  if (std::string why = elf_not_whole(lbytes); !why.empty())
+    throw Error(lpath + ": not a whole shared library (" + why + ")" + recompile);
   std::string loadError;
-  impl.lib = dlopen_private(lpath, loadError);
+  impl.lib = dlopen_private(lbytes, lpath, loadError);
   if (!impl.lib) {
     throw Error(lpath + ": cannot load (" + loadError + ")");
   }

@@ -3,6 +3,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -148,3 +149,51 @@ def test_the_python_api_passes_the_compilers_warning_on(tmp_path, monkeypatch):
     want, _ = model(x)
     got, _ = compiled(x)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def fnv1a64(data: bytes) -> str:
+    """FNV-1a, 64 bits, as docs/artifact.md defines the manifest's library_fnv1a64."""
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & (2 ** 64 - 1)
+    return f"{h:016x}"
+
+
+def test_a_truncated_or_swapped_kernels_so_is_refused_not_loaded(tmp_path):
+    """The manifest records kernels.so's size and checksum, from the host compiler and from
+    the cache alike, and the runtime checks them and the ELF file before dlopen: a truncated
+    library killed the process with SIGBUS inside dlopen, and another artifact's library
+    loaded and would have run kernels laid out for another arena. Each load in a child
+    process, so that a crash is seen as one."""
+    import json
+    from conftest import REPO
+    mlir = capture_one_layer(tmp_path)
+    o3, o0, cache = tmp_path / "o3", tmp_path / "o0", tmp_path / "cache"
+    compile_cli(mlir, o3, cache)
+    compile_cli(mlir, o0, cache, "-O0")
+    for out in (o3, o0):
+        manifest = json.loads((out / "manifest.json").read_text())
+        lib = (out / "kernels.so").read_bytes()
+        assert manifest["library_bytes"] == len(lib)
+        assert manifest["library_fnv1a64"] == fnv1a64(lib)
+
+    def load(out):
+        code = ("import sys\nfrom gptc import _runtime\ntry:\n    _runtime.Model(sys.argv[1])\n"
+                "except RuntimeError as e:\n    sys.exit(str(e))\nprint('loaded')")
+        return subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
+                              text=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+
+    assert load(o3).stdout.strip() == "loaded"
+    good = (o3 / "kernels.so").read_bytes()
+    (o3 / "kernels.so").write_bytes(good[:5000])
+    run = load(o3)
+    assert run.returncode == 1, (run.returncode, run.stderr)  # not a signal
+    assert run.stderr.strip() == (f"{o3}/kernels.so: 5000 bytes where the manifest says "
+                                  f"{len(good)}: truncated, corrupt or not this artifact's "
+                                  "library; compile the model again")
+    shutil.copy(o0 / "kernels.so", o3 / "kernels.so")  # another artifact's library
+    run = load(o3)
+    assert run.returncode == 1 and "not this artifact's library" in run.stderr, run.stderr
+    # Compiled again, from the cache: the manifest matches the library again.
+    compile_cli(mlir, o3, cache)
+    assert load(o3).stdout.strip() == "loaded"

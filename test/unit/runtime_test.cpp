@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gptc/checksum.h"
 #include "gptc/model.hpp"
 #include "gptc/runtime.h"
 #include "safetensors.h"  // runtime/src (private header)
@@ -220,6 +221,50 @@ TEST_F(RuntimeTest, ClearErrors) {
   fs::remove(d / "kernels.so");
   e = load_error(d);
   EXPECT_NE(e.find("kernels.so: cannot load"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+// FNV-1a's published 64-bit test vectors (the FNV authors' list).
+TEST(Checksum, Fnv1a64KnownValues) {
+  EXPECT_EQ(gptc::fnv1a64_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(gptc::fnv1a64_hex("a"), "af63dc4c8601ec8c");
+  EXPECT_EQ(gptc::fnv1a64_hex("foobar"), "85944171f73967e8");
+}
+
+// kernels.so is checked against the manifest's size and checksum and as an ELF file before
+// dlopen: a truncated library was a SIGBUS inside dlopen, and one from another artifact
+// would have run kernels laid out for another arena.
+TEST_F(RuntimeTest, LibraryCheckedBeforeLoading) {
+  fs::path d = copy_artifact("library");
+  std::ifstream so(d / "kernels.so", std::ios::binary);
+  const std::string lib((std::istreambuf_iterator<char>(so)), std::istreambuf_iterator<char>());
+  std::string checked = kManifest;
+  checked.replace(checked.find("\"kernels\": 1"), 12,
+                  "\"kernels\": 1, \"library_bytes\": " + std::to_string(lib.size()) +
+                      ", \"library_fnv1a64\": \"" + gptc::fnv1a64_hex(lib) + "\"");
+  spit(d / "manifest.json", checked);
+  EXPECT_NO_THROW(gptc::rt::Model::load(d.string()));
+
+  std::string flipped = lib;
+  flipped[lib.size() / 2] ^= 1;
+  spit(d / "kernels.so", flipped);
+  std::string e = load_error(d);
+  EXPECT_NE(e.find("kernels.so: its checksum is not the manifest's: truncated, corrupt or not "
+                   "this artifact's library; compile the model again"), std::string::npos) << e;
+
+  spit(d / "kernels.so", lib.substr(0, 5000));
+  e = load_error(d);
+  EXPECT_NE(e.find("kernels.so: 5000 bytes where the manifest says " + std::to_string(lib.size())),
+            std::string::npos) << e;
+
+  // A manifest without them (an artifact from before they were written): the ELF check.
+  spit(d / "manifest.json", kManifest);
+  e = load_error(d);
+  EXPECT_NE(e.find("kernels.so: not a whole shared library ("), std::string::npos) << e;
+  EXPECT_NE(e.find("past the end of the file)"), std::string::npos) << e;
+  spit(d / "kernels.so", "junk");
+  e = load_error(d);
+  EXPECT_NE(e.find("not a whole shared library (not an ELF file)"), std::string::npos) << e;
   fs::remove_all(d);
 }
 
