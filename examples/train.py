@@ -76,7 +76,8 @@ def parse_args(argv=None):
     e.add_argument("--prompt", default=None,
                    help="sampling prompt (default: a newline, or the corpus's first char)")
     e.add_argument("--sample-chars", type=int, default=200)
-    e.add_argument("--temperature", type=float, default=0.8)
+    e.add_argument("--temperature", type=float, default=0.8,
+                   help="0 always takes the likeliest character")
     e.add_argument("--top-k", type=int, default=None)
     args = ap.parse_args(argv)
     if args.lr_decay_iters is None:
@@ -87,8 +88,16 @@ def parse_args(argv=None):
                  "eval_batches", "threads"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.iters < 0 or args.sample_chars < 0:
-        ap.error("--iters and --sample-chars must not be negative")
+    for name in ("iters", "sample_chars", "warmup_iters", "lr_decay_iters"):
+        if getattr(args, name) < 0:
+            ap.error(f"--{name.replace('_', '-')} must not be negative")
+    # Finite (NaN fails every comparison); the optimizer's ranges are torch.optim.AdamW's.
+    for name in ("lr", "min_lr", "weight_decay", "grad_clip", "temperature"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) >= 0):
+            ap.error(f"--{name.replace('_', '-')} must be a finite number >= 0")
+    for name in ("beta1", "beta2"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            ap.error(f"--{name} must be in [0, 1)")
     if args.n_embd % args.n_head:
         ap.error(f"--n-embd ({args.n_embd}) must be a multiple of --n-head ({args.n_head})")
     if not 0.0 <= args.dropout < 1.0:
@@ -199,7 +208,10 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create --out {args.out}: {e.strerror}") from None
 
     # --- data ---------------------------------------------------------------
     try:
@@ -365,4 +377,6 @@ if __name__ == "__main__":
     except GPTC_ERRORS as e:
         raise SystemExit(f"gptc: error: {e}")
     except UsageError as e:
+        raise SystemExit(f"gptc: error: {e}")
+    except OSError as e:  # writing the outputs (a full disk, say): one line, not a traceback
         raise SystemExit(f"gptc: error: {e}")

@@ -33,6 +33,23 @@ class AdamW:
     eps: float = 1e-8
     weight_decay: float = 1e-2
 
+    def __post_init__(self):
+        """The ranges torch.optim.AdamW accepts, and finite: a beta of 1 or more, or a
+        negative decay, trained without a word before."""
+        check_at_least("lr", self.lr, 0.0)
+        if len(self.betas) != 2:
+            raise GptcError(f"betas must be two numbers, got {self.betas!r}")
+        for i, beta in enumerate(self.betas):
+            if not 0.0 <= beta < 1.0:
+                raise GptcError(f"betas[{i}] must be in [0, 1), got {beta}")
+        check_at_least("eps", self.eps, 0.0)
+        check_at_least("weight_decay", self.weight_decay, 0.0)
+
+
+def check_at_least(name: str, value: float, low: float) -> None:
+    if not (math.isfinite(value) and value >= low):
+        raise GptcError(f"{name} must be a finite number >= {low:g}, got {value}")
+
 
 def _flags(opt: AdamW, grad_clip: float | None) -> list[str]:
     return ["--train", f"--beta1={opt.betas[0]!r}", f"--beta2={opt.betas[1]!r}",
@@ -86,8 +103,7 @@ class TrainStep:
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
         lr = self.optimizer.lr if lr is None else float(lr)
-        if not math.isfinite(lr) or lr < 0:
-            raise GptcError(f"lr must be a finite number >= 0, got {lr}")
+        check_at_least("lr", lr, 0.0)
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
@@ -196,6 +212,8 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     default a new temporary folder, removed with the step).
     """
     optimizer = optimizer or AdamW()
+    if grad_clip is not None:  # 0: no clipping (a negative clip silently meant the same)
+        check_at_least("grad_clip", grad_clip, 0.0)
     captured, out_dir, temporary = capture_and_compile(
         model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
         *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []))

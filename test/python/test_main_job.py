@@ -37,3 +37,25 @@ def test_main_job_missing_data_file_is_one_line(tmp_path):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gptc: error:"), proc.stderr
+
+
+def test_main_job_refuses_out_of_range_settings_and_unwritable_out(tmp_path):
+    """Each of these trained without a word before (a beta of 2, a negative decay, a
+    negative clip that meant no clipping, a negative warm-up), failed mid-run after the
+    progress bar (a negative or NaN lr), or ended in a traceback (an --out that cannot be
+    made): now one line and a non-zero exit before anything is trained."""
+    for flag, value, said in (("--beta1", "2", "--beta1 must be in [0, 1)"),
+                              ("--weight-decay", "-1", "--weight-decay must be a finite number >= 0"),
+                              ("--grad-clip", "-1", "--grad-clip must be a finite number >= 0"),
+                              ("--lr", "nan", "--lr must be a finite number >= 0"),
+                              ("--warmup-iters", "-5", "--warmup-iters must not be negative"),
+                              ("--temperature", "-1", "--temperature must be a finite number >= 0")):
+        proc = run_train(tmp_path / "out", flag, value)
+        assert proc.returncode == 2, (flag, proc.stderr[-2000:])
+        assert proc.stderr.strip().splitlines()[-1] == f"train.py: error: {said}", proc.stderr
+    (tmp_path / "file").write_text("")
+    proc = run_train(tmp_path / "file" / "out")  # a folder inside a file
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"gptc: error: cannot create --out {tmp_path}/file/out: Not a directory"]
+    assert not (tmp_path / "out").exists()

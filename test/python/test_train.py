@@ -372,3 +372,19 @@ def test_compiling_again_into_the_same_workdir(tmp_path):
     assert a(x, y).item() == b(x, y).item()
     assert c.num_kernels == ref.num_kernels != a.num_kernels
     assert [c(x, y).item() for _ in range(2)] == [ref(x, y).item() for _ in range(2)]
+
+
+def test_adamw_and_grad_clip_out_of_range_are_refused_before_compiling():
+    """torch.optim.AdamW's ranges, and finite: gptc compiled a beta of 1 or more and a
+    negative decay without a word, and a negative clip silently meant no clipping."""
+    for kwargs, said in ((dict(betas=(1.0, 0.99)), r"betas\[0\] must be in \[0, 1\), got 1.0"),
+                         (dict(betas=(0.9, -0.1)), r"betas\[1\] must be in \[0, 1\), got -0.1"),
+                         (dict(betas=(0.9,)), r"betas must be two numbers"),
+                         (dict(eps=-1e-8), "eps must be a finite number >= 0, got -1e-08"),
+                         (dict(weight_decay=float("nan")), "weight_decay must be a finite number >= 0, got nan"),
+                         (dict(lr=float("inf")), "lr must be a finite number >= 0, got inf")):
+        with pytest.raises(gptc.GptcError, match=said):
+            gptc.AdamW(**kwargs)
+    model, cfg = dropout_model()
+    with pytest.raises(gptc.GptcError, match="grad_clip must be a finite number >= 0, got -1"):
+        gptc.compile_train_step(model, batches(1, cfg)[0], grad_clip=-1.0)

@@ -25,14 +25,17 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "mlir/Support/FileUtilities.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace mlir;
@@ -160,6 +163,15 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
   }
   if (!c.error.empty())
     return c.error;
+  // The ranges torch.optim.AdamW accepts, and finite (a NaN fails every comparison). 0
+  // for --grad-clip means no clipping; a negative one silently meant the same.
+  for (auto [name, value, below1] :
+       {std::tuple{"--beta1", adamw.beta1, true}, std::tuple{"--beta2", adamw.beta2, true},
+        std::tuple{"--eps", adamw.eps, false}, std::tuple{"--weight-decay", adamw.weightDecay, false},
+        std::tuple{"--grad-clip", adamw.gradClip, false}})
+    if (!(value >= 0 && (below1 ? value < 1 : std::isfinite(value))))
+      return std::string(name) + (below1 ? " must be in [0, 1)" : " must be a finite number >= 0") +
+             ", got " + llvm::formatv("{0}", llvm::format("%g", value)).str();
   if (opts.input.empty())
     return "no input file (usage: gptc compile MODEL.mlir -o OUT)";
   if (opts.output.empty())
