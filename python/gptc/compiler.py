@@ -176,6 +176,8 @@ def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=No
     temporary), temporary being the folder made here when workdir is None (the caller
     owns it: CompiledModel removes it) and None otherwise. `check(captured)` may refuse
     the capture before compiling."""
+    if not isinstance(model, torch.nn.Module):
+        raise GptcError(f"gptc compiles a torch.nn.Module, got {type(model).__name__}")
     example_inputs = tuple(example_inputs)
     captured = capture_in_child(model, example_inputs,
                                 input_names=_input_names(model, example_inputs))

@@ -110,6 +110,14 @@ def test_unsupported_op_names_op_and_line(tmp_path):
     assert "[2x8]f32" in msg
 
 
+def test_not_a_module_is_a_clear_error():
+    """A function instead of a module: GptcError, not torch.export's AttributeError."""
+    with pytest.raises(gptc.GptcError, match="gptc compiles a torch.nn.Module, got function"):
+        gptc.compile(lambda x: x * 2, (torch.randn(2, 8),))
+    with pytest.raises(gptc.GptcError, match="got function"):
+        gptc.compile_train_step(lambda x, y: (x, y), (torch.randn(2, 8), torch.randn(2, 8)))
+
+
 def test_wrong_input_shape_is_a_clear_error(tiny):
     model, cfg, idx, targets, compiled = tiny
     with pytest.raises(gptc.GptcError, match="input 'idx' has shape"):
