@@ -10,6 +10,7 @@ extrapolated as (4 c(h/2) - c(h)) / 3 (error O(h^4)). Each tensor's relative err
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import torch
@@ -19,7 +20,10 @@ from .compiler import CompiledModel, GptcError, capture_and_compile
 
 def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, seed: int = 0,
               workdir: str | None = None, verbose: bool = True) -> dict:
-    """Return {parameter name: worst relative error}; prints one line per tensor."""
+    """Return {parameter name: worst relative error}; prints one line per tensor. An error
+    is NaN where a gradient or the loss is not finite: compare with `not err <= tol`."""
+    if not (math.isfinite(step) and step > 0):  # 0 made every difference NaN
+        raise GptcError(f"step must be a finite number > 0, got {step}")
     model64 = copy.deepcopy(model).double()
     inputs = tuple(example_inputs)
 

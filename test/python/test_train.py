@@ -197,7 +197,7 @@ def test_gradcheck_f64(bias, tmp_path):
     report = gptc.gradcheck(model, (x, y), workdir=str(tmp_path))
     print(f"\nbias={bias}: worst relative error {max(report.values()):.2e}")
     assert len(report) == len({id(p) for p in model.parameters()})
-    assert max(report.values()) <= 1e-6
+    assert all(err <= 1e-6 for err in report.values()), report  # (max() would skip a NaN)
 
 
 class Unreached(nn.Module):
@@ -251,6 +251,51 @@ def test_gptc_check_gradcheck_cli_on_an_f32_capture(tmp_path):
     lines = [l for l in proc.stdout.splitlines() if l.startswith("gradcheck ")]
     assert len(lines) == len({id(p) for p in model.parameters()})
     assert "tolerance 1.0e-06" in proc.stdout
+
+
+class NanGradient(nn.Module):
+    """A finite loss whose second parameter's gradient is NaN: sqrt(b) of a negative b is
+    never selected, but its derivative still multiplies the zero that reaches it (as in
+    PyTorch). Float inputs, which an f32 capture saves in f32."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Parameter(torch.randn(4))
+        self.b = nn.Parameter(-torch.ones(4))
+
+    def forward(self, x, keep):
+        return (self.a * x).sum() + torch.where(keep, torch.sqrt(self.b), self.b * 0.0).sum()
+
+
+def test_gptc_check_gradcheck_fails_a_nan_gradient_and_refuses_a_zero_step(tmp_path):
+    """A NaN error after a finite one never became the worst (compared with >), so a NaN
+    gradient passed the check; a step of 0 made every error NaN and passed; a NaN
+    tolerance passed anything. And a capture with float inputs could not be checked at all
+    (its f32 inputs against the f64 twin: "no tensor 'x' of 32 bytes")."""
+    torch.manual_seed(0)
+    x, keep = torch.randn(4), torch.zeros(4, dtype=torch.bool)
+    model = NanGradient()
+    model(x, keep).backward()
+    assert torch.isfinite(model.a.grad).all() and torch.isnan(model.b.grad).all()  # PyTorch too
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(NanGradient(), (x, keep)), str(mlir))
+
+    def check(*flags):
+        return subprocess.run([gptc.find_tool("gptc"), "check", "--gradcheck", str(mlir), *flags],
+                              capture_output=True, text=True)
+
+    proc = check()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "worst relative error nan (b)" in proc.stdout
+    assert proc.stderr.strip() == "gptc: error: gradcheck failed: b off by nan"
+    a = [l for l in proc.stdout.splitlines() if l.startswith("gradcheck a ")]
+    assert len(a) == 1 and float(a[0].split()[-1]) < 1e-9  # the f32 inputs, widened
+    for flags, said in ((["--step", "0"], "--step must be a finite number > 0, got 0"),
+                        (["--tolerance", "nan"], "--tolerance must be a finite number > 0, got nan")):
+        proc = check(*flags)
+        assert proc.returncode == 1 and proc.stderr.strip() == f"gptc: error: {said}", proc.stderr
+    with pytest.raises(gptc.GptcError, match="step must be a finite number > 0, got 0"):
+        gptc.gradcheck(NanGradient(), (x, keep), step=0.0)
 
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatch):

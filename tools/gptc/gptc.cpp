@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace mlir;
@@ -194,6 +195,11 @@ std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions 
   }
   if (!c.error.empty())
     return c.error;
+  // A step of 0 made every difference NaN and the check pass; a NaN tolerance passed any.
+  for (auto [name, value] : {std::pair{"--step", opts.step}, std::pair{"--tolerance", opts.tolerance}})
+    if (!(value > 0 && std::isfinite(value)))
+      return std::string(name) + " must be a finite number > 0, got " +
+             llvm::formatv("{0}", llvm::format("%g", value)).str();
   if (opts.input.empty())
     return "no input file (usage: gptc check --gradcheck MODEL.mlir, or gptc check "
            "--against-torch [MODEL.py])";
