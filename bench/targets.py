@@ -112,7 +112,7 @@ def judge(results) -> dict:
         setting.append(f"dropout {results['dropout']:g}")
     cell["setting"] = ", ".join(setting) or "default"
     shakespeare = ratio("shakespeare", "eager")
-    judged = shakespeare is not None and cell["setting"] == "default"
+    judged = shakespeare is not None and not setting
     return dict(cell=cell, judged=judged, met=judged and shakespeare >= SPEEDUP["shakespeare"],
                 met_fastest=judged and fast >= SPEEDUP["shakespeare"])
 

@@ -32,6 +32,12 @@ size_t dtype_size(const std::string& d) {
   throw Error("unknown dtype '" + d + "'");
 }
 
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 namespace {
 
 using EntryAbiFn = int (*)();
@@ -53,12 +59,6 @@ AlignedBuf aligned_buffer(size_t nbytes, const std::string& what) {
   if (!p) throw Error("out of memory allocating " + std::to_string(size) + " bytes for " + what);
   std::memset(p, 0, size);
   return AlignedBuf(p);
-}
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Parses {"name", "dtype", "shape"} of one manifest tensor entry.

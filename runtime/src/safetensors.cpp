@@ -23,12 +23,6 @@ namespace {
   throw Error(path + ": " + what);
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Largest header we accept (the format's reference implementation uses 100 MB).
 constexpr uint64_t kMaxHeader = 100ull << 20;
 

@@ -36,13 +36,6 @@ using namespace mlir;
 
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string beside(const std::string &input, StringRef suffix) {
   llvm::SmallString<256> path(input);
   llvm::sys::path::replace_extension(path, "");
@@ -97,8 +90,8 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
       if (!widen && (t->shape != spec.shape ||
                      gptc::rt::safetensors::to_manifest_dtype(t->dtype) != spec.dtype))
         throw gptc::rt::Error(inputs + ": tensor '" + spec.name + "' is " + t->dtype + " " +
-                              shapeText(t->shape) + ", the model takes " + spec.dtype + " " +
-                              shapeText(spec.shape));
+                              gptc::rt::shape_str(t->shape) + ", the model takes " + spec.dtype + " " +
+                              gptc::rt::shape_str(spec.shape));
       std::vector<char> bytes(t->nbytes());
       reader.read(*t, bytes.data());
       if (widen) {

@@ -25,7 +25,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "mlir/Support/FileUtilities.h"
@@ -138,6 +137,13 @@ private:
   size_t i = (size_t)-1;
 };
 
+/// A flag's number as a message quotes it: "2", "-1e-09", "nan".
+std::string numberText(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return text;
+}
+
 /// Parses `compile`'s arguments; returns an error message or "".
 std::string parseCompile(const std::vector<std::string> &args, CompileOptions &opts) {
   ArgCursor c(args);
@@ -172,7 +178,7 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
         std::tuple{"--grad-clip", adamw.gradClip, false}})
     if (!(value >= 0 && (below1 ? value < 1 : std::isfinite(value))))
       return std::string(name) + (below1 ? " must be in [0, 1)" : " must be a finite number >= 0") +
-             ", got " + llvm::formatv("{0}", llvm::format("%g", value)).str();
+             ", got " + numberText(value);
   if (opts.input.empty())
     return "no input file (usage: gptc compile MODEL.mlir -o OUT)";
   if (opts.output.empty())
@@ -198,8 +204,7 @@ std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions 
   // A step of 0 made every difference NaN and the check pass; a NaN tolerance passed any.
   for (auto [name, value] : {std::pair{"--step", opts.step}, std::pair{"--tolerance", opts.tolerance}})
     if (!(value > 0 && std::isfinite(value)))
-      return std::string(name) + " must be a finite number > 0, got " +
-             llvm::formatv("{0}", llvm::format("%g", value)).str();
+      return std::string(name) + " must be a finite number > 0, got " + numberText(value);
   if (opts.input.empty())
     return "no input file (usage: gptc check --gradcheck MODEL.mlir, or gptc check "
            "--against-torch [MODEL.py])";

@@ -37,6 +37,8 @@ struct TensorSpec {
 
 // Bytes per element of a manifest dtype; throws Error for an unknown one.
 size_t dtype_size(const std::string& dtype);
+// A shape as the runtime's messages print it: "[2, 3]", "[]" for a scalar.
+std::string shape_str(const std::vector<int64_t>& shape);
 
 class Model {
  public:
