@@ -4,6 +4,7 @@
 #include "passes/Passes.h"
 
 #include "gptc/checksum.h"
+#include "gptc/signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
@@ -249,20 +250,31 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   };
 
   llvm::json::Array args, results;
+  // The manifest's arena, arguments and results as gptc/signature.h's lines, which the
+  // library returns from gptc_signature and the runtime checks the manifest against.
+  std::vector<std::string> signature = {gptc::signature_arena(src.arenaBytes)};
+  auto signatureLine = [&](const std::string &role, const std::string &name, Type type) {
+    auto t = cast<RankedTensorType>(type);
+    signature.push_back(gptc::signature_tensor(role, dtypeName(t.getElementType()),
+                                               std::vector<int64_t>(t.getShape()), name));
+  };
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
-    auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
-    llvm::json::Object spec =
-        tensorSpec(name ? name.getValue().str() : "arg" + std::to_string(i), arg.getType());
-    spec["kind"] = kind ? kind.getValue().str() : std::string("input");
+    auto nameAttr = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
+    auto kindAttr = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
+    std::string name = nameAttr ? nameAttr.getValue().str() : "arg" + std::to_string(i);
+    std::string kind = kindAttr ? kindAttr.getValue().str() : std::string("input");
+    signatureLine(kind, name, arg.getType());
+    llvm::json::Object spec = tensorSpec(name, arg.getType());
+    spec["kind"] = kind;
     args.push_back(std::move(spec));
   }
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
     if (fn.getResultAttr(i, "gpt.updates"))
       continue; // written back into its argument by the entry, not returned
-    auto name = fn.getResultAttrOfType<StringAttr>(i, "gpt.name");
-    results.push_back(
-        tensorSpec(name ? name.getValue().str() : "result" + std::to_string(i), type));
+    auto nameAttr = fn.getResultAttrOfType<StringAttr>(i, "gpt.name");
+    std::string name = nameAttr ? nameAttr.getValue().str() : "result" + std::to_string(i);
+    signatureLine("result", name, type);
+    results.push_back(tensorSpec(name, type));
   }
   llvm::json::Object manifest{{"format", "gptc-artifact"},     {"version", 1},
                               {"library", "kernels.so"},       {"source", "kernels.cpp"},
@@ -275,7 +287,10 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   if (sanitize)
     manifest["sanitize"] = true;
 
-  if (failed(writeFile(path("kernels.cpp"), src.code, error)) ||
+  const std::string code = src.code + "\n// What this library was built for (gptc/signature.h).\n" +
+                           "GPTC_EXPORT const char* gptc_signature(void) {\n  return " +
+                           gptc::signature_literal(signature) + ";\n}\n";
+  if (failed(writeFile(path("kernels.cpp"), code, error)) ||
       failed(compileLibrary(outDir, runtimeInclude, sanitize, error)))
     return failure();
   // The library's size and checksum, which the runtime checks before it loads the library:

@@ -79,6 +79,9 @@ py::object checked_array(const py::object& obj, const TensorSpec& spec, const st
   std::vector<int64_t> shape = obj.attr("shape").cast<std::vector<int64_t>>();
   if (shape != spec.shape)
     throw py::value_error(what + ": shape " + shape_str(shape) + ", expected " + shape_str(spec.shape));
+  // Big-endian data ('>f4'): the same values in this machine's byte order, not its bytes.
+  if (!dt.attr("isnative").cast<bool>())
+    return np.attr("ascontiguousarray")(obj, py::arg("dtype") = dt.attr("newbyteorder")("="));
   return np.attr("ascontiguousarray")(obj);
 }
 

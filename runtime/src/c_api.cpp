@@ -64,9 +64,15 @@ void gptc_model_free(gptc_model* model) { delete model; }
 
 const char* gptc_last_error(void) { return g_last_error.c_str(); }
 
-int gptc_model_num_inputs(const gptc_model* m) { return m ? (int)m->model->inputs().size() : -1; }
-int gptc_model_num_results(const gptc_model* m) { return m ? (int)m->model->results().size() : -1; }
-int gptc_model_num_params(const gptc_model* m) { return m ? (int)m->model->params().size() : -1; }
+int gptc_model_num_inputs(const gptc_model* m) {
+  return m ? (int)m->model->inputs().size() : fail("gptc_model_num_inputs: model is NULL");
+}
+int gptc_model_num_results(const gptc_model* m) {
+  return m ? (int)m->model->results().size() : fail("gptc_model_num_results: model is NULL");
+}
+int gptc_model_num_params(const gptc_model* m) {
+  return m ? (int)m->model->params().size() : fail("gptc_model_num_params: model is NULL");
+}
 
 int gptc_model_input_info(const gptc_model* m, int i, gptc_tensor_info* info) {
   return m ? fill_info(m->model->inputs(), i, info) : fail("gptc: model is NULL");

@@ -15,9 +15,11 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "gptc/checksum.h"
+#include "gptc/signature.h"
 #include "safetensors.h"
 
 namespace gptc::rt {
@@ -32,11 +34,7 @@ size_t dtype_size(const std::string& d) {
   throw Error("unknown dtype '" + d + "'");
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+std::string shape_str(const std::vector<int64_t>& shape) { return gptc::shape_text(shape); }
 
 namespace {
 
@@ -53,6 +51,8 @@ using AlignedBuf = std::unique_ptr<void, FreeDeleter>;
 
 // 64-byte-aligned, zero-filled, never null (even for 0 bytes).
 AlignedBuf aligned_buffer(size_t nbytes, const std::string& what) {
+  if (nbytes > SIZE_MAX - kAlign)
+    throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes for " + what);
   size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
   if (size == 0) size = kAlign;
   void* p = std::aligned_alloc(kAlign, size);
@@ -70,15 +70,24 @@ TensorSpec parse_spec(const json& j, const std::string& where, const std::string
   if (!j.contains("shape") || !j["shape"].is_array()) throw bad("missing \"shape\"");
   TensorSpec s;
   s.name = j["name"].get<std::string>();
+  for (unsigned char c : s.name)
+    if (c < 0x20 || c == 0x7f) throw bad("a tensor name holds a control character");
   s.dtype = j["dtype"].get<std::string>();
   if (safetensors::from_manifest_dtype(s.dtype).empty())
     throw bad("tensor '" + s.name + "' has unknown dtype '" + s.dtype + "'");
+  const uint64_t esize = dtype_size(s.dtype);
+  uint64_t numel = 1;
   for (const json& d : j["shape"]) {
     if (!d.is_number_unsigned()) throw bad("tensor '" + s.name + "': shape entries must be integers >= 0");
-    s.shape.push_back(d.get<int64_t>());
-    s.numel *= s.shape.back();
+    const uint64_t dim = d.get<uint64_t>();
+    // Every count, and its bytes, fits an int64_t: the kernels index with them.
+    if (dim > uint64_t(INT64_MAX) || (dim && numel > uint64_t(INT64_MAX) / dim / esize))
+      throw bad("tensor '" + s.name + "': shape is too large");
+    s.shape.push_back(int64_t(dim));
+    numel *= dim;
   }
-  s.nbytes = (size_t)s.numel * dtype_size(s.dtype);
+  s.numel = int64_t(numel);
+  s.nbytes = size_t(numel * esize);
   return s;
 }
 
@@ -118,8 +127,15 @@ std::string elf_not_whole(const std::string& bytes) {
 // alive (a notebook cell run twice) crashed the process, or would have run the earlier
 // kernels. With the copy, each Model's kernels are its own whatever later happens to the
 // artifact. Where no temporary file can be made or run (no writable TMPDIR, /tmp mounted
-// noexec), the library is opened in place. Returns null with the reason in `error`.
-void* dlopen_private(const std::string& bytes, const std::string& path, std::string& error) {
+// noexec), the library is opened in place (`st`: its file), and `inPlace` says so; a second
+// Model of the same file would then share the first's library, its thread count and its
+// error slot, so that one model's kernel error could fail the other's run: refused.
+// Returns null with the reason in `error`.
+std::mutex g_in_place_mutex;
+std::set<std::pair<dev_t, ino_t>> g_in_place;  // files loaded in place by live Models
+
+void* dlopen_private(const std::string& bytes, const std::string& path, const struct stat& st,
+                     bool& inPlace, std::string& error) {
   static std::atomic<unsigned long> serial{0};
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string base = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/gptc-kernels-" +
@@ -138,12 +154,57 @@ void* dlopen_private(const std::string& bytes, const std::string& path, std::str
     if (lib) return lib;
     break;
   }
+  std::lock_guard<std::mutex> lock(g_in_place_mutex);
+  if (g_in_place.count({st.st_dev, st.st_ino})) {
+    error = "no private copy could be made in " + base.substr(0, base.rfind('/')) +
+            " and another Model of this process already runs this file in place; two Models "
+            "cannot share one library: point TMPDIR at a writable directory that allows "
+            "executing files";
+    return nullptr;
+  }
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
     error = e ? e : "unknown dlopen error";
+    return nullptr;
   }
+  g_in_place.insert({st.st_dev, st.st_ino});
+  inPlace = true;
   return lib;
+}
+
+// The manifest's arena, arguments and results (gptc/signature.h's lines) against those the
+// library was built for, where it says (gptc_signature; libraries from before it existed
+// do not): the first line that differs is the error.
+void check_signature(const Model& model, const std::vector<std::string>& kinds, void* lib,
+                     const std::string& mpath, const std::string& lpath) {
+  using SignatureFn = const char* (*)();
+  auto fn = (SignatureFn)dlsym(lib, "gptc_signature");
+  if (!fn) return;
+  std::vector<std::string> built;
+  const std::string text = fn();
+  for (size_t start = 0;;) {
+    const size_t end = text.find('\n', start);
+    built.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::vector<std::string> said = {gptc::signature_arena(model.arena_bytes())};
+  size_t p = 0, i = 0;
+  for (const std::string& kind : kinds) {
+    const TensorSpec& t = kind == "input" ? model.inputs()[i++] : model.params()[p++];
+    said.push_back(gptc::signature_tensor(kind, t.dtype, t.shape, t.name));
+  }
+  for (const TensorSpec& t : model.results())
+    said.push_back(gptc::signature_tensor("result", t.dtype, t.shape, t.name));
+  auto quoted = [](const std::vector<std::string>& lines, size_t k) {
+    return k < lines.size() ? "'" + lines[k] + "'" : std::string("nothing more");
+  };
+  for (size_t k = 0; k < std::max(built.size(), said.size()); ++k)
+    if (k >= built.size() || k >= said.size() || built[k] != said[k])
+      throw Error(mpath + ": says " + quoted(said, k) + " where " + lpath + " was built for " +
+                  quoted(built, k) + "; the manifest was edited or is another build's: compile "
+                  "the model again");
 }
 
 }  // namespace
@@ -157,8 +218,14 @@ struct Model::Impl {
   std::vector<size_t> arg_index;        // index into params_ or inputs_
   AlignedBuf arena;
   std::mutex run_mutex;                 // one run at a time: the arena is shared
+  bool inPlace = false;                 // the library is the artifact's file (dlopen_private)
+  struct stat libStat {};
   ~Impl() {
     if (lib) dlclose(lib);
+    if (inPlace) {
+      std::lock_guard<std::mutex> lock(g_in_place_mutex);
+      g_in_place.erase({libStat.st_dev, libStat.st_ino});
+    }
   }
 };
 
@@ -169,6 +236,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir) { return open(dir, fa
 void Model::verify(const std::string& dir) { (void)open(dir, true); }
 
 std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
+  if (dir.find('\0') != std::string::npos)
+    throw Error("artifact path '" + dir.substr(0, dir.find('\0')) + "...' holds a NUL byte");
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
     throw Error("artifact directory '" + dir + "' does not exist (" + std::strerror(errno) + ")");
@@ -176,6 +245,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
 
   // --- manifest.json -------------------------------------------------------------------
   const std::string mpath = dir + "/manifest.json";
+  if (::stat(mpath.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error(mpath + ": cannot open (not a regular file)");
   std::ifstream mf(mpath);
   if (!mf) throw Error(mpath + ": cannot open (" + std::strerror(errno) + ")");
   json m;
@@ -186,16 +257,17 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   }
   auto bad = [&](const std::string& what) { return Error(mpath + ": " + what); };
   if (!m.is_object()) throw bad("not a JSON object");
-  if (m.value("format", "") != "gptc-artifact") throw bad("\"format\" is not \"gptc-artifact\"");
-  if (!m.contains("version") || !m["version"].is_number_integer() || m["version"].get<int>() != 1)
+  if (!m.contains("format") || m["format"] != "gptc-artifact")
+    throw bad("\"format\" is not \"gptc-artifact\"");
+  if (!m.contains("version") || !m["version"].is_number_unsigned() || m["version"].get<uint64_t>() != 1)
     throw bad("unsupported \"version\" (this runtime reads version 1)");
   std::string library = "kernels.so", weights = "weights.safetensors";
   if (m.contains("library")) {
-    if (!m["library"].is_string()) throw bad("\"library\" is not a string");
+    if (!m["library"].is_string() || m["library"] == "") throw bad("\"library\" is not a file name");
     library = m["library"].get<std::string>();
   }
   if (m.contains("weights")) {
-    if (!m["weights"].is_string()) throw bad("\"weights\" is not a string");
+    if (!m["weights"].is_string() || m["weights"] == "") throw bad("\"weights\" is not a file name");
     weights = m["weights"].get<std::string>();
   }
   if (m.contains("sanitize") && !m["sanitize"].is_boolean())
@@ -210,19 +282,22 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   model->impl_ = std::make_unique<Impl>();
   Impl& impl = *model->impl_;
   model->arena_bytes_ = m["arena_bytes"].get<size_t>();
+  std::vector<std::string> kinds;  // each argument's, in the manifest's order
   for (size_t i = 0; i < m["args"].size(); ++i) {
     const json& a = m["args"][i];
     std::string where = "args[" + std::to_string(i) + "]";
     TensorSpec s = parse_spec(a, where, mpath);
-    std::string kind = a.is_object() ? a.value("kind", "") : "";
+    const std::string kind = a.is_object() && a.contains("kind") && a["kind"].is_string() ? a["kind"].get<std::string>() : "";
     if (kind == "param" || kind == "state") {
       // Both persist between runs; "state" (optimizer moments) starts at zero when the
       // weights file does not hold it.
       impl.arg_is_param.push_back(true);
       impl.arg_index.push_back(model->params_.size());
       impl.param_is_state.push_back(kind == "state");
+      kinds.push_back(kind);
       model->params_.push_back(std::move(s));
     } else if (kind == "input") {
+      kinds.push_back(kind);
       impl.arg_is_param.push_back(false);
       impl.arg_index.push_back(model->inputs_.size());
       model->inputs_.push_back(std::move(s));
@@ -232,6 +307,15 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   }
   for (size_t j = 0; j < m["results"].size(); ++j)
     model->results_.push_back(parse_spec(m["results"][j], "results[" + std::to_string(j) + "]", mpath));
+  // Names find parameters (weights, param_data) and tell inputs apart: one of each.
+  auto unique = [&](const std::vector<const std::vector<TensorSpec>*>& lists, const char* what) {
+    std::set<std::string> seen;
+    for (const auto* list : lists)
+      for (const TensorSpec& t : *list)
+        if (!seen.insert(t.name).second) throw bad(std::string("two ") + what + " named '" + t.name + "'");
+  };
+  unique({&model->params_, &model->inputs_}, "arguments");
+  unique({&model->results_}, "results");
 
   // --- kernels.so ----------------------------------------------------------------------
   const std::string lpath = dir + "/" + library;
@@ -246,6 +330,10 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     throw Error(dir + ": built with gptc compile --sanitize; run it with the sanitizers' "
                 "runtimes preloaded: LD_PRELOAD=\"$(c++ -print-file-name=libasan.so) "
                 "$(c++ -print-file-name=libubsan.so)\"");
+  struct stat lst;
+  if (::stat(lpath.c_str(), &lst) != 0)
+    throw Error(lpath + ": cannot load (" + std::strerror(errno) + ")");
+  if (!S_ISREG(lst.st_mode)) throw Error(lpath + ": cannot load (not a regular file)");
   std::ifstream lin(lpath, std::ios::binary);
   if (!lin) throw Error(lpath + ": cannot load (" + std::strerror(errno) + ")");
   const std::string lbytes((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
@@ -260,7 +348,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (std::string why = elf_not_whole(lbytes); !why.empty())
     throw Error(lpath + ": not a whole shared library (" + why + ")" + recompile);
   std::string loadError;
-  impl.lib = dlopen_private(lbytes, lpath, loadError);
+  impl.libStat = lst;
+  impl.lib = dlopen_private(lbytes, lpath, lst, impl.inPlace, loadError);
   if (!impl.lib) {
     throw Error(lpath + ": cannot load (" + loadError + ")");
   }
@@ -269,6 +358,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (!abi || !impl.entry) throw Error(lpath + ": missing symbol gptc_entry_abi or gptc_entry");
   if (int v = abi(); v != 1)
     throw Error(lpath + ": entry ABI version " + std::to_string(v) + ", this runtime needs 1");
+  check_signature(*model, kinds, impl.lib, mpath, lpath);
 
   // --- weights.safetensors -------------------------------------------------------------
   bool needWeights = false;
@@ -337,7 +427,10 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
 }
 
 void Model::set_num_threads(int n) {
-  if (n < 0) throw Error(dir_ + ": thread count must be >= 0, got " + std::to_string(n));
+  if (n < 0 || n > kMaxThreads)
+    throw Error(dir_ + ": thread count must be from 0 to " + std::to_string(kMaxThreads) +
+                ", got " + std::to_string(n));
+  std::lock_guard<std::mutex> lock(impl_->run_mutex);  // not while a run uses the count
   using SetThreadsFn = void (*)(int);
   if (auto fn = (SetThreadsFn)symbol("gptc_set_num_threads")) fn(n);
 }
@@ -355,6 +448,8 @@ const void* Model::param_data(const std::string& name) const {
 }
 
 void Model::save_weights(const std::string& path) const {
+  if (path.empty()) throw Error(dir_ + ": save_weights: the path is empty");
+  std::lock_guard<std::mutex> lock(impl_->run_mutex);  // whole parameters, not a run's half
   std::vector<safetensors::TensorView> views;
   for (size_t i = 0; i < params_.size(); ++i)
     views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),

@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,15 +56,20 @@ std::string to_manifest_dtype(const std::string& d) {
 }
 
 Reader::Reader(const std::string& path) : path_(path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode)) fail(path, "cannot open (not a regular file)");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
   f.seekg(0, std::ios::end);
-  const uint64_t file_size = (uint64_t)f.tellg();
+  const std::streamoff end = f.tellg();
+  if (!f || end < 0) fail(path, "cannot read its size");
+  const uint64_t file_size = (uint64_t)end;
   f.seekg(0);
   if (file_size < 8) fail(path, "file is " + std::to_string(file_size) +
                                     " bytes, too short for the 8-byte header length");
   unsigned char len_bytes[8];
-  f.read((char*)len_bytes, 8);
+  if (!f.read((char*)len_bytes, 8)) fail(path, "cannot read the header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];  // little endian
   if (n == 0 || n > kMaxHeader || n > file_size - 8)

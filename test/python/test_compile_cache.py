@@ -1,11 +1,13 @@
 """The compile cache: an unchanged model is not rebuilt by the host compiler."""
 import ctypes
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -97,7 +99,39 @@ def test_a_compile_replaces_kernels_so_whole(tmp_path):
     exported = subprocess.run(["nm", "-D", "--defined-only", str(out / "kernels.so")],
                               capture_output=True, text=True, check=True).stdout.split()[2::3]
     assert {s for s in exported if s not in ("_init", "_fini")} == {
-        "gptc_entry", "gptc_entry_abi", "gptc_set_num_threads"}
+        "gptc_entry", "gptc_entry_abi", "gptc_set_num_threads", "gptc_signature"}
+    # What the library was built for, against the manifest written beside it, spelled as
+    # docs/artifact.md says: the runtime refuses a manifest that differs.
+    manifest = json.loads((out / "manifest.json").read_text())
+    line = lambda role, t: f"{role} {t['dtype']} [{', '.join(map(str, t['shape']))}] {t['name']}"
+    expected = ([f"arena {manifest['arena_bytes']}"] + [line(a["kind"], a) for a in manifest["args"]]
+                + [line("result", r) for r in manifest["results"]])
+    signature = ctypes.CFUNCTYPE(ctypes.c_char_p)(model.symbol_address("gptc_signature"))()
+    assert signature.decode().split("\n") == expected
+    manifest["results"][0]["shape"][-1] += 1
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RuntimeError, match=r"manifest.json: says 'result f32 \[2, 32, 66\] output0' where "
+                       r".*kernels.so was built for 'result f32 \[2, 32, 65\] output0'; the manifest was "
+                       r"edited or is another build's: compile the model again"):
+        _runtime.Model(str(out))
+
+
+def test_the_runtime_reads_big_endian_arrays_by_value(tmp_path):
+    """numpy arrays in the other byte order ('>i8', '>f4') are their values, not their bytes
+    (they were read as this machine's order: wrong results, garbage parameters)."""
+    out = tmp_path / "out"
+    compile_cli(capture_one_layer(tmp_path), out, tmp_path / "cache")
+    from gptc import _runtime
+    model = _runtime.Model(str(out))
+    rng = np.random.default_rng(0)
+    inputs = [rng.integers(0, 8, size=shape).astype(np.int64) for _, _, shape in model.inputs]
+    native = model.run(inputs)
+    swapped = model.run([x.astype(">i8") for x in inputs])
+    assert all(np.array_equal(a, b) for a, b in zip(native, swapped))
+    name = model.params[0][0]
+    value = model.param(name)
+    model.set_param(name, (value + 1).astype(">f4"))
+    assert np.array_equal(model.param(name), value + 1)
 
 
 def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):

@@ -16,6 +16,7 @@
 #include "gptc/checksum.h"
 #include "gptc/model.hpp"
 #include "gptc/runtime.h"
+#include "gptc/signature.h"
 #include "safetensors.h"  // runtime/src (private header)
 
 namespace fs = std::filesystem;
@@ -37,6 +38,10 @@ GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, void
   *(float*)results[1] = gptc::reduce_sum<float>(6, [&](int64_t i) { return tmp[i]; });
   *(int64_t*)results[2] = ((uintptr_t)arena % 64 == 0) ? 1 : 0;
   return nullptr;
+}
+GPTC_EXPORT const char* gptc_signature(void) {
+  return "arena 24\nparam f32 [2, 3] w\ninput f32 [2, 3] x\nresult f32 [2, 3] y\n"
+         "result f32 [] total\nresult i64 [] aligned";
 }
 )";
 
@@ -120,6 +125,16 @@ TEST_F(RuntimeTest, LoadAndRun) {
   EXPECT_EQ((uintptr_t)m->param_data("w") % 64, 0u);
   EXPECT_THROW(m->param_data("nope"), gptc::rt::Error);
   EXPECT_THROW(m->run({}, {y.data(), &total, &aligned}), gptc::rt::Error);
+  // Past kMaxThreads OpenMP could not start the team and ended the process in the next run.
+  EXPECT_NO_THROW(m->set_num_threads(gptc::rt::Model::kMaxThreads));
+  try {
+    m->set_num_threads(gptc::rt::Model::kMaxThreads + 1);
+    ADD_FAILURE() << "a thread count past the limit was accepted";
+  } catch (const gptc::rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("thread count must be from 0 to 1024, got 1025"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(m->save_weights(""), gptc::rt::Error);
 }
 
 TEST_F(RuntimeTest, SetParamAndSaveWeights) {
@@ -163,6 +178,8 @@ TEST_F(RuntimeTest, CApi) {
   EXPECT_EQ(y[5], 7.0f);
   EXPECT_EQ(total, 27.0f);
   gptc_model_free(m);
+  EXPECT_EQ(gptc_model_num_params(nullptr), -1);  // with its own message, not a stale one
+  EXPECT_STREQ(gptc_last_error(), "gptc_model_num_params: model is NULL");
   EXPECT_EQ(gptc_model_load("/nonexistent/gptc"), nullptr);
   EXPECT_NE(std::string(gptc_last_error()).find("does not exist"), std::string::npos);
 }
@@ -185,12 +202,12 @@ TEST_F(RuntimeTest, ClearErrors) {
   e = load_error(d);
   EXPECT_NE(e.find("unknown dtype 'f16'"), std::string::npos) << e;
 
-  // manifest says w is [3, 2], the weights file has [2, 3]
-  std::string shape_mismatch = kManifest;
-  shape_mismatch.replace(shape_mismatch.find("[2, 3]"), 6, "[3, 2]");
-  spit(d / "manifest.json", shape_mismatch);
+  // the manifest says w is [2, 3], the weights file has [3, 2]
+  spit(d / "manifest.json", kManifest);
+  std::vector<float> w32(6, 1.0f);
+  st::write((d / "weights.safetensors").string(), {{"w", "F32", {3, 2}, w32.data()}});
   e = load_error(d);
-  EXPECT_NE(e.find("weights.safetensors: tensor 'w' has shape [2, 3] but the manifest says [3, 2]"),
+  EXPECT_NE(e.find("weights.safetensors: tensor 'w' has shape [3, 2] but the manifest says [2, 3]"),
             std::string::npos) << e;
 
   // gptc compile --sanitize: not a boolean; or this process has no AddressSanitizer (the
@@ -304,4 +321,112 @@ TEST_F(RuntimeTest, KernelsReplacedWhileLoaded) {
               0u)
         << e.path();
   fs::remove_all(d);
+}
+
+// The lines gptc compile builds into kernels.so and the runtime builds from the manifest.
+TEST(Signature, Lines) {
+  EXPECT_EQ(gptc::signature_arena(24), "arena 24");
+  EXPECT_EQ(gptc::signature_tensor("param", "f32", {2, 3}, "h.0.w"), "param f32 [2, 3] h.0.w");
+  EXPECT_EQ(gptc::signature_tensor("result", "i64", {}, "loss"), "result i64 [] loss");
+  // A C literal: printable ASCII but for " \ ? as is, every other byte in octal.
+  EXPECT_EQ(gptc::signature_literal({"a \"b\\", "c?\xc3\xa9"}),
+            "\"a \\042b\\134\\012c\\077\\303\\251\"");
+}
+
+// A hand-edited manifest (another arena, a shape, an argument dropped) would have the kernels
+// read and write past their buffers: the runtime checks it against the lines the library was
+// built for, and names the first that differs.
+TEST_F(RuntimeTest, ManifestCheckedAgainstLibrary) {
+  fs::path d = copy_artifact("signature");
+  const std::string tail = " was built for ";
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = kManifest;
+    text.replace(text.find(from), from.size(), to);
+    spit(d / "manifest.json", text);
+    return load_error(d);
+  };
+  std::string e = edited("\"arena_bytes\": 24", "\"arena_bytes\": 8");
+  EXPECT_NE(e.find("manifest.json: says 'arena 8' where " + (d / "kernels.so").string() + tail +
+                   "'arena 24'; the manifest was edited or is another build's: compile the "
+                   "model again"), std::string::npos) << e;
+  e = edited("\"input\", \"dtype\": \"f32\", \"shape\": [2, 3]", "\"input\", \"dtype\": \"f32\", \"shape\": [1]");
+  EXPECT_NE(e.find("says 'input f32 [1] x' where"), std::string::npos) << e;
+  EXPECT_NE(e.find(tail + "'input f32 [2, 3] x'"), std::string::npos) << e;
+  e = edited(",\n            {\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [2, 3]}", "");
+  EXPECT_NE(e.find("says 'result f32 [2, 3] y' where"), std::string::npos) << e;
+  e = edited(",\n               {\"name\": \"aligned\", \"dtype\": \"i64\", \"shape\": []}", "");
+  EXPECT_NE(e.find("says nothing more where"), std::string::npos) << e;
+  EXPECT_NE(e.find(tail + "'result i64 [] aligned'"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+// Manifest values that used to overflow or be taken on trust.
+TEST_F(RuntimeTest, ManifestLimits) {
+  fs::path d = copy_artifact("limits");
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = kManifest;
+    text.replace(text.find(from), from.size(), to);
+    spit(d / "manifest.json", text);
+    return load_error(d);
+  };
+  const std::string xShape = "\"input\", \"dtype\": \"f32\", \"shape\": [2, 3]";
+  // 2^32 * 2^32 elements wrapped to 0 bytes (then a null buffer was accepted); 2^63 became
+  // a negative dimension.
+  std::string e = edited(xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [4294967296, 4294967296]");
+  EXPECT_NE(e.find("args[1]: tensor 'x': shape is too large"), std::string::npos) << e;
+  e = edited(xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [9223372036854775808]");
+  EXPECT_NE(e.find("args[1]: tensor 'x': shape is too large"), std::string::npos) << e;
+  e = edited("\"name\": \"x\"", "\"name\": \"w\"");
+  EXPECT_NE(e.find("two arguments named 'w'"), std::string::npos) << e;
+  e = edited("\"name\": \"x\"", "\"name\": \"x\\ny\"");
+  EXPECT_NE(e.find("args[1]: a tensor name holds a control character"), std::string::npos) << e;
+  e = edited("\"version\": 1", "\"version\": 4294967297");  // not 1 after a cast to int
+  EXPECT_NE(e.find("unsupported \"version\""), std::string::npos) << e;
+  e = edited("\"format\": \"gptc-artifact\"", "\"format\": 7");
+  EXPECT_NE(e.find("\"format\" is not \"gptc-artifact\""), std::string::npos) << e;
+  e = edited("\"kind\": \"input\"", "\"kind\": 1");
+  EXPECT_NE(e.find("args[1]: \"kind\" must be"), std::string::npos) << e;
+  e = edited("\"library\": \"kernels.so\"", "\"library\": \"\"");
+  EXPECT_NE(e.find("\"library\" is not a file name"), std::string::npos) << e;
+
+  // Directories where files belong: one line each, not a stream error or an unread length.
+  spit(d / "manifest.json", kManifest);
+  fs::rename(d / "weights.safetensors", d / "w.bak");
+  fs::create_directory(d / "weights.safetensors");
+  e = load_error(d);
+  EXPECT_NE(e.find("weights.safetensors: cannot open (not a regular file)"), std::string::npos) << e;
+  fs::remove(d / "weights.safetensors");
+  fs::rename(d / "w.bak", d / "weights.safetensors");
+  fs::rename(d / "kernels.so", d / "k.bak");
+  fs::create_directory(d / "kernels.so");
+  e = load_error(d);
+  EXPECT_NE(e.find("kernels.so: cannot load (not a regular file)"), std::string::npos) << e;
+  fs::remove(d / "kernels.so");
+  fs::rename(d / "k.bak", d / "kernels.so");
+  fs::remove(d / "manifest.json");
+  fs::create_directory(d / "manifest.json");
+  e = load_error(d);
+  EXPECT_NE(e.find("manifest.json: cannot open (not a regular file)"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+// Where no private copy of the library can be made (TMPDIR unwritable, or noexec), a Model
+// runs the artifact's file in place. A second Model of that file would share the first's
+// library (its error slot and thread count), so a kernel error of one failed the other's
+// run: it is refused until the first is gone.
+TEST_F(RuntimeTest, OneInPlaceModelPerLibrary) {
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", "/nonexistent/gptc", 1);
+  auto first = gptc::rt::Model::load(dir_->string());
+  std::string e = load_error(*dir_);
+  EXPECT_NE(e.find("kernels.so: cannot load (no private copy could be made in /nonexistent/gptc "
+                   "and another Model of this process already runs this file in place"),
+            std::string::npos) << e;
+  first.reset();
+  EXPECT_NO_THROW(gptc::rt::Model::load(dir_->string()));
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  // With private copies, any number.
+  auto a = gptc::rt::Model::load(dir_->string()), b = gptc::rt::Model::load(dir_->string());
+  EXPECT_NE(a->symbol("gptc_entry"), b->symbol("gptc_entry"));
 }

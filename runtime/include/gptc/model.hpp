@@ -65,12 +65,15 @@ class Model {
   // Model are serialized (they share the arena); different Models run concurrently.
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& results);
 
-  // Threads for the kernels' parallel loops (default 1; 0: one per core). Results never
-  // depend on it.
+  // Threads for the kernels' parallel loops (default 1; 0: one per core; at most
+  // kMaxThreads, past which OpenMP fails to start them and ends the process). Results never
+  // depend on it. Waits for a run of this Model on another thread to finish.
+  static constexpr int kMaxThreads = 1024;
   void set_num_threads(int n);
 
   // The runtime-owned buffer of a parameter (64-byte aligned, params()[i].nbytes long);
-  // read or overwrite it between runs. Throws Error for an unknown name.
+  // read or overwrite it between runs (not while another thread runs this Model). Throws
+  // Error for an unknown name.
   void* param_data(const std::string& name);
   const void* param_data(const std::string& name) const;
 
@@ -80,7 +83,8 @@ class Model {
   void* symbol(const std::string& name) const;
 
   // Writes all params (manifest names, dtypes, shapes) as safetensors to `path`, atomically
-  // (temp file in the same folder, fsync, rename).
+  // (temp file in the same folder, fsync, rename). Waits for a run of this Model on another
+  // thread to finish, so that the file never holds half of a training step's update.
   void save_weights(const std::string& path) const;
 
  private:

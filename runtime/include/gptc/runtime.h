@@ -38,14 +38,17 @@ int gptc_model_num_params(const gptc_model* model);
 int gptc_model_input_info(const gptc_model* model, int i, gptc_tensor_info* info);
 int gptc_model_result_info(const gptc_model* model, int i, gptc_tensor_info* info);
 int gptc_model_param_info(const gptc_model* model, int i, gptc_tensor_info* info);
-/* The runtime-owned buffer of parameter i (NULL if out of range). */
+/* The runtime-owned buffer of parameter i (NULL if out of range); read or write it between
+ * runs, not while another thread runs the model. */
 void* gptc_model_param_data(gptc_model* model, int i);
 
 /* inputs[i]: buffer of input i (num_inputs entries); results[j]: caller-owned buffer of
  * result j, filled by the call. */
 int gptc_model_run(gptc_model* model, const void* const* inputs, void* const* results);
+/* Waits for a run of the model on another thread to finish. */
 int gptc_model_save_weights(const gptc_model* model, const char* path);
-/* Threads for the kernels' parallel loops (default 1; 0: one per core). Never changes bits. */
+/* Threads for the kernels' parallel loops (default 1; 0: one per core; at most 1024).
+ * Never changes bits. */
 int gptc_model_set_num_threads(gptc_model* model, int n);
 
 #ifdef __cplusplus
