@@ -377,8 +377,11 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     }
     safetensors::Reader& reader = *readerPtr;
     if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
+    if (t->shape != p.shape)
+      throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
+                  " but the manifest says " + shape_str(p.shape));
     std::string want = safetensors::from_manifest_dtype(p.dtype);
-    if (t->dtype == "F32" && want == "F64" && t->shape == p.shape) {
+    if (t->dtype == "F32" && want == "F64") {
       // An f64 compile of an f32 model (gradient checks): widening is exact.
       if (verifyOnly) continue;
       std::vector<float> narrow(p.numel);
@@ -391,9 +394,6 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     if (t->dtype != want)
       throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                   " but the manifest says " + p.dtype + " (" + want + ")");
-    if (t->shape != p.shape)
-      throw Error(reader.path() + ": tensor '" + p.name + "' has shape " + shape_str(t->shape) +
-                  " but the manifest says " + shape_str(p.shape));
     if (verifyOnly) continue;
     impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
     reader.read(*t, impl.param_bufs.back().get());

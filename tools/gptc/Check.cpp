@@ -21,6 +21,7 @@
 #include "safetensors.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -70,9 +71,18 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
   llvm::SmallString<128> dir;
   if (auto ec = llvm::sys::fs::createUniqueDirectory("gptc-gradcheck", dir))
     return gptc::fail(tool, "cannot create a temporary folder: " + ec.message());
+  // The artifact is this check's own: gone however the check ends.
+  auto removeDir = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  // Messages name the user's weights file, not the artifact's copy of it.
+  const std::string copied = (dir + "/weights.safetensors").str();
+  auto userPaths = [&](std::string message) {
+    for (size_t at; (at = message.find(copied)) != std::string::npos;)
+      message.replace(at, copied.size(), weights);
+    return message;
+  };
   std::string error;
   if (failed(gpt::writeArtifact(fn, *source, dir, weights, opts.runtimeInclude, error)))
-    return gptc::fail(tool, error);
+    return gptc::fail(tool, userPaths(error));
 
   try {
     auto model = gptc::rt::Model::load(dir.str().str());
@@ -177,12 +187,11 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
     }
     llvm::outs() << llvm::format("worst relative error %.2e (%s), tolerance %.1e\n", worst,
                                  worstName.c_str(), opts.tolerance);
-    llvm::sys::fs::remove_directories(dir);
     if (!(worst <= opts.tolerance))  // NaN fails
       return gptc::fail(tool, "gradcheck failed: " + worstName + " off by " + std::to_string(worst));
     return 0;
   } catch (const gptc::rt::Error &e) {
-    return gptc::fail(tool, e.what());
+    return gptc::fail(tool, userPaths(e.what()));
   }
 }
 

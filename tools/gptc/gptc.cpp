@@ -30,8 +30,11 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -114,10 +117,22 @@ public:
     if (!value(f, text))
       return false;
     char *end = nullptr;
-    double v = std::strtod(text.c_str(), &end);
-    if (error.empty() && (text.empty() || *end != '\0'))
-      error = "option '" + f + "' needs a number, got '" + text + "'";
-    into = static_cast<Number>(v);
+    if constexpr (std::is_integral_v<Number>) {
+      // A whole number in the type's range (--seed): 1.7, 1e30 and -1 were cast silently.
+      errno = 0;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      using Limits = std::numeric_limits<Number>;
+      if (error.empty() && (text.empty() || *end != '\0' || errno != 0 ||
+                            v < (long long)Limits::min() || v > (long long)Limits::max()))
+        error = "option '" + f + "' needs a whole number from " + std::to_string(Limits::min()) +
+                " to " + std::to_string(Limits::max()) + ", got '" + text + "'";
+      into = static_cast<Number>(v);
+    } else {
+      double v = std::strtod(text.c_str(), &end);
+      if (error.empty() && (text.empty() || *end != '\0'))
+        error = "option '" + f + "' needs a number, got '" + text + "'";
+      into = static_cast<Number>(v);
+    }
     return true;
   }
   /// A positional argument into `into` (once), or an error for anything else.

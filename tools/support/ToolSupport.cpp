@@ -76,6 +76,27 @@ func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
     fail(tool, path + ": expected exactly one func.func, found " + std::to_string(fns.size()));
     return nullptr;
   }
+  // A dimension of size 0 (block_size=0, an empty batch): the kernels divide by element
+  // counts, so such a model is refused here, at the op that first holds one.
+  Operation *zeroSized = nullptr;
+  Type zeroType;
+  module->walk([&](Operation *op) {
+    auto check = [&](Type t) {
+      auto rt = dyn_cast<RankedTensorType>(t);
+      if (!zeroSized && rt && rt.hasStaticShape() && rt.getNumElements() == 0 && rt.getRank() > 0)
+        zeroSized = op, zeroType = t;
+    };
+    for (Type t : op->getOperandTypes())
+      check(t);
+    for (Type t : op->getResultTypes())
+      check(t);
+    return zeroSized ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (zeroSized) {
+    zeroSized->emitError() << "'" << zeroSized->getName() << "' on a zero-size tensor ("
+                           << zeroType << "): gptc does not support dimensions of size 0";
+    return nullptr;
+  }
   PassManager pm(&ctx);
   gpt::buildPipeline(pm, options);
   if (failed(pm.run(*module)))
