@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -40,6 +41,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -280,21 +283,51 @@ int compile(const CompileOptions &opts) {
     return gptc::fail(kTool, "weights file '" + weights + "' does not exist");
   }
   auto emitted = std::chrono::steady_clock::now();
+  // The artifact is written into a folder of its own inside OUT and its files renamed into
+  // OUT once it is whole and loads, the manifest last: a compile that fails (the host
+  // compiler, a weights file of another model) leaves OUT's previous artifact as it was.
+  if (auto ec = llvm::sys::fs::create_directories(opts.output))
+    return gptc::fail(kTool, "cannot create " + opts.output + ": " + ec.message());
+  llvm::SmallString<256> stage(opts.output);
+  llvm::sys::path::append(stage, ".gptc-staging-" + std::to_string(::getpid()));
+  (void)llvm::sys::fs::remove_directories(stage);
+  auto removeStage = llvm::make_scope_exit([&] { (void)llvm::sys::fs::remove_directories(stage); });
+  auto inOutput = [&](StringRef name) {
+    llvm::SmallString<256> p(opts.output);
+    llvm::sys::path::append(p, name);
+    return p.str().str();
+  };
+  auto staged = [&](StringRef name) { return (stage + "/" + name).str(); };
+  auto outputPaths = [&](std::string message) {  // messages name OUT's files
+    const std::string from = stage.str().str();
+    for (size_t at; (at = message.find(from)) != std::string::npos;)
+      message.replace(at, from.size(), opts.output);
+    return message;
+  };
   std::string error;
-  if (failed(gpt::writeArtifact(fn, *source, opts.output, weights, runtimeInclude(),
-                                error)))
-    return gptc::fail(kTool, error);
+  if (failed(gpt::writeArtifact(fn, *source, stage, weights, runtimeInclude(), error))) {
+    if (llvm::sys::fs::exists(staged("compile.log")))  // the host compiler failed: the
+      for (StringRef name : {"kernels.cpp", "compile.log"})  // files its message names
+        (void)llvm::sys::fs::rename(staged(name), inOutput(name));
+    return gptc::fail(kTool, outputPaths(error));
+  }
   // With weights, the artifact must load: a corrupt weights file, or one of another model,
   // is this command's error rather than a later load's. (Without, it is compiled for
   // inspection: --stats, the source.)
   if (!weights.empty()) {
     try {
-      gptc::rt::Model::verify(opts.output);
+      gptc::rt::Model::verify(stage.str().str());
     } catch (const gptc::rt::Error &e) {
-      return gptc::fail(kTool, "the artifact does not load (weights from '" + weights +
-                                   "'): " + e.what());
+      return gptc::fail(kTool, outputPaths("the artifact does not load (weights from '" +
+                                           weights + "'): " + e.what()));
     }
   }
+  for (StringRef name : {"kernels.cpp", "compile.log", "weights.safetensors", "kernels.so",
+                         "manifest.json"})
+    if (llvm::sys::fs::exists(staged(name)))
+      if (auto ec = llvm::sys::fs::rename(staged(name), inOutput(name)))
+        return gptc::fail(kTool, "cannot move " + name.str() + " into " + opts.output + ": " +
+                                     ec.message());
   if (opts.stats) {
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     gpt::printStats(fn, llvm::outs());
