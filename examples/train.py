@@ -31,6 +31,7 @@ from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 # The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).
 GPTC_ERRORS = (gptc.GptcError, gptc.CaptureError)
 CSV_FIELDS = ("iter", "lr", "train_loss", "val_loss")
+MAX_THREADS = gptc.MAX_THREADS  # the runtime refuses more
 
 
 class UsageError(Exception):
@@ -83,11 +84,15 @@ def parse_args(argv=None):
     if args.lr_decay_iters is None:
         args.lr_decay_iters = args.iters
     if args.threads is None:
-        args.threads = torch.get_num_threads()
+        args.threads = min(torch.get_num_threads(), MAX_THREADS)
     for name in ("n_layer", "n_head", "n_embd", "block_size", "batch", "eval_interval",
                  "eval_batches", "threads"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
+        ap.error(f"--threads must be at most {MAX_THREADS}")
+    if not -2**63 <= args.seed < 2**63:  # the training step's seed is an int64
+        ap.error(f"--seed must be from {-2**63} to {2**63 - 1}")
     for name in ("iters", "sample_chars", "warmup_iters", "lr_decay_iters"):
         if getattr(args, name) < 0:
             ap.error(f"--{name.replace('_', '-')} must not be negative")
@@ -150,7 +155,11 @@ def read_csv_rows(path, before_iter):
     if not os.path.isfile(path):
         return []
     with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if int(row["iter"]) < before_iter]
+        try:
+            return [row for row in csv.DictReader(f) if int(row["iter"]) < before_iter]
+        except (KeyError, TypeError, ValueError) as e:  # no iter column, or not a number
+            raise UsageError(f"{path} is not this script's train.csv ({type(e).__name__}: "
+                             f"{e})") from None
 
 
 def write_csv(path, rows):
@@ -257,9 +266,16 @@ def main(argv=None):
         meta_old_path = os.path.join(os.path.dirname(resume_path) or ".", "meta.json")
         if os.path.isfile(meta_old_path):
             with open(meta_old_path) as f:
-                old = json.load(f)
+                try:
+                    old = json.load(f)
+                except ValueError as e:  # not JSON, or not UTF-8
+                    raise UsageError(f"cannot read {meta_old_path}: {e}") from None
+            if not isinstance(old, dict):
+                raise UsageError(f"{meta_old_path} is not a JSON object: not this "
+                                 "script's meta.json")
             def shape(c):  # dropout may change between runs, the rest may not
-                return {k: v for k, v in (c or {}).items() if k != "dropout"}
+                return ({k: v for k, v in c.items() if k != "dropout"}
+                        if isinstance(c, dict) else c)
             if (old.get("vocab") != meta["vocab"]
                     or shape(old.get("config")) != shape(meta["config"])):
                 raise UsageError(f"checkpoint {resume_path} was trained with another "

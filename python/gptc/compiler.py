@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -190,7 +191,14 @@ def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=No
         mlir_path = os.path.join(workdir, "model.mlir")
         save(captured, mlir_path)
         out_dir = os.path.join(workdir, "artifact")
-        run_compiler(mlir_path, out_dir, *flags)
+        try:
+            run_compiler(mlir_path, out_dir, *flags)
+        except GptcError as e:
+            if not temporary:
+                raise
+            # A location in our model.mlir names a file removed below: drop it.
+            raise GptcError(re.sub(rf"^gptc: {re.escape(mlir_path)}:\d+:\d+: ", "gptc: ",
+                                   str(e))) from None
     except BaseException:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)

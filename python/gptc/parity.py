@@ -23,6 +23,7 @@ import argparse
 import ast
 import copy
 import dataclasses
+import importlib.machinery
 import importlib.util
 import math
 import os
@@ -138,13 +139,18 @@ def load_model_file(path):
     if not os.path.isfile(path):
         raise ParityError(f"model file not found: {path}")
     name = "gptc_parity_model_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
+    # An explicit source loader: by suffix, importlib finds none for a file not named .py.
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # its own imports
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise ParityError(f"cannot load {path}: {e.msg} (line {e.lineno})") from None
+    except SystemExit as e:  # sys.exit(0) would end the report with success, nothing checked
+        raise ParityError(f"cannot load {path}: it exited while loading "
+                          f"(SystemExit: {e.code})") from None
     except Exception as e:
         raise ParityError(f"cannot load {path}: {type(e).__name__}: {e}") from None
     finally:
@@ -180,6 +186,8 @@ def report(model, batches, *, lr=1e-3, min_lr=1e-4, warmup=5, betas=(0.9, 0.99),
     """Trains `model` on `batches` ([(x, y)]) with gptc and a copy of it with eager PyTorch;
     prints a line per step and returns the rows: (step, gptc loss, torch loss, relative
     loss difference, worst parameter name, its absolute difference)."""
+    if not batches:  # batches[0] shapes the compiled step
+        raise gptc.GptcError("report needs at least one (x, y) batch")
     ref = copy.deepcopy(model)
     hyper = dict(lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
     step = gptc.compile_train_step(model, batches[0], optimizer=gptc.AdamW(**hyper),
@@ -205,6 +213,8 @@ def report(model, batches, *, lr=1e-3, min_lr=1e-4, warmup=5, betas=(0.9, 0.99),
 def verdict(rows, loss_tolerance, param_tolerance):
     """(summary line, None) when every row is within the tolerances, else (summary line,
     the first failure as one line). NaN is never within."""
+    if not rows:  # no worst row to summarize, and passing on nothing would be a false pass
+        raise gptc.GptcError("verdict needs at least one row of report()")
     worst_loss = max(rows, key=lambda r: (math.isnan(r[3]), r[3]))
     worst_param = max(rows, key=lambda r: (math.isnan(r[5]), r[5]))
     summary = (f"worst over {len(rows)} steps: loss {worst_loss[3]:.2e} relative (step "
@@ -218,6 +228,11 @@ def verdict(rows, loss_tolerance, param_tolerance):
             return summary, (f"parity failed: after step {n}, {name} is {worst:.2e} from "
                              f"PyTorch's (tolerance {param_tolerance:g})")
     return summary, None
+
+
+MAX_THREADS = gptc.MAX_THREADS  # the runtime refuses more
+# torch.manual_seed's range; the batches' generator takes --seed + 1.
+SEEDS = (-2**63, 2**64 - 2)
 
 
 class _OneLineErrors(argparse.ArgumentParser):
@@ -253,9 +268,24 @@ def parse_args(argv=None):
     ap.add_argument("--loss-tolerance", type=float, default=1e-5, help="relative")
     ap.add_argument("--param-tolerance", type=float, default=1e-4, help="absolute")
     args = ap.parse_args(argv)
+    # Up front, before torch or the model is touched: a NaN tolerance failed and an
+    # infinite one passed everything; a NaN or negative --min-lr failed mid-run.
     for name in ("steps", "batch", "threads"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be at least 1")
+    if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
+        ap.error(f"--threads must be at most {MAX_THREADS}")
+    if args.warmup < 0:
+        ap.error("--warmup must not be negative")
+    if not SEEDS[0] <= args.seed <= SEEDS[1]:
+        ap.error(f"--seed must be from {SEEDS[0]} to {SEEDS[1]}")
+    for name in ("lr", "min_lr", "weight_decay", "eps", "grad_clip", "loss_tolerance",
+                 "param_tolerance"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) >= 0):
+            ap.error(f"--{name.replace('_', '-')} must be a finite number >= 0")
+    for name in ("beta1", "beta2"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            ap.error(f"--{name} must be in [0, 1)")
     return args
 
 

@@ -11,6 +11,7 @@ PyTorch only captures the model.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import tempfile
 from dataclasses import dataclass
@@ -51,10 +52,38 @@ def check_at_least(name: str, value: float, low: float) -> None:
         raise GptcError(f"{name} must be a finite number >= {low:g}, got {value}")
 
 
+MAX_THREADS = 1024  # the runtime's limit on a model's threads (gptc::rt::Model::kMaxThreads)
+
+# The step feeds [seed, step] to its kernels as an int64 array (rng), so both must fit.
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    """`value` (an integer, or the decimal string of one: checkpoint metadata) as an int
+    in [low, high]; else one GptcError naming `name`."""
+    try:
+        number = int(value, 10) if isinstance(value, str) else operator.index(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not low <= number <= high:
+        raise GptcError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return number
+
+
 def _flags(opt: AdamW, grad_clip: float | None) -> list[str]:
     return ["--train", f"--beta1={opt.betas[0]!r}", f"--beta2={opt.betas[1]!r}",
             f"--eps={opt.eps!r}", f"--weight-decay={opt.weight_decay!r}",
             f"--grad-clip={float(grad_clip or 0.0)!r}"]
+
+
+def _has_loss(captured) -> None:
+    """Refuse, before compiling, a capture without the scalar float result that autodiff
+    differentiates: the compiler's error would name the temporary model.mlir, deleted by
+    the time anyone reads it."""
+    if not any(r.shape == () and r.dtype in ("f32", "f64", "bf16") for r in captured.results):
+        outputs = ", ".join(f"{r.dtype} {r.shape}" for r in captured.results) or "none"
+        raise GptcError("the model must return its loss as a scalar floating-point output "
+                        f"(its tensor outputs: {outputs})")
 
 
 def check_gradient_flow(names, norms) -> None:
@@ -173,6 +202,12 @@ class TrainStep:
                 meta = f.metadata() or {}
                 if meta.get("format") != "gptc-train-checkpoint":
                     raise GptcError(f"{path}: not a gptc training checkpoint")
+                if "step" not in meta:
+                    raise GptcError(f"{path}: no 'step' in the checkpoint's metadata")
+                # step + 1 is the next step's number, fed as int64 like the seed.
+                num_steps = check_int(f"{path}: metadata 'step'", meta["step"], 0, INT64_MAX - 1)
+                seed = check_int(f"{path}: metadata 'seed'", meta.get("seed", self.seed),
+                                 INT64_MIN, INT64_MAX)
                 missing = [n for n in self._persistent if n not in f.keys()]
                 if missing:
                     raise GptcError(f"{path}: missing tensor '{missing[0]}'")
@@ -191,8 +226,8 @@ class TrainStep:
             raise
         except Exception as e:  # corrupt or truncated file
             raise GptcError(f"{path}: cannot read checkpoint ({str(e).splitlines()[0]})") from None
-        self.num_steps = int(meta["step"])
-        self.seed = int(meta.get("seed", self.seed))
+        self.num_steps = num_steps
+        self.seed = seed
 
 
 def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: AdamW | None = None,
@@ -214,7 +249,8 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     optimizer = optimizer or AdamW()
     if grad_clip is not None:  # 0: no clipping (a negative clip silently meant the same)
         check_at_least("grad_clip", grad_clip, 0.0)
+    seed = check_int("seed", seed, INT64_MIN, INT64_MAX)  # else an OverflowError at step 1
     captured, out_dir, temporary = capture_and_compile(
         model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
-        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []))
+        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []), check=_has_loss)
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary)

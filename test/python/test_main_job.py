@@ -49,7 +49,12 @@ def test_main_job_refuses_out_of_range_settings_and_unwritable_out(tmp_path):
                               ("--grad-clip", "-1", "--grad-clip must be a finite number >= 0"),
                               ("--lr", "nan", "--lr must be a finite number >= 0"),
                               ("--warmup-iters", "-5", "--warmup-iters must not be negative"),
-                              ("--temperature", "-1", "--temperature must be a finite number >= 0")):
+                              ("--temperature", "-1", "--temperature must be a finite number >= 0"),
+                              # torch.set_num_threads(huge) crashed the process
+                              ("--threads", "1025", "--threads must be at most 1024"),
+                              # an OverflowError at the first step, after compiling
+                              ("--seed", str(2**63), "--seed must be from -9223372036854775808 "
+                                                     "to 9223372036854775807")):
         proc = run_train(tmp_path / "out", flag, value)
         assert proc.returncode == 2, (flag, proc.stderr[-2000:])
         assert proc.stderr.strip().splitlines()[-1] == f"train.py: error: {said}", proc.stderr
@@ -59,3 +64,49 @@ def test_main_job_refuses_out_of_range_settings_and_unwritable_out(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"gptc: error: cannot create --out {tmp_path}/file/out: Not a directory"]
     assert not (tmp_path / "out").exists()
+
+
+def test_main_job_resume_from_a_bad_meta_json_or_checkpoint_is_one_line(tmp_path):
+    """A meta.json that is not JSON, or not an object, was a JSONDecodeError or
+    AttributeError traceback; a checkpoint without a step was a KeyError traceback."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    small = ("--data", str(text), "--n-layer", "1", "--n-embd", "16", "--block-size", "8",
+             "--batch", "1")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ckpt.safetensors").write_bytes(b"")  # never read: meta.json is checked first
+    for content, said in (("{not json", f"cannot read {out}/meta.json: Expecting property name"),
+                          ("[1, 2]", f"{out}/meta.json is not a JSON object")):
+        (out / "meta.json").write_text(content)
+        proc = run_train(out, *small, "--resume")
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"gptc: error: {said}"), proc.stderr
+    ckpt = tmp_path / "ckpt" / "ckpt.safetensors"  # no meta.json beside it
+    ckpt.parent.mkdir()
+    save_file({"x": np.zeros(1, np.float32)}, str(ckpt),
+              metadata={"format": "gptc-train-checkpoint", "seed": "1"})
+    proc = run_train(tmp_path / "out2", *small, "--resume", str(ckpt))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"gptc: error: {ckpt}: no 'step' in the checkpoint's metadata"], proc.stderr
+
+
+def test_main_job_resume_refuses_a_corrupt_train_csv(tmp_path):
+    """On --resume the earlier rows come from OUT/train.csv: one without an iter column,
+    or with one that is not a number, was a KeyError or ValueError traceback."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "gptc_main_job", os.path.join(REPO, "examples", "train.py"))
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    path = tmp_path / "train.csv"
+    for content, said in (("garbage\nx\n", "KeyError: 'iter'"),
+                          ("iter,lr\nabc,1\n", "ValueError: invalid literal")):
+        path.write_text(content)
+        with pytest.raises(job.UsageError, match=f"^{path} is not this script's train.csv "
+                                                 rf"\({said}"):
+            job.read_csv_rows(str(path), 5)

@@ -115,10 +115,28 @@ def test_an_unsupported_op_names_the_op_and_the_model_line(tmp_path):
     (["--config", "dropout=0.1"], "the parity report needs dropout 0"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--steps", "x"], "argument --steps: invalid int value: 'x'"),
+    # A model file that calls sys.exit(0) passed, having checked nothing.
+    (["{tmp}/exits.py"], "cannot load {tmp}/exits.py: it exited while loading (SystemExit: 0)"),
+    # Loaded whatever its suffix (an AttributeError on 'NoneType' before).
+    (["{tmp}/model.txt"], "{tmp}/model.txt does not define GPT"),
+    # Refused before torch is touched: torch.set_num_threads(huge) crashed the process.
+    (["--threads", "1025"], "--threads must be at most 1024"),
+    # A NaN or negative tolerance failed every step, an infinite one passed everything.
+    (["--loss-tolerance", "nan"], "--loss-tolerance must be a finite number >= 0"),
+    (["--param-tolerance", "-1"], "--param-tolerance must be a finite number >= 0"),
+    (["--param-tolerance", "inf"], "--param-tolerance must be a finite number >= 0"),
+    # These failed mid-run, or trained without a word.
+    (["--min-lr", "nan"], "--min-lr must be a finite number >= 0"),
+    (["--min-lr", "-1"], "--min-lr must be a finite number >= 0"),
+    (["--warmup", "-3"], "--warmup must not be negative"),
+    (["--beta2", "1"], "--beta2 must be in [0, 1)"),
+    (["--seed", str(2**64)], "--seed must be from -9223372036854775808 to 18446744073709551614"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     (tmp_path / "model.py").write_text("class GPTConfig:\n    pass\n")
+    (tmp_path / "model.txt").write_text("class GPTConfig:\n    pass\n")
     (tmp_path / "syntax.py").write_text("def f(:\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
     line = one_error_line(check(*[a.format(tmp=tmp_path) for a in args]))
     assert message.format(tmp=tmp_path) in line, line
 
@@ -127,3 +145,12 @@ def test_both_checks_at_once_is_an_error():
     proc = subprocess.run([gptc.find_tool("gptc"), "check", "--gradcheck", "m.mlir",
                            "--against-torch"], capture_output=True, text=True)
     assert "run one at a time" in one_error_line(proc)
+
+
+def test_report_and_verdict_refuse_no_batches():
+    """An IndexError and a ValueError from max() before; no steps is no parity."""
+    from gptc.parity import report, verdict
+    with pytest.raises(gptc.GptcError, match="report needs at least one"):
+        report(TinyGPT(TinyGPTConfig()), [])
+    with pytest.raises(gptc.GptcError, match="verdict needs at least one"):
+        verdict([], 1e-5, 1e-4)

@@ -176,8 +176,10 @@ def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
         step(*data[1], lr=float("nan"))
     with pytest.raises(gptc.GptcError, match="lr must be a finite number >= 0, got -0.1"):
         step(*data[1], lr=-0.1)
-    with pytest.raises(gptc.GptcError, match="thread count must be >= 0"):
+    with pytest.raises(gptc.GptcError, match="thread count must be from 0 to 1024, got -1"):
         step.set_num_threads(-1)
+    with pytest.raises(gptc.GptcError, match="thread count must be from 0 to 1024, got 1025"):
+        step.set_num_threads(1025)
     assert step.num_steps == 1
     for n, t in step.state_dict().items():
         assert torch.equal(t, before[n]), n
@@ -187,6 +189,69 @@ def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
         assert f.metadata() == g.metadata() and set(f.keys()) == set(g.keys())
         for n in f.keys():
             assert np.array_equal(f.get_tensor(n), g.get_tensor(n)), n
+
+
+def test_bad_checkpoint_metadata_is_refused_and_leaves_the_step_as_it_was(tmp_path):
+    """A checkpoint's step and seed are checked with its tensors, before anything is copied
+    in: a missing or non-numeric step was a KeyError or ValueError after the parameters
+    were overwritten, a negative one trained on to non-finite parameters, and one beyond
+    int64 an OverflowError at the next step."""
+    from safetensors.numpy import save_file
+    model, cfg = dropout_model()
+    data = batches(2, cfg)
+    step = gptc.compile_train_step(model, data[0], seed=7, workdir=str(tmp_path / "s"))
+    step(*data[0])
+    good = tmp_path / "good.safetensors"
+    step.save(str(good))
+    with safe_open(str(good), "numpy") as f:
+        meta = f.metadata()
+        tensors = {n: f.get_tensor(n) for n in f.keys()}
+    step(*data[1])  # the state differs from the checkpoint's: a copy-in would show
+    before = {n: t.clone() for n, t in step.state_dict().items()}
+    huge = "99999999999999999999999"
+    for key, value, said in (
+            ("step", None, "no 'step' in the checkpoint's metadata"),
+            ("step", "abc", "metadata 'step' must be an integer from 0 to 9223372036854775806, got 'abc'"),
+            ("step", "-3", "metadata 'step' must be an integer from 0 to .*, got '-3'"),
+            ("step", huge, f"metadata 'step' must be an integer from 0 to .*, got '{huge}'"),
+            ("seed", "abc", "metadata 'seed' must be an integer from -9223372036854775808 to "
+                            "9223372036854775807, got 'abc'"),
+            ("seed", huge, f"metadata 'seed' must be an integer .*, got '{huge}'")):
+        bad = tmp_path / f"{key}-{value}.safetensors"
+        save_file(tensors, str(bad), metadata={**{k: v for k, v in meta.items() if k != key},
+                                               **({key: value} if value else {})})
+        with pytest.raises(gptc.GptcError, match=f"^{bad}: {said}$"):
+            step.load(str(bad))
+        assert step.num_steps == 2 and step.seed == 7, (key, value)
+        for n, t in step.state_dict().items():
+            assert torch.equal(t, before[n]), (key, value, n)
+    step.load(str(good))
+    assert step.num_steps == 1
+
+
+def test_a_model_without_a_scalar_loss_and_a_seed_beyond_int64_are_refused():
+    """The autodiff pass's own error named the temporary model.mlir, deleted by then; a
+    seed beyond int64 compiled, then raised an OverflowError at the first step."""
+    model, cfg = dropout_model()
+    data = batches(1, cfg)
+
+    class LogitsOnly(nn.Module):
+        def __init__(self, gpt):
+            super().__init__()
+            self.gpt = gpt
+
+        def forward(self, idx, targets):
+            return self.gpt(idx, targets)[0]
+
+    with pytest.raises(gptc.GptcError, match=r"^the model must return its loss as a scalar "
+                       r"floating-point output \(its tensor outputs: f32 \(4, 32, 65\)\)$"):
+        gptc.compile_train_step(LogitsOnly(model).train(), data[0])
+    # gptc.gradcheck reaches the compiler's error: without the temporary file's location.
+    with pytest.raises(gptc.GptcError, match="^gptc: error: gpt-autodiff: no scalar "
+                                             "floating-point loss result to differentiate$"):
+        gptc.gradcheck(LogitsOnly(TinyGPT(TinyGPTConfig(n_layer=1, n_embd=16))), data[0])
+    with pytest.raises(gptc.GptcError, match="seed must be an integer from .* got 18446744073709551616"):
+        gptc.compile_train_step(model, data[0], seed=2**64)
 
 
 @pytest.mark.parametrize("bias", [True, False])
