@@ -245,6 +245,14 @@ def main(argv=None):
         raise UsageError(f"--prompt: {e}") from None
     print(f"corpus: {args.data or 'Debian fortunes'}: {len(text):,} characters, "
           f"vocabulary {tok.vocab_size}; train {len(train_data):,}, val {len(val_data):,}")
+    # Characters that only the held-out tenth holds: the model is never trained to produce
+    # them (a script or language at the end of the file, say), which a loss curve hides.
+    counts = torch.bincount(train_data, minlength=tok.vocab_size).tolist()
+    unseen = [c for c, n in zip(tok.chars, counts) if n == 0]
+    if unseen:
+        shown = " ".join(repr(c) for c in unseen[:10]) + (" ..." if len(unseen) > 10 else "")
+        print(f"note: {len(unseen)} of the {tok.vocab_size} characters occur only in the "
+              f"held-out split, never in training: {shown}")
 
     # --- model and compiled programs ------------------------------------------
     cfg = TinyGPTConfig(block_size=args.block_size, vocab_size=tok.vocab_size,

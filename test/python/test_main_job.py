@@ -32,6 +32,18 @@ def test_main_job_trains_evaluates_plots_and_samples(tmp_path):
     print("\n" + proc.stdout[-600:])
 
 
+def test_main_job_names_characters_it_never_trains_on(tmp_path):
+    """A character only the held-out tenth holds (here the last one) is never a training
+    target: the main job says so, naming it, instead of leaving it to a loss curve."""
+    corpus = tmp_path / "text.txt"
+    corpus.write_text("abcab " * 300 + "\u00e9")
+    proc = run_train(tmp_path / "out", "--data", str(corpus), "--iters", "2", "--n-layer", "1",
+                     "--n-embd", "16", "--block-size", "8", "--batch", "2", "--threads", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "note: 1 of the 5 characters occur only in the held-out split, never in " \
+           "training: '\u00e9'" in proc.stdout
+
+
 def test_main_job_missing_data_file_is_one_line(tmp_path):
     proc = run_train(tmp_path, "--data", str(tmp_path / "nope.txt"))
     assert proc.returncode == 1
