@@ -99,6 +99,13 @@ class RuntimeTest : public ::testing::Test {
     ADD_FAILURE() << "load of " << d << " succeeded";
     return "";
   }
+  // The load error of `d` with kManifest's first `from` replaced by `to`.
+  std::string edited(const fs::path& d, const std::string& from, const std::string& to) {
+    std::string text = kManifest;
+    text.replace(text.find(from), from.size(), to);
+    spit(d / "manifest.json", text);
+    return load_error(d);
+  }
   static fs::path* dir_;
 };
 fs::path* RuntimeTest::dir_ = nullptr;
@@ -339,22 +346,16 @@ TEST(Signature, Lines) {
 TEST_F(RuntimeTest, ManifestCheckedAgainstLibrary) {
   fs::path d = copy_artifact("signature");
   const std::string tail = " was built for ";
-  auto edited = [&](const std::string& from, const std::string& to) {
-    std::string text = kManifest;
-    text.replace(text.find(from), from.size(), to);
-    spit(d / "manifest.json", text);
-    return load_error(d);
-  };
-  std::string e = edited("\"arena_bytes\": 24", "\"arena_bytes\": 8");
+  std::string e = edited(d, "\"arena_bytes\": 24", "\"arena_bytes\": 8");
   EXPECT_NE(e.find("manifest.json: says 'arena 8' where " + (d / "kernels.so").string() + tail +
                    "'arena 24'; the manifest was edited or is another build's: compile the "
                    "model again"), std::string::npos) << e;
-  e = edited("\"input\", \"dtype\": \"f32\", \"shape\": [2, 3]", "\"input\", \"dtype\": \"f32\", \"shape\": [1]");
+  e = edited(d, "\"input\", \"dtype\": \"f32\", \"shape\": [2, 3]", "\"input\", \"dtype\": \"f32\", \"shape\": [1]");
   EXPECT_NE(e.find("says 'input f32 [1] x' where"), std::string::npos) << e;
   EXPECT_NE(e.find(tail + "'input f32 [2, 3] x'"), std::string::npos) << e;
-  e = edited(",\n            {\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [2, 3]}", "");
+  e = edited(d, ",\n            {\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [2, 3]}", "");
   EXPECT_NE(e.find("says 'result f32 [2, 3] y' where"), std::string::npos) << e;
-  e = edited(",\n               {\"name\": \"aligned\", \"dtype\": \"i64\", \"shape\": []}", "");
+  e = edited(d, ",\n               {\"name\": \"aligned\", \"dtype\": \"i64\", \"shape\": []}", "");
   EXPECT_NE(e.find("says nothing more where"), std::string::npos) << e;
   EXPECT_NE(e.find(tail + "'result i64 [] aligned'"), std::string::npos) << e;
   fs::remove_all(d);
@@ -363,50 +364,38 @@ TEST_F(RuntimeTest, ManifestCheckedAgainstLibrary) {
 // Manifest values that used to overflow or be taken on trust.
 TEST_F(RuntimeTest, ManifestLimits) {
   fs::path d = copy_artifact("limits");
-  auto edited = [&](const std::string& from, const std::string& to) {
-    std::string text = kManifest;
-    text.replace(text.find(from), from.size(), to);
-    spit(d / "manifest.json", text);
-    return load_error(d);
-  };
   const std::string xShape = "\"input\", \"dtype\": \"f32\", \"shape\": [2, 3]";
   // 2^32 * 2^32 elements wrapped to 0 bytes (then a null buffer was accepted); 2^63 became
   // a negative dimension.
-  std::string e = edited(xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [4294967296, 4294967296]");
+  std::string e = edited(d, xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [4294967296, 4294967296]");
   EXPECT_NE(e.find("args[1]: tensor 'x': shape is too large"), std::string::npos) << e;
-  e = edited(xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [9223372036854775808]");
+  e = edited(d, xShape, "\"input\", \"dtype\": \"f32\", \"shape\": [9223372036854775808]");
   EXPECT_NE(e.find("args[1]: tensor 'x': shape is too large"), std::string::npos) << e;
-  e = edited("\"name\": \"x\"", "\"name\": \"w\"");
+  e = edited(d, "\"name\": \"x\"", "\"name\": \"w\"");
   EXPECT_NE(e.find("two arguments named 'w'"), std::string::npos) << e;
-  e = edited("\"name\": \"x\"", "\"name\": \"x\\ny\"");
+  e = edited(d, "\"name\": \"x\"", "\"name\": \"x\\ny\"");
   EXPECT_NE(e.find("args[1]: a tensor name holds a control character"), std::string::npos) << e;
-  e = edited("\"version\": 1", "\"version\": 4294967297");  // not 1 after a cast to int
+  e = edited(d, "\"version\": 1", "\"version\": 4294967297");  // not 1 after a cast to int
   EXPECT_NE(e.find("unsupported \"version\""), std::string::npos) << e;
-  e = edited("\"format\": \"gptc-artifact\"", "\"format\": 7");
+  e = edited(d, "\"format\": \"gptc-artifact\"", "\"format\": 7");
   EXPECT_NE(e.find("\"format\" is not \"gptc-artifact\""), std::string::npos) << e;
-  e = edited("\"kind\": \"input\"", "\"kind\": 1");
+  e = edited(d, "\"kind\": \"input\"", "\"kind\": 1");
   EXPECT_NE(e.find("args[1]: \"kind\" must be"), std::string::npos) << e;
-  e = edited("\"library\": \"kernels.so\"", "\"library\": \"\"");
+  e = edited(d, "\"library\": \"kernels.so\"", "\"library\": \"\"");
   EXPECT_NE(e.find("\"library\" is not a file name"), std::string::npos) << e;
 
   // Directories where files belong: one line each, not a stream error or an unread length.
   spit(d / "manifest.json", kManifest);
-  fs::rename(d / "weights.safetensors", d / "w.bak");
-  fs::create_directory(d / "weights.safetensors");
-  e = load_error(d);
-  EXPECT_NE(e.find("weights.safetensors: cannot open (not a regular file)"), std::string::npos) << e;
-  fs::remove(d / "weights.safetensors");
-  fs::rename(d / "w.bak", d / "weights.safetensors");
-  fs::rename(d / "kernels.so", d / "k.bak");
-  fs::create_directory(d / "kernels.so");
-  e = load_error(d);
-  EXPECT_NE(e.find("kernels.so: cannot load (not a regular file)"), std::string::npos) << e;
-  fs::remove(d / "kernels.so");
-  fs::rename(d / "k.bak", d / "kernels.so");
-  fs::remove(d / "manifest.json");
-  fs::create_directory(d / "manifest.json");
-  e = load_error(d);
-  EXPECT_NE(e.find("manifest.json: cannot open (not a regular file)"), std::string::npos) << e;
+  for (auto [file, said] : {std::pair{"weights.safetensors", "cannot open (not a regular file)"},
+                            std::pair{"kernels.so", "cannot load (not a regular file)"},
+                            std::pair{"manifest.json", "cannot open (not a regular file)"}}) {
+    fs::rename(d / file, d / "aside");
+    fs::create_directory(d / file);
+    e = load_error(d);
+    EXPECT_NE(e.find(std::string(file) + ": " + said), std::string::npos) << e;
+    fs::remove(d / file);
+    fs::rename(d / "aside", d / file);
+  }
   fs::remove_all(d);
 }
 
