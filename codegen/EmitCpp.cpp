@@ -249,8 +249,69 @@ FailureOr<EmittedSource> Emitter::run() {
         "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
      << "  gptc::take_error();\n"
-     << redzones << calls << "  return gptc::take_error();\n}\n";
+     << inputIndexChecks() << redzones << calls << "  return gptc::take_error();\n}\n";
   return result;
+}
+
+/// The function argument `v` is, through views (reshape, stop_gradient) and horizontal
+/// groups' block arguments, or null.
+static BlockArgument functionArgument(Value v) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      Operation *owner = arg.getOwner()->getParentOp();
+      if (isa<func::FuncOp>(owner))
+        return arg;
+      auto h = dyn_cast<HorizontalOp>(owner);
+      if (!h || arg.getArgNumber() >= h->getNumOperands())
+        return nullptr;
+      v = h->getOperand(arg.getArgNumber());
+    } else if (isa_and_nonnull<ReshapeOp, StopGradientOp>(v.getDefiningOp())) {
+      v = v.getDefiningOp()->getOperand(0);
+    } else {
+      return nullptr;
+    }
+  }
+}
+
+/// The caller's embedding indices and cross-entropy targets, checked at the entry before
+/// any kernel runs (gptc::ids_in_range): a training step given a bad one used to update
+/// the parameters and the optimizer's state (the kernels read row 0 instead) and only then
+/// fail. The kernels keep their own checks for indices computed inside the program.
+std::string Emitter::inputIndexChecks() {
+  // (argument, bound, ignore_index) -> what: one check each, in the order first met.
+  std::vector<std::pair<std::tuple<unsigned, int64_t, std::optional<int64_t>>, StringRef>> checks;
+  auto check = [&](Value ids, int64_t bound, std::optional<int64_t> ignore, StringRef what) {
+    if (BlockArgument arg = functionArgument(ids)) {
+      auto key = std::make_tuple(arg.getArgNumber(), bound, ignore);
+      if (llvm::find_if(checks, [&](auto &c) { return c.first == key; }) == checks.end())
+        checks.push_back({key, what});
+    }
+  };
+  fn.walk([&](Operation *op) {
+    if (auto e = dyn_cast<EmbeddingOp>(op))
+      check(e.getIndices(), e.getWeight().getType().getDimSize(0), std::nullopt, "embedding index");
+    else if (auto g = dyn_cast<EmbeddingGradOp>(op))
+      check(g.getIndices(), g.getType().getDimSize(0), std::nullopt, "embedding index");
+    else if (auto c = dyn_cast<CrossEntropyOp>(op))
+      check(c.getTargets(), c.getLogits().getType().getDimSize(1), (int64_t)c.getIgnoreIndex(),
+            "cross_entropy target");
+    else if (auto c = dyn_cast<CrossEntropyGradOp>(op))
+      check(c.getTargets(), c.getLogits().getType().getDimSize(1), (int64_t)c.getIgnoreIndex(),
+            "cross_entropy target");
+  });
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (const auto &c : checks) {
+    auto [arg, bound, ignore] = c.first;
+    os << "  {  // the caller's, checked before any kernel runs\n";
+    if (ignore)
+      os << "    static const int64_t ignore = " << *ignore << "LL;\n";
+    os << "    if (!gptc::ids_in_range((const int64_t*)args[" << arg << "], "
+       << cast<RankedTensorType>(fn.getArgument(arg).getType()).getNumElements() << ", " << bound
+       << ", " << (ignore ? "&ignore" : "nullptr") << ")) return \"" << c.second
+       << " out of range\";\n  }\n";
+  }
+  return text;
 }
 
 /// With gpt.redzone (gptc compile --sanitize): the arena's byte ranges that no buffer

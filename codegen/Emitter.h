@@ -122,6 +122,7 @@ public:
 
 private:
   std::string redzoneGuard(int64_t arenaBytes);
+  std::string inputIndexChecks();
   // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
   // parameter names in0.. (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);

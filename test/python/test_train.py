@@ -191,6 +191,30 @@ def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
             assert np.array_equal(f.get_tensor(n), g.get_tensor(n)), n
 
 
+def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
+    """A target or token id out of range fails the step before any kernel runs: the
+    kernels' own checks came after AdamW had updated every parameter and moment (from row
+    0 in the bad one's place), and the failed step's number was then used again."""
+    model, cfg = dropout_model()
+    data = batches(2, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    before = {n: t.clone() for n, t in step.state_dict().items()}
+    x, y = data[1]
+    for bad_x, bad_y, said in ((x, y.clone().fill_(cfg.vocab_size), "cross_entropy target"),
+                               (x.clone().fill_(-1), y, "embedding index"),
+                               (x.clone().fill_(cfg.vocab_size), y, "embedding index")):
+        with pytest.raises(gptc.GptcError, match=f"run failed: {said} out of range"):
+            step(bad_x, bad_y)
+        assert step.num_steps == 1
+        for n, t in step.state_dict().items():
+            assert torch.equal(t, before[n]), (said, n)
+    ignored = y.clone()
+    ignored[0, :3] = -1  # TinyGPT's ignore_index: not out of range
+    step(x, ignored)
+    assert step.num_steps == 2
+
+
 def test_bad_checkpoint_metadata_is_refused_and_leaves_the_step_as_it_was(tmp_path):
     """A checkpoint's step and seed are checked with its tensors, before anything is copied
     in: a missing or non-numeric step was a KeyError or ValueError after the parameters

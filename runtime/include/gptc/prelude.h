@@ -826,6 +826,16 @@ inline void report_error(const char* message) {
                               __ATOMIC_SEQ_CST);
 }
 inline const char* take_error() { return __atomic_exchange_n(&error_slot(), nullptr, __ATOMIC_SEQ_CST); }
+// Whether every id of ids[0, n) lies in [0, bound) or, with `ignore` (cross_entropy's
+// ignore_index), equals it. The entry checks the indices its caller gave this way before
+// any kernel runs, so that a step with a bad one fails whole: the kernels' own checks come
+// after parameters and optimizer state may have been updated.
+inline bool ids_in_range(const int64_t* ids, int64_t n, int64_t bound, const int64_t* ignore) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i)
+    ok &= (ids[i] >= 0 && ids[i] < bound) || (ignore && ids[i] == *ignore);
+  return ok;
+}
 
 // gptc compile --sanitize: while a step runs, the arena's bytes that no buffer holds (the
 // redzones gpt-plan-memory left between buffers) are poisoned, so that AddressSanitizer
