@@ -27,9 +27,12 @@ using namespace mlir::gpt;
 
 namespace {
 
+// A parameter training differentiates: kind "param", unless marked `gpt.trainable = false`
+// (a buffer or a parameter without requires_grad: loaded from the weights, never updated).
 bool isParam(func::FuncOp fn, unsigned i) {
   auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
-  return kind && kind.getValue() == "param";
+  auto trainable = fn.getArgAttrOfType<BoolAttr>(i, "gpt.trainable");
+  return kind && kind.getValue() == "param" && !(trainable && !trainable.getValue());
 }
 
 struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {

@@ -12,7 +12,8 @@ each aten op of the exported graph as one generic MLIR op named
 
 Parameters and buffers become function arguments with `gpt.kind = "param"`
 and `gpt.name` = their PyTorch name; tied parameters (nanoGPT's wte/lm_head)
-appear once, as torch.export gives them. frontend/ turns this into the gpt
+appear once, as torch.export gives them. Those that training must not update
+(buffers, parameters without requires_grad) also carry `gpt.trainable = false`. frontend/ turns this into the gpt
 dialect (see frontend/AtenToGpt.h for the contract).
 """
 from __future__ import annotations
@@ -36,8 +37,14 @@ _DTYPES = {
 }
 
 
-class CaptureError(Exception):
-    """A model gptc cannot capture; the message names the op and the line."""
+class GptcError(Exception):
+    """The compiler or the runtime refused; the message is its one-line reason. (Defined
+    here, where the capture is, so that CaptureError can be one; gptc.GptcError.)"""
+
+
+class CaptureError(GptcError):
+    """A model gptc cannot capture; the message names the op and the line. A GptcError,
+    so that `except gptc.GptcError` sees every refusal."""
 
 
 @dataclass
@@ -46,6 +53,10 @@ class TensorSpec:
     kind: str  # "param" | "input" | "result"
     dtype: str
     shape: tuple
+    # A "param" that training updates: a parameter with requires_grad. Buffers, frozen
+    # parameters and lifted constants are params too (the weights file holds them) but are
+    # never differentiated, updated, clipped or checked for gradient flow.
+    trainable: bool = False
 
 
 @dataclass
@@ -152,7 +163,7 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
     aliases = {}  # placeholder -> placeholder of the same tensor seen first
     seen = {}
     constants = {}  # placeholder -> small constant tensor emitted inline
-    names, args, weights = {}, [], {}
+    names, args, weights, trainable = {}, [], {}, {}
     user_index = 0
     for spec in ep.graph_signature.input_specs:
         node_name = spec.arg.name
@@ -168,6 +179,8 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             continue
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
             kind, name = "param", spec.target
+            trainable[node_name] = (spec.kind == InputKind.PARAMETER
+                                    and model.get_parameter(spec.target).requires_grad)
             if spec.kind == InputKind.PARAMETER:
                 name = canonical.get(id(model.get_parameter(spec.target)), spec.target)
                 if name in seen:
@@ -190,8 +203,11 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
             raise CaptureError(f"input '{name}' is not a tensor")
         ty = _tensor_type(val, f"for input '{name}'")
         values[node_name] = [f"%arg{i}"]
-        arg_text.append(f'%arg{i}: {ty} {{gpt.kind = "{kind}", gpt.name = "{_escape(name)}"}}')
-        arg_specs.append(TensorSpec(name, kind, _DTYPES[val.dtype], tuple(val.shape)))
+        frozen = kind == "param" and not trainable[node_name]
+        arg_text.append(f'%arg{i}: {ty} {{gpt.kind = "{kind}", gpt.name = "{_escape(name)}"'
+                        + (", gpt.trainable = false" if frozen else "") + "}")
+        arg_specs.append(TensorSpec(name, kind, _DTYPES[val.dtype], tuple(val.shape),
+                                    trainable=kind == "param" and not frozen))
     for alias, first in aliases.items():
         values[alias] = values[first]
     tied = {}
@@ -284,6 +300,8 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
                                            tuple(val.shape)))
         else:
             const_outputs[i] = o
+    if not ret:  # an empty return is not MLIR: the compiler's parse error said nothing useful
+        raise CaptureError("the model's forward returns no tensor")
     res_decl = ", ".join(f'{t} {{gpt.name = "{s.name}"}}' for t, s in zip(ret_types, result_specs))
     text = ["module {",
             f'  func.func @forward({", ".join(arg_text)}) -> ({res_decl}) {{',

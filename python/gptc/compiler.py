@@ -6,6 +6,7 @@ MLIR; the artifact runs through the runtime's pybind11 module (gptc._runtime).
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import re
 import shutil
@@ -18,15 +19,45 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .capture import Captured, capture_in_child, save
+from .capture import Captured, GptcError, capture_in_child, save
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i1": np.bool_}
 
 
-class GptcError(Exception):
-    """The compiler or the runtime refused; the message is its one-line reason."""
+MAX_THREADS = 1024  # the runtime's limit on a model's threads (gptc::rt::Model::kMaxThreads)
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    """`value` (an integer, or the decimal string of one: checkpoint metadata) as an int
+    in [low, high]; else one GptcError naming `name`."""
+    try:
+        number = int(value, 10) if isinstance(value, str) else operator.index(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not low <= number <= high:
+        raise GptcError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return number
+
+
+# The torch dtypes a tensor may have where the runtime takes an integer or bool tensor:
+# those it converts exactly (uint8, which torch's embedding refuses, and complex or bool
+# token ids were converted silently). Float tensors take any floating dtype.
+_EXACT = {"i64": (torch.int8, torch.int16, torch.int32, torch.int64), "i1": (torch.bool,)}
+
+
+def _accepts(dtype: str, t: torch.dtype) -> bool:
+    """Whether a tensor of torch dtype `t` may fill one of manifest dtype `dtype`."""
+    return t in _EXACT[dtype] if dtype in _EXACT else t.is_floating_point
+
+
+def _numpy(t: torch.Tensor, what: str) -> np.ndarray:
+    """`t`'s values as a numpy array; bf16, which numpy lacks, widened (exactly) to f32."""
+    if t.is_meta:
+        raise GptcError(f"{what} is a meta tensor: it holds no values")
+    t = t.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def find_tool(name: str = "gptc") -> str:
@@ -87,18 +118,19 @@ class CompiledModel:
         if tuple(x.shape) != spec.shape:
             raise GptcError(f"input '{spec.name}' has shape {tuple(x.shape)}, "
                             f"compiled for {spec.shape}")
-        if x.dtype.is_floating_point != (spec.dtype in ("f32", "f64", "bf16")):
+        if not _accepts(spec.dtype, x.dtype):
             raise GptcError(f"input '{spec.name}' has dtype {x.dtype}, compiled for {spec.dtype}")
-        return np.ascontiguousarray(x.detach().cpu().numpy(), dtype=_NUMPY[spec.dtype])
+        return np.ascontiguousarray(_numpy(x, f"input '{spec.name}'"), dtype=_NUMPY[spec.dtype])
 
     def set_num_threads(self, n: int) -> None:
         """Threads for the kernels' parallel loops (0: one per core; at first,
         torch.get_num_threads()); results never change."""
+        n = check_int("thread count", n, 0, MAX_THREADS)  # 2.5 was truncated to 2
         try:
-            self.runtime.set_num_threads(int(n))
+            self.runtime.set_num_threads(n)
         except RuntimeError as e:
             raise GptcError(str(e)) from None
-        self.num_threads = int(n)
+        self.num_threads = n
 
     def load_state_dict(self, state: dict) -> None:
         """Copy parameters (by PyTorch name) into the compiled model."""
@@ -106,18 +138,42 @@ class CompiledModel:
 
     def set_params(self, state: dict, names) -> None:
         """Overwrite parameters `names` from `state` (tensors by name): all are checked
-        before any is written, so a wrong state_dict leaves the model as it was."""
+        before any is written, so a wrong state_dict leaves the model as it was. Like
+        torch's strict load, a name the model does not have is refused (a misspelt one was
+        ignored), and so is a tied parameter's other name with a value of its own: the
+        compiled model holds the two as one tensor."""
+        known = {a.name for a in self.captured.args if a.kind == "param"} | set(self.captured.tied)
+        unknown = [n for n in state if n not in known]
+        if unknown:
+            raise GptcError("state_dict has entries the model does not have: "
+                            + ", ".join(f"'{n}'" for n in unknown))
         specs = self.param_specs()
+
+        def array(entry, n):  # state[entry] for parameter n, checked
+            t = state[entry]
+            dtype, shape = specs[n]
+            if not isinstance(t, torch.Tensor):
+                raise GptcError(f"state_dict entry '{entry}' must be a torch.Tensor, "
+                                f"got {type(t).__name__}")
+            if tuple(t.shape) != shape:
+                raise GptcError(f"state_dict entry '{entry}' has shape {tuple(t.shape)}, "
+                                f"the model has {shape}")
+            if not _accepts(dtype, t.dtype):
+                raise GptcError(f"state_dict entry '{entry}' has dtype {t.dtype}, "
+                                f"the model has {dtype}")
+            return np.ascontiguousarray(_numpy(t, f"state_dict entry '{entry}'"),
+                                        dtype=_NUMPY[dtype])
+
         arrays = {}
         for n in names:
             if n not in state:
                 raise GptcError(f"state_dict has no entry '{n}'")
-            dtype, shape = specs[n]
-            t = state[n]
-            if tuple(t.shape) != shape:
-                raise GptcError(f"state_dict entry '{n}' has shape {tuple(t.shape)}, "
-                                f"the model has {shape}")
-            arrays[n] = np.ascontiguousarray(t.detach().cpu().numpy(), dtype=_NUMPY[dtype])
+            arrays[n] = array(n, n)
+        for alias, n in self.captured.tied.items():
+            if alias in state and n in arrays and not np.array_equal(
+                    array(alias, n), arrays[n], equal_nan=True):
+                raise GptcError(f"state_dict entries '{alias}' and '{n}' differ, but they are "
+                                "one parameter in the compiled model (tied)")
         for n, a in arrays.items():
             self.set_param(n, a)
 
@@ -167,8 +223,20 @@ def compile(model: torch.nn.Module, example_inputs, *, sanitize: bool = False,
     with the compiled model). Shapes are static: call the result with inputs shaped like
     the examples. sanitize=True: gptc compile --sanitize (see compile_train_step).
     """
-    return CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-",
-                                              *(["--sanitize"] if sanitize else [])))
+    compiled = CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-",
+                                                  *(["--sanitize"] if sanitize else [])))
+    if draws_dropout(compiled):  # every call failed: nothing here feeds the masks' seed
+        raise GptcError("the model draws dropout masks (training mode with dropout > 0): call "
+                        "model.eval() or set dropout to 0 to compile it for inference; "
+                        "compile_train_step trains with dropout")
+    return compiled
+
+
+def draws_dropout(compiled: CompiledModel) -> bool:
+    """Whether the compiler added the `rng` input (the seed of dropout masks), which only
+    a training step feeds."""
+    user = {a.name for a in compiled.inputs}
+    return any(name == "rng" and name not in user for name, _, _ in compiled.runtime.inputs)
 
 
 def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):
@@ -179,6 +247,11 @@ def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=No
     the capture before compiling."""
     if not isinstance(model, torch.nn.Module):
         raise GptcError(f"gptc compiles a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(example_inputs, torch.Tensor):  # tuple() would split it along dim 0
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise GptcError("example_inputs must be a tuple of the model's inputs, "
+                        f"got {type(example_inputs).__name__}")
     example_inputs = tuple(example_inputs)
     captured = capture_in_child(model, example_inputs,
                                 input_names=_input_names(model, example_inputs))

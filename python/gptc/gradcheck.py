@@ -15,7 +15,8 @@ import math
 import numpy as np
 import torch
 
-from .compiler import CompiledModel, GptcError, capture_and_compile
+from .compiler import CompiledModel, GptcError, capture_and_compile, check_int, draws_dropout
+from .train import _has_loss
 
 
 def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, seed: int = 0,
@@ -24,29 +25,33 @@ def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, see
     is NaN where a gradient or the loss is not finite: compare with `not err <= tol`."""
     if not (math.isfinite(step) and step > 0):  # 0 made every difference NaN
         raise GptcError(f"step must be a finite number > 0, got {step}")
+    seed = check_int("seed", seed, 0, 2**63 - 1)  # numpy's message named no argument
     model64 = copy.deepcopy(model).double()
-    inputs = tuple(example_inputs)
-
-    def deterministic(captured):
-        if any(a.kind == "input" and a.name == "rng" for a in captured.args):
-            raise GptcError("gradcheck needs a deterministic model: set dropout to 0")
-
-    compiled = CompiledModel(*capture_and_compile(model64, inputs, workdir, "gptc-gradcheck-",
-                                                  "--grad", check=deterministic))
+    compiled = CompiledModel(*capture_and_compile(model64, example_inputs, workdir,
+                                                  "gptc-gradcheck-", "--grad",
+                                                  check=_has_loss))
+    # The compiler adds the masks' seed as an input; the capture does not show it.
+    if draws_dropout(compiled):
+        raise GptcError("gradcheck needs a deterministic model: call model.eval() or set "
+                        "dropout to 0")
     captured = compiled.captured
     rt = compiled.runtime
-    feeds = [compiled.input_array(a.name, x) for a, x in zip(compiled.inputs, inputs)]
+    feeds = [compiled.input_array(a.name, captured.example_inputs[a.name])
+             for a in compiled.inputs]
     names = [r[0] for r in rt.results]
 
     def run():
-        return dict(zip(names, rt.run(feeds)))
+        try:
+            return dict(zip(names, rt.run(feeds)))
+        except (RuntimeError, ValueError) as e:  # e.g. a target out of range
+            raise GptcError(str(e)) from None
 
     out = run()
     loss_name = next(n for n in names if not n.startswith("grad.") and np.ndim(out[n]) == 0)
     rng = np.random.default_rng(seed)
     report = {}
     for a in captured.args:
-        if a.kind != "param":
+        if not a.trainable:  # inputs, buffers, frozen parameters
             continue
         grad = np.asarray(out["grad." + a.name], dtype=np.float64)
         p0 = rt.param(a.name).astype(np.float64)

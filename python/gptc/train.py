@@ -11,7 +11,6 @@ PyTorch only captures the model.
 from __future__ import annotations
 
 import math
-import operator
 import os
 import tempfile
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .compiler import _NUMPY, CompiledModel, GptcError, capture_and_compile
+from .compiler import (_NUMPY, MAX_THREADS, CompiledModel, GptcError, capture_and_compile,
+                       check_int)
 
 
 class GradientFlowError(GptcError):
@@ -47,27 +47,20 @@ class AdamW:
         check_at_least("weight_decay", self.weight_decay, 0.0)
 
 
-def check_at_least(name: str, value: float, low: float) -> None:
-    if not (math.isfinite(value) and value >= low):
-        raise GptcError(f"{name} must be a finite number >= {low:g}, got {value}")
+def check_at_least(name: str, value, low: float) -> float:
+    """`value` (a number, or a one-element tensor) as a float, finite and >= low; else one
+    GptcError naming `name`. A string such as '0.001' is not a number (float() took it)."""
+    try:
+        number = None if isinstance(value, (str, bytes, bool)) else float(value)
+    except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several elements
+        number = None
+    if number is None or not (math.isfinite(number) and number >= low):
+        raise GptcError(f"{name} must be a finite number >= {low:g}, got {value!r}")
+    return number
 
-
-MAX_THREADS = 1024  # the runtime's limit on a model's threads (gptc::rt::Model::kMaxThreads)
 
 # The step feeds [seed, step] to its kernels as an int64 array (rng), so both must fit.
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
-
-
-def check_int(name: str, value, low: int, high: int) -> int:
-    """`value` (an integer, or the decimal string of one: checkpoint metadata) as an int
-    in [low, high]; else one GptcError naming `name`."""
-    try:
-        number = int(value, 10) if isinstance(value, str) else operator.index(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not low <= number <= high:
-        raise GptcError(f"{name} must be an integer from {low} to {high}, got {value!r}")
-    return number
 
 
 def _flags(opt: AdamW, grad_clip: float | None) -> list[str]:
@@ -79,11 +72,17 @@ def _flags(opt: AdamW, grad_clip: float | None) -> list[str]:
 def _has_loss(captured) -> None:
     """Refuse, before compiling, a capture without the scalar float result that autodiff
     differentiates: the compiler's error would name the temporary model.mlir, deleted by
-    the time anyone reads it."""
-    if not any(r.shape == () and r.dtype in ("f32", "f64", "bf16") for r in captured.results):
+    the time anyone reads it. With several such results (loss, metric) autodiff took the
+    last one, and trained the metric, without a word."""
+    scalars = [r.name for r in captured.results
+               if r.shape == () and r.dtype in ("f32", "f64", "bf16")]
+    if not scalars:
         outputs = ", ".join(f"{r.dtype} {r.shape}" for r in captured.results) or "none"
         raise GptcError("the model must return its loss as a scalar floating-point output "
                         f"(its tensor outputs: {outputs})")
+    if len(scalars) > 1:
+        raise GptcError(f"the model returns {len(scalars)} scalar floating-point outputs "
+                        f"({', '.join(scalars)}): the loss must be the only one")
 
 
 def check_gradient_flow(names, norms) -> None:
@@ -108,6 +107,7 @@ class TrainStep:
         rt = self.model.runtime
         self._inputs = [name for name, _, _ in rt.inputs]
         self._params = [a.name for a in captured.args if a.kind == "param"]
+        self._trainable = [a.name for a in captured.args if a.kind == "param" and a.trainable]
         self._persistent = [name for name, _, _ in rt.params]  # params and moments
         self._results = [name for name, _, _ in rt.results]
         self.last_grad_norms = None
@@ -131,8 +131,7 @@ class TrainStep:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
-        lr = self.optimizer.lr if lr is None else float(lr)
-        check_at_least("lr", lr, 0.0)
+        lr = check_at_least("lr", self.optimizer.lr if lr is None else lr, 0.0)
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
@@ -150,7 +149,7 @@ class TrainStep:
         results = dict(zip(self._results, outs))
         self.last_grad_norms = torch.from_numpy(np.asarray(results["grad_norms"]))
         if self.check_gradients:
-            check_gradient_flow(self._params, self.last_grad_norms.tolist())
+            check_gradient_flow(self._trainable, self.last_grad_norms.tolist())
         loss = [o for n, o in results.items() if n != "grad_norms" and np.asarray(o).ndim == 0]
         return torch.from_numpy(np.asarray(loss[-1]))
 
@@ -246,7 +245,11 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     runtimes preloaded (docs/artifact.md). The artifact is written under `workdir` (by
     default a new temporary folder, removed with the step).
     """
-    optimizer = optimizer or AdamW()
+    optimizer = AdamW() if optimizer is None else optimizer
+    if not isinstance(optimizer, AdamW):  # the step runs its own AdamW, from these settings
+        raise GptcError(f"optimizer must be a gptc.AdamW (the same lr, betas, eps and "
+                        f"weight_decay), got {type(optimizer).__module__}."
+                        f"{type(optimizer).__name__}")
     if grad_clip is not None:  # 0: no clipping (a negative clip silently meant the same)
         check_at_least("grad_clip", grad_clip, 0.0)
     seed = check_int("seed", seed, INT64_MIN, INT64_MAX)  # else an OverflowError at step 1

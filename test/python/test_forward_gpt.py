@@ -152,10 +152,49 @@ def test_bad_inputs_are_clear_errors(tiny):
         compiled(idx, bad_targets)
     with pytest.raises(gptc.GptcError, match="input 'idx' has dtype torch.float32"):
         compiled(idx.float(), targets)
+    # Torch's embedding refuses these; gptc converted them (a complex id lost its
+    # imaginary part).
+    for bad in (idx.bool(), idx.to(torch.uint8), idx + 0.5j):
+        with pytest.raises(gptc.GptcError, match=f"^input 'idx' has dtype {bad.dtype}, "
+                                                 "compiled for i64$"):
+            compiled(bad, targets)
+    with pytest.raises(gptc.GptcError, match="^input 'targets' is a meta tensor: it holds "
+                                             "no values$"):
+        compiled(idx, targets.to("meta"))
+    assert torch.equal(compiled(idx.int(), targets)[1], compiled(idx, targets)[1])
     # The model still works after the errors.
     with torch.no_grad():
         ref = model(idx, targets)[1].item()
     assert abs(compiled(idx, targets)[1].item() - ref) <= 1e-5 * abs(ref)
+
+
+def test_a_dropout_model_in_training_mode_is_refused():
+    """The compiler gives such a model an rng input (the masks' seed) that only a training
+    step feeds: it compiled, then every call failed with 'got 2 inputs, the model takes 3'."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1, n_embd=16, dropout=0.1)
+    with pytest.raises(gptc.GptcError, match=r"^the model draws dropout masks \(training mode "
+                       r"with dropout > 0\): call model.eval\(\) or set dropout to 0 to "
+                       r"compile it for inference; compile_train_step trains with dropout$"):
+        gptc.compile(TinyGPT(cfg).train(), make_batch(cfg))
+
+
+class NoOutput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.lin(x)  # the result is dropped
+
+
+def test_a_model_returning_no_tensor_is_a_clear_error():
+    """Its empty return was the compiler's 'expected operation name in quotes'. A capture
+    error is a GptcError, as every refusal of the API is (it was not)."""
+    with pytest.raises(gptc.CaptureError, match="^the model's forward returns no tensor$"):
+        gptc.compile(NoOutput(), (torch.randn(2, 4),))
+    with pytest.raises(gptc.GptcError):
+        gptc.compile(NoOutput(), (torch.randn(2, 4),))
 
 
 class DoubleModel(torch.nn.Module):
@@ -177,4 +216,17 @@ def test_a_temporary_artifact_folder_goes_with_its_model(tmp_path, monkeypatch):
     assert not os.path.exists(folder)
     with pytest.raises(gptc.GptcError, match="aten.cumsum"):
         gptc.compile(CumsumModel(), (x,))
-    assert os.listdir(tmp_path) == []
+    # (torch's own cache folder, torchinductor_<user>, may appear here too: the capture's
+    # child process reads the patched tempdir when torch first asks for it.)
+    assert [f for f in os.listdir(tmp_path) if f.startswith("gptc")] == []
+
+
+def test_a_bare_tensor_is_one_example_input(tmp_path):
+    """tuple(x) split a tensor along its first dimension into several inputs."""
+    x = torch.randn(2, 8)
+    compiled = gptc.compile(DoubleModel(), x, workdir=str(tmp_path))
+    assert [a.shape for a in compiled.inputs] == [(2, 8)]
+    assert torch.equal(compiled(x), x * 2.0)
+    with pytest.raises(gptc.GptcError, match="^example_inputs must be a tuple of the model's "
+                                             "inputs, got int$"):
+        gptc.compile(DoubleModel(), 5)

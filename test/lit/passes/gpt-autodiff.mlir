@@ -115,3 +115,17 @@ func.func @split_softmax(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"
   %r = gpt.reduce_sum %l {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x4xf32>) -> tensor<f32>
   return %r : tensor<f32>
 }
+
+// -----
+
+// Tests that a param marked gpt.trainable = false (a buffer, or a parameter without
+// requires_grad) gets no gradient result: only the trainable one does.
+// CHECK-LABEL: func.func @frozen
+// CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {gpt.grad_of = "b", gpt.name = "grad.b"})
+// CHECK-NOT: grad.s
+func.func @frozen(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %s: tensor<3xf32> {gpt.kind = "param", gpt.name = "s", gpt.trainable = false}, %x: tensor<2x3xf32>) -> tensor<f32> {
+  %0 = gpt.add %x, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = gpt.mul %0, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %2 = gpt.reduce_sum %1 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x3xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
