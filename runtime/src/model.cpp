@@ -287,7 +287,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     const json& a = m["args"][i];
     std::string where = "args[" + std::to_string(i) + "]";
     TensorSpec s = parse_spec(a, where, mpath);
-    const std::string kind = a.is_object() && a.contains("kind") && a["kind"].is_string() ? a["kind"].get<std::string>() : "";
+    const bool hasKind = a.is_object() && a.contains("kind") && a["kind"].is_string();
+    const std::string kind = hasKind ? a["kind"].get<std::string>() : "";
     if (kind == "param" || kind == "state") {
       // Both persist between runs; "state" (optimizer moments) starts at zero when the
       // weights file does not hold it.
