@@ -165,10 +165,13 @@ class CompiledModel:
                                         dtype=_NUMPY[dtype])
 
         arrays = {}
+        trainable = {a.name for a in self.captured.args if a.kind == "param" and a.trainable}
         for n in names:
-            if n not in state:
-                raise GptcError(f"state_dict has no entry '{n}'")
-            arrays[n] = array(n, n)
+            if n in state:
+                arrays[n] = array(n, n)
+            elif n in trainable:  # a buffer or constant may be missing: torch's state_dict
+                raise GptcError(f"state_dict has no entry '{n}'")  # leaves non-persistent out
+
         for alias, n in self.captured.tied.items():
             if alias in state and n in arrays and not np.array_equal(
                     array(alias, n), arrays[n], equal_nan=True):

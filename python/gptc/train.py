@@ -38,11 +38,12 @@ class AdamW:
         """The ranges torch.optim.AdamW accepts, and finite: a beta of 1 or more, or a
         negative decay, trained without a word before."""
         check_at_least("lr", self.lr, 0.0)
-        if len(self.betas) != 2:
+        if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
             raise GptcError(f"betas must be two numbers, got {self.betas!r}")
         for i, beta in enumerate(self.betas):
-            if not 0.0 <= beta < 1.0:
-                raise GptcError(f"betas[{i}] must be in [0, 1), got {beta}")
+            if not (isinstance(beta, (int, float)) and not isinstance(beta, bool)
+                    and 0.0 <= beta < 1.0):  # ("a", 0.9) was a TypeError from <=
+                raise GptcError(f"betas[{i}] must be in [0, 1), got {beta!r}")
         check_at_least("eps", self.eps, 0.0)
         check_at_least("weight_decay", self.weight_decay, 0.0)
 

@@ -233,6 +233,12 @@ def test_frozen_parameters_and_buffers_are_not_trained(tmp_path):
     assert torch.equal(sd["frozen.weight"], frozen) and torch.equal(sd["scale"], scale)
     assert worst_param_difference(sd, ref) <= 1e-4
     assert not torch.equal(sd["emb.weight"], model.emb.weight)  # the rest did train
+    # A state_dict without a buffer (torch leaves non-persistent ones out) keeps the step's;
+    # one without a trained parameter is refused.
+    step.load_state_dict({n: t for n, t in ref.state_dict().items() if n != "scale"})
+    assert torch.equal(step.state_dict()["scale"], scale)
+    with pytest.raises(gptc.GptcError, match="^state_dict has no entry 'emb.weight'$"):
+        step.load_state_dict({n: t for n, t in ref.state_dict().items() if n != "emb.weight"})
 
 
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
@@ -633,6 +639,7 @@ def test_adamw_and_grad_clip_out_of_range_are_refused_before_compiling():
     for kwargs, said in ((dict(betas=(1.0, 0.99)), r"betas\[0\] must be in \[0, 1\), got 1.0"),
                          (dict(betas=(0.9, -0.1)), r"betas\[1\] must be in \[0, 1\), got -0.1"),
                          (dict(betas=(0.9,)), r"betas must be two numbers"),
+                         (dict(betas=("a", 0.9)), r"betas\[0\] must be in \[0, 1\), got 'a'"),
                          (dict(eps=-1e-8), "eps must be a finite number >= 0, got -1e-08"),
                          (dict(weight_decay=float("nan")), "weight_decay must be a finite number >= 0, got nan"),
                          (dict(lr=float("inf")), "lr must be a finite number >= 0, got inf")):
