@@ -57,32 +57,39 @@ int main(int argc, char **argv) {
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
   std::string errorMessage;
-  auto file = openInputFile(input, &errorMessage);
-  if (!file)
+  auto mapped = openInputFile(input, &errorMessage);
+  if (!mapped)
     return gptc::fail(kTool, "cannot read '" + input + "': " + errorMessage);
+  // A copy, and the output opened only once the result is known: `-o` may name the input
+  // (opening it truncated the mapped input under the parser: SIGBUS, and the file lost),
+  // and a failed run left an existing output file deleted.
+  auto file = llvm::MemoryBuffer::getMemBufferCopy(mapped->getBuffer(),
+                                                   mapped->getBufferIdentifier());
+  mapped.reset();
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  if (config.shouldVerifyDiagnostics() || !config.inputSplitMarker().empty()) {
+    if (failed(MlirOptMain(os, std::move(file), registry, config)))
+      return 1;
+  } else {
+    MLIRContext ctx(registry);
+    ctx.loadAllAvailableDialects();
+    auto diagnostics = gptc::installOneLineDiagnostics(ctx, kTool);
+    llvm::SourceMgr sm;
+    sm.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &ctx);
+    if (!module)
+      return 1;
+    PassManager pm(&ctx);
+    if (failed(applyPassManagerCLOptions(pm)) || failed(config.setupPassPipeline(pm)) ||
+        failed(pm.run(*module)))
+      return 1;
+    module->print(os);
+    os << "\n";
+  }
   auto out = openOutputFile(output, &errorMessage);
   if (!out)
     return gptc::fail(kTool, errorMessage);
-
-  if (config.shouldVerifyDiagnostics() || !config.inputSplitMarker().empty()) {
-    if (failed(MlirOptMain(out->os(), std::move(file), registry, config)))
-      return 1;
-    return gptc::keepOutput(*out, output, kTool);
-  }
-
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  auto diagnostics = gptc::installOneLineDiagnostics(ctx, kTool);
-  llvm::SourceMgr sm;
-  sm.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &ctx);
-  if (!module)
-    return 1;
-  PassManager pm(&ctx);
-  if (failed(applyPassManagerCLOptions(pm)) || failed(config.setupPassPipeline(pm)) ||
-      failed(pm.run(*module)))
-    return 1;
-  module->print(out->os());
-  out->os() << "\n";
+  out->os() << result;
   return gptc::keepOutput(*out, output, kTool);
 }

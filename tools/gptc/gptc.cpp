@@ -37,11 +37,14 @@
 #include <limits>
 #include <type_traits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 using namespace mlir;
@@ -201,8 +204,15 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
     return "no input file (usage: gptc compile MODEL.mlir -o OUT)";
   if (opts.output.empty())
     return "no output given (-o OUT)";
-  if (!opts.emit.empty() && opts.emit != "gpt" && opts.emit != "kernels" && opts.emit != "source")
+  const bool emitEmpty = std::find(args.begin(), args.end(), "--emit=") != args.end() ||
+                         std::adjacent_find(args.begin(), args.end(), [](auto &a, auto &b) {
+                           return a == "--emit" && b.empty();
+                         }) != args.end();
+  if (emitEmpty || (!opts.emit.empty() && opts.emit != "gpt" && opts.emit != "kernels" &&
+                    opts.emit != "source"))
     return "unknown stage '" + opts.emit + "' for --emit (gpt, kernels or source)";
+  if (opts.emit.empty() && opts.output == "-")  // it made a folder named '-'
+    return "an artifact is a folder: give one with -o (standard output takes --emit's text)";
   return "";
 }
 
@@ -288,9 +298,11 @@ int compile(const CompileOptions &opts) {
   // compiler, a weights file of another model) leaves OUT's previous artifact as it was.
   if (auto ec = llvm::sys::fs::create_directories(opts.output))
     return gptc::fail(kTool, "cannot create " + opts.output + ": " + ec.message());
-  llvm::SmallString<256> stage(opts.output);
-  llvm::sys::path::append(stage, ".gptc-staging-" + std::to_string(::getpid()));
-  (void)llvm::sys::fs::remove_directories(stage);
+  llvm::SmallString<256> stage, prefix(opts.output);  // (absolute: else under $TMPDIR)
+  llvm::sys::path::append(prefix, ".gptc-staging");
+  (void)llvm::sys::fs::make_absolute(prefix);
+  if (auto ec = llvm::sys::fs::createUniqueDirectory(prefix, stage))
+    return gptc::fail(kTool, "cannot create a folder in " + opts.output + ": " + ec.message());
   auto removeStage = llvm::make_scope_exit([&] { (void)llvm::sys::fs::remove_directories(stage); });
   auto inOutput = [&](StringRef name) {
     llvm::SmallString<256> p(opts.output);
@@ -306,9 +318,18 @@ int compile(const CompileOptions &opts) {
   };
   std::string error;
   if (failed(gpt::writeArtifact(fn, *source, stage, weights, runtimeInclude(), error))) {
-    if (llvm::sys::fs::exists(staged("compile.log")))  // the host compiler failed: the
-      for (StringRef name : {"kernels.cpp", "compile.log"})  // files its message names
-        (void)llvm::sys::fs::rename(staged(name), inOutput(name));
+    // The host compiler failed: its source and log stay, as OUT/.gptc-failed, where the
+    // message points (moved over OUT's own files, they stood beside the previous artifact).
+    const std::string failedDir = inOutput(".gptc-failed");
+    if (llvm::sys::fs::exists(staged("compile.log"))) {
+      (void)llvm::sys::fs::remove_directories(failedDir);
+      if (!llvm::sys::fs::rename(stage, failedDir)) {
+        removeStage.release();
+        const std::string from = stage.str().str();
+        for (size_t at; (at = error.find(from)) != std::string::npos;)
+          error.replace(at, from.size(), failedDir);
+      }
+    }
     return gptc::fail(kTool, outputPaths(error));
   }
   // With weights, the artifact must load: a corrupt weights file, or one of another model,
@@ -322,12 +343,24 @@ int compile(const CompileOptions &opts) {
                                            weights + "'): " + e.what()));
     }
   }
+  // One compile at a time renames into OUT (a lock on the folder), so that two at once
+  // leave one whole artifact, not a mix. A file this artifact lacks goes: the previous
+  // model's weights beside new kernels loaded silently (or failed on a shape), and an old
+  // compile.log outlived a compile from the cache.
+  const int lockFd = ::open(opts.output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lockFd < 0 || ::flock(lockFd, LOCK_EX) != 0)
+    return gptc::fail(kTool, "cannot lock " + opts.output + ": " + std::strerror(errno));
+  auto unlock = llvm::make_scope_exit([&] { ::close(lockFd); });
   for (StringRef name : {"kernels.cpp", "compile.log", "weights.safetensors", "kernels.so",
-                         "manifest.json"})
-    if (llvm::sys::fs::exists(staged(name)))
-      if (auto ec = llvm::sys::fs::rename(staged(name), inOutput(name)))
-        return gptc::fail(kTool, "cannot move " + name.str() + " into " + opts.output + ": " +
-                                     ec.message());
+                         "manifest.json"}) {
+    std::error_code ec = llvm::sys::fs::exists(staged(name))
+                             ? llvm::sys::fs::rename(staged(name), inOutput(name))
+                             : llvm::sys::fs::remove(inOutput(name));  // ok if absent
+    if (ec)
+      return gptc::fail(kTool, "cannot move " + name.str() + " into " + opts.output + ": " +
+                                   ec.message());
+  }
+  (void)llvm::sys::fs::remove_directories(inOutput(".gptc-failed"));  // an earlier failure's
   if (opts.stats) {
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     gpt::printStats(fn, llvm::outs());
