@@ -23,6 +23,15 @@ def main():
     ap.add_argument("--no-bias", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    # Up front: a negative size was a torch traceback, -1 layers ran as none, and n_embd
+    # not divisible by n_head failed inside torch.export.
+    for name in ("n_layer", "n_head", "n_embd", "block_size", "batch"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.n_embd % args.n_head:
+        ap.error("--n-embd must be a multiple of --n-head")
+    if not -2**63 <= args.seed < 2**64:  # torch.manual_seed's range
+        ap.error(f"--seed must be from {-2**63} to {2**64 - 1}")
 
     torch.manual_seed(args.seed)
     cfg = TinyGPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
@@ -53,4 +62,5 @@ if __name__ == "__main__":
     try:
         main()
     except (gptc.GptcError, gptc.CaptureError) as e:
-        raise SystemExit(f"gptc: error: {e}")
+        message = str(e)  # the compiler's own lines already start with "gptc: "
+        raise SystemExit(message if message.startswith("gptc: ") else f"gptc: error: {message}")

@@ -122,3 +122,18 @@ def test_main_job_resume_refuses_a_corrupt_train_csv(tmp_path):
         with pytest.raises(job.UsageError, match=f"^{path} is not this script's train.csv "
                                                  rf"\({said}"):
             job.read_csv_rows(str(path), 5)
+
+
+def test_forward_example_refuses_bad_sizes_with_one_line():
+    """examples/forward.py: negative sizes and a huge seed were torch tracebacks, and
+    --n-layer -1 ran as no layers."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    for flag, value, said in (("--batch", "-1", "--batch must be at least 1"),
+                              ("--n-layer", "-1", "--n-layer must be at least 1"),
+                              ("--n-head", "3", "--n-embd must be a multiple of --n-head"),
+                              ("--seed", str(2**64), "--seed must be from")):
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "examples", "forward.py"),
+                               flag, value], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 2, (flag, proc.stderr[-2000:])
+        assert proc.stderr.strip().splitlines()[-1].startswith(f"forward.py: error: {said}"), \
+            proc.stderr
