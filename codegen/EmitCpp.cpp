@@ -287,17 +287,19 @@ std::string Emitter::inputIndexChecks() {
         checks.push_back({key, what});
     }
   };
+  auto targets = [&](auto c) {  // cross_entropy and its gradient alike
+    check(c.getTargets(), c.getLogits().getType().getDimSize(1), (int64_t)c.getIgnoreIndex(),
+          "cross_entropy target");
+  };
   fn.walk([&](Operation *op) {
     if (auto e = dyn_cast<EmbeddingOp>(op))
       check(e.getIndices(), e.getWeight().getType().getDimSize(0), std::nullopt, "embedding index");
     else if (auto g = dyn_cast<EmbeddingGradOp>(op))
       check(g.getIndices(), g.getType().getDimSize(0), std::nullopt, "embedding index");
     else if (auto c = dyn_cast<CrossEntropyOp>(op))
-      check(c.getTargets(), c.getLogits().getType().getDimSize(1), (int64_t)c.getIgnoreIndex(),
-            "cross_entropy target");
+      targets(c);
     else if (auto c = dyn_cast<CrossEntropyGradOp>(op))
-      check(c.getTargets(), c.getLogits().getType().getDimSize(1), (int64_t)c.getIgnoreIndex(),
-            "cross_entropy target");
+      targets(c);
   });
   std::string text;
   llvm::raw_string_ostream os(text);

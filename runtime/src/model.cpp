@@ -282,7 +282,6 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   model->impl_ = std::make_unique<Impl>();
   Impl& impl = *model->impl_;
   model->arena_bytes_ = m["arena_bytes"].get<size_t>();
-  std::vector<std::string> kinds;  // each argument's, in the manifest's order
   for (size_t i = 0; i < m["args"].size(); ++i) {
     const json& a = m["args"][i];
     std::string where = "args[" + std::to_string(i) + "]";
@@ -295,10 +294,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
       impl.arg_is_param.push_back(true);
       impl.arg_index.push_back(model->params_.size());
       impl.param_is_state.push_back(kind == "state");
-      kinds.push_back(kind);
       model->params_.push_back(std::move(s));
     } else if (kind == "input") {
-      kinds.push_back(kind);
       impl.arg_is_param.push_back(false);
       impl.arg_index.push_back(model->inputs_.size());
       model->inputs_.push_back(std::move(s));
@@ -359,6 +356,10 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (!abi || !impl.entry) throw Error(lpath + ": missing symbol gptc_entry_abi or gptc_entry");
   if (int v = abi(); v != 1)
     throw Error(lpath + ": entry ABI version " + std::to_string(v) + ", this runtime needs 1");
+  std::vector<std::string> kinds;  // each argument's, in the manifest's order
+  for (size_t a = 0; a < impl.arg_is_param.size(); ++a)
+    kinds.push_back(!impl.arg_is_param[a] ? "input"
+                    : impl.param_is_state[impl.arg_index[a]] ? "state" : "param");
   check_signature(*model, kinds, impl.lib, mpath, lpath);
 
   // --- weights.safetensors -------------------------------------------------------------

@@ -75,10 +75,8 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
   auto removeDir = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
   // Messages name the user's weights file, not the artifact's copy of it.
   const std::string copied = (dir + "/weights.safetensors").str();
-  auto userPaths = [&](std::string message) {
-    for (size_t at; (at = message.find(copied)) != std::string::npos;)
-      message.replace(at, copied.size(), weights);
-    return message;
+  auto userPaths = [&](const std::string &message) {
+    return gptc::replaceAll(message, copied, weights);
   };
   std::string error;
   if (failed(gpt::writeArtifact(fn, *source, dir, weights, opts.runtimeInclude, error)))

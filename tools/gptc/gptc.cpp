@@ -34,12 +34,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <limits>
-#include <type_traits>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -310,11 +310,8 @@ int compile(const CompileOptions &opts) {
     return p.str().str();
   };
   auto staged = [&](StringRef name) { return (stage + "/" + name).str(); };
-  auto outputPaths = [&](std::string message) {  // messages name OUT's files
-    const std::string from = stage.str().str();
-    for (size_t at; (at = message.find(from)) != std::string::npos;)
-      message.replace(at, from.size(), opts.output);
-    return message;
+  auto outputPaths = [&](const std::string &message) {  // messages name OUT's files
+    return gptc::replaceAll(message, stage.str().str(), opts.output);
   };
   std::string error;
   if (failed(gpt::writeArtifact(fn, *source, stage, weights, runtimeInclude(), error))) {
@@ -325,9 +322,7 @@ int compile(const CompileOptions &opts) {
       (void)llvm::sys::fs::remove_directories(failedDir);
       if (!llvm::sys::fs::rename(stage, failedDir)) {
         removeStage.release();
-        const std::string from = stage.str().str();
-        for (size_t at; (at = error.find(from)) != std::string::npos;)
-          error.replace(at, from.size(), failedDir);
+        error = gptc::replaceAll(error, stage.str().str(), failedDir);
       }
     }
     return gptc::fail(kTool, outputPaths(error));

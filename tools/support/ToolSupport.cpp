@@ -104,6 +104,13 @@ func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
   return fns.front();
 }
 
+std::string gptc::replaceAll(std::string text, const std::string &from, const std::string &to) {
+  for (size_t at = 0; !from.empty() && (at = text.find(from, at)) != std::string::npos;
+       at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
 int gptc::fail(const char *tool, const std::string &message) {
   llvm::errs() << tool << ": error: " << message << "\n";
   return 1;

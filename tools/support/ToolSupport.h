@@ -44,6 +44,10 @@ mlir::func::FuncOp lowerModule(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::M
 /// Prints "tool: error: message" and returns 1.
 int fail(const char *tool, const std::string &message);
 
+/// `text` with every `from` replaced by `to` (a temporary folder's path in a message by the
+/// one the user knows).
+std::string replaceAll(std::string text, const std::string &from, const std::string &to);
+
 /// Flushes `out` and keeps it, returning 0; or, if a write failed (a full disk), removes
 /// it and returns fail()'s 1 with the path and the reason. Without the check the stream's
 /// destructor would end the process with LLVM's fatal "IO failure on output stream".
