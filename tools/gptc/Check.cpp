@@ -72,7 +72,7 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
   if (auto ec = llvm::sys::fs::createUniqueDirectory("gptc-gradcheck", dir))
     return gptc::fail(tool, "cannot create a temporary folder: " + ec.message());
   // The artifact is this check's own: gone however the check ends.
-  auto removeDir = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+  llvm::scope_exit removeDir([&] { llvm::sys::fs::remove_directories(dir); });
   // Messages name the user's weights file, not the artifact's copy of it.
   const std::string copied = (dir + "/weights.safetensors").str();
   auto userPaths = [&](const std::string &message) {

@@ -254,6 +254,26 @@ int writeText(const std::string &path, const std::string &text) {
   return gptc::keepOutput(*out, path, kTool);
 }
 
+constexpr const char *kStagePrefix = ".gptc-staging";
+
+/// Removes the staging folders in `output` that no running compile holds (a compile killed
+/// before it renamed its files into place left its folder behind). Called with the
+/// folder's lock held, under which every compile makes and locks its staging folder.
+void removeAbandonedStages(const std::string &output) {
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(output, ec), end; !ec && it != end; it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.starts_with(std::string(kStagePrefix) + "-"))
+      continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      (void)llvm::sys::fs::remove_directories(it->path());
+    ::close(fd);
+  }
+}
+
 int compile(const CompileOptions &opts) {
   DialectRegistry registry;
   gptc::registerDialects(registry);
@@ -298,12 +318,26 @@ int compile(const CompileOptions &opts) {
   // compiler, a weights file of another model) leaves OUT's previous artifact as it was.
   if (auto ec = llvm::sys::fs::create_directories(opts.output))
     return gptc::fail(kTool, "cannot create " + opts.output + ": " + ec.message());
+  // A lock on OUT is held while the staging folder is made and while files are renamed
+  // into OUT. Each compile holds a lock on its own staging folder for as long as it runs,
+  // so a staging folder whose lock can be taken belongs to a compile that was killed.
+  const int lockFd = ::open(opts.output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lockFd < 0 || ::flock(lockFd, LOCK_EX) != 0)
+    return gptc::fail(kTool, "cannot lock " + opts.output + ": " + std::strerror(errno));
+  llvm::scope_exit unlock([&] { ::close(lockFd); });
+  removeAbandonedStages(opts.output);
   llvm::SmallString<256> stage, prefix(opts.output);  // (absolute: else under $TMPDIR)
-  llvm::sys::path::append(prefix, ".gptc-staging");
+  llvm::sys::path::append(prefix, kStagePrefix);
   (void)llvm::sys::fs::make_absolute(prefix);
   if (auto ec = llvm::sys::fs::createUniqueDirectory(prefix, stage))
     return gptc::fail(kTool, "cannot create a folder in " + opts.output + ": " + ec.message());
-  auto removeStage = llvm::make_scope_exit([&] { (void)llvm::sys::fs::remove_directories(stage); });
+  const int stageFd = ::open(stage.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  llvm::scope_exit unlockStage([&] { ::close(stageFd); });
+  if (stageFd < 0 || ::flock(stageFd, LOCK_EX) != 0 || ::flock(lockFd, LOCK_UN) != 0) {
+    (void)llvm::sys::fs::remove_directories(stage);
+    return gptc::fail(kTool, "cannot lock " + stage.str().str() + ": " + std::strerror(errno));
+  }
+  llvm::scope_exit removeStage([&] { (void)llvm::sys::fs::remove_directories(stage); });
   auto inOutput = [&](StringRef name) {
     llvm::SmallString<256> p(opts.output);
     llvm::sys::path::append(p, name);
@@ -338,14 +372,12 @@ int compile(const CompileOptions &opts) {
                                            weights + "'): " + e.what()));
     }
   }
-  // One compile at a time renames into OUT (a lock on the folder), so that two at once
+  // One compile at a time renames into OUT (the lock on the folder), so that two at once
   // leave one whole artifact, not a mix. A file this artifact lacks goes: the previous
   // model's weights beside new kernels loaded silently (or failed on a shape), and an old
   // compile.log outlived a compile from the cache.
-  const int lockFd = ::open(opts.output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lockFd < 0 || ::flock(lockFd, LOCK_EX) != 0)
+  if (::flock(lockFd, LOCK_EX) != 0)
     return gptc::fail(kTool, "cannot lock " + opts.output + ": " + std::strerror(errno));
-  auto unlock = llvm::make_scope_exit([&] { ::close(lockFd); });
   for (StringRef name : {"kernels.cpp", "compile.log", "weights.safetensors", "kernels.so",
                          "manifest.json"}) {
     std::error_code ec = llvm::sys::fs::exists(staged(name))
