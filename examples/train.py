@@ -151,15 +151,38 @@ def generate(fwd, prompt_ids, n, block, vocab, temperature, top_k, generator):
 
 
 def read_csv_rows(path, before_iter):
-    """The rows of an earlier run's CSV for iterations before `before_iter` (on resume)."""
+    """The rows of an earlier run's CSV for iterations before `before_iter` (on resume).
+    Every row must have the four fields, each a number (val_loss may be empty): a short
+    row would come back with its missing fields as None, and the plot fail at the end."""
     if not os.path.isfile(path):
         return []
+
+    def corrupt(why):
+        return UsageError(f"{path} is not this script's train.csv ({why})")
+
     with open(path, newline="") as f:
-        try:
-            return [row for row in csv.DictReader(f) if int(row["iter"]) < before_iter]
-        except (KeyError, TypeError, ValueError) as e:  # no iter column, or not a number
-            raise UsageError(f"{path} is not this script's train.csv ({type(e).__name__}: "
-                             f"{e})") from None
+        lines = csv.reader(f)
+        header = next(lines, None)
+        if header != list(CSV_FIELDS):
+            raise corrupt(f"its header is {','.join(header or [])!r}, expected "
+                          f"{','.join(CSV_FIELDS)!r}")
+        rows = []
+        for fields in lines:
+            if len(fields) != len(CSV_FIELDS):
+                raise corrupt(f"line {lines.line_num} has {len(fields)} fields, expected "
+                              f"{len(CSV_FIELDS)}")
+            row = dict(zip(CSV_FIELDS, fields))
+            for name, parse in (("iter", lambda v: int(v, 10)), ("lr", float),
+                                ("train_loss", float),
+                                ("val_loss", lambda v: v == "" or float(v))):
+                try:
+                    parse(row[name])
+                except ValueError:
+                    raise corrupt(f"line {lines.line_num}: {name} {row[name]!r} is not a "
+                                  f"{'whole number' if name == 'iter' else 'number'}") from None
+            if int(row["iter"]) < before_iter:
+                rows.append(row)
+        return rows
 
 
 def write_csv(path, rows):

@@ -29,11 +29,17 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i1": np.bool_}
 MAX_THREADS = 1024  # the runtime's limit on a model's threads (gptc::rt::Model::kMaxThreads)
 
 
-def check_int(name: str, value, low: int, high: int) -> int:
-    """`value` (an integer, or the decimal string of one: checkpoint metadata) as an int
-    in [low, high]; else one GptcError naming `name`."""
+def check_int(name: str, value, low: int, high: int, text: bool = False) -> int:
+    """`value` (an integer; with `text`, also the decimal string of one, as checkpoint
+    metadata holds) as an int in [low, high]; else one GptcError naming `name`. A bool
+    is not an integer here, though Python counts it as one."""
     try:
-        number = int(value, 10) if isinstance(value, str) else operator.index(value)
+        if isinstance(value, str) and text:
+            number = int(value, 10)
+        elif isinstance(value, (str, bool, np.bool_)):
+            number = None
+        else:
+            number = operator.index(value)
     except (TypeError, ValueError):
         number = None
     if number is None or not low <= number <= high:

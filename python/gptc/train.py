@@ -205,9 +205,10 @@ class TrainStep:
                 if "step" not in meta:
                     raise GptcError(f"{path}: no 'step' in the checkpoint's metadata")
                 # step + 1 is the next step's number, fed as int64 like the seed.
-                num_steps = check_int(f"{path}: metadata 'step'", meta["step"], 0, INT64_MAX - 1)
+                num_steps = check_int(f"{path}: metadata 'step'", meta["step"], 0, INT64_MAX - 1,
+                                      text=True)
                 seed = check_int(f"{path}: metadata 'seed'", meta.get("seed", self.seed),
-                                 INT64_MIN, INT64_MAX)
+                                 INT64_MIN, INT64_MAX, text=True)
                 missing = [n for n in self._persistent if n not in f.keys()]
                 if missing:
                     raise GptcError(f"{path}: missing tensor '{missing[0]}'")

@@ -116,12 +116,26 @@ def test_main_job_resume_refuses_a_corrupt_train_csv(tmp_path):
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
     path = tmp_path / "train.csv"
-    for content, said in (("garbage\nx\n", "KeyError: 'iter'"),
-                          ("iter,lr\nabc,1\n", "ValueError: invalid literal")):
+    head = "iter,lr,train_loss,val_loss\n"
+    for content, said in (
+            ("garbage\nx\n", "its header is 'garbage', expected 'iter,lr,train_loss,val_loss'"),
+            ("", "its header is '', expected 'iter,lr,train_loss,val_loss'"),
+            (head + "abc,1,2,3\n", "line 2: iter 'abc' is not a whole number"),
+            (head + "1.5,1,2,3\n", "line 2: iter '1.5' is not a whole number"),
+            (head + "1,1,x,3\n", "line 2: train_loss 'x' is not a number"),
+            (head + "1,1,2,nan?\n", "line 2: val_loss 'nan?' is not a number"),
+            # A short row came back with None for its missing fields, a long one with its
+            # extra fields under the key None (the rewrite of the file then failed).
+            (head + "0,1,2,3\n1,1,2\n", "line 3 has 3 fields, expected 4"),
+            (head + "0,1,2,3,4\n", "line 2 has 5 fields, expected 4")):
         path.write_text(content)
-        with pytest.raises(job.UsageError, match=f"^{path} is not this script's train.csv "
-                                                 rf"\({said}"):
+        with pytest.raises(job.UsageError) as e:
             job.read_csv_rows(str(path), 5)
+        assert str(e.value) == f"{path} is not this script's train.csv ({said})"
+    path.write_text(head + "0,1,2,\n3,1,2,\n7,1,2,3\n")  # val_loss is empty between evals
+    assert job.read_csv_rows(str(path), 5) == [
+        dict(iter="0", lr="1", train_loss="2", val_loss=""),
+        dict(iter="3", lr="1", train_loss="2", val_loss="")]
 
 
 def test_forward_example_refuses_bad_sizes_with_one_line():

@@ -180,7 +180,8 @@ def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
         step(*data[1], lr="0.001")  # float() took a string
     with pytest.raises(gptc.GptcError, match=r"^lr must be a finite number >= 0, got tensor\(\[0.0010, 0.0020\]\)$"):
         step(*data[1], lr=torch.tensor([1e-3, 2e-3]))
-    for n in (-1, 1025, 2.5, 10**20):  # 2.5 was truncated to 2, 10**20 pybind11's TypeError
+    # 2.5 was truncated to 2, 10**20 pybind11's TypeError; "4" and True were taken as 4 and 1
+    for n in (-1, 1025, 2.5, 10**20, "4", True):
         with pytest.raises(gptc.GptcError, match=f"^thread count must be an integer from 0 to 1024, got {n!r}$"):
             step.set_num_threads(n)
     assert step.num_threads == 1
