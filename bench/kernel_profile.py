@@ -8,7 +8,6 @@ prints each kernel's mean milliseconds per call, largest first. Kernels with the
 (attention, gelu, ...) are summed; horizontal groups are listed one by one with the ops they
 hold. The artifact itself is not touched. Not a test: timings depend on the machine's load.
 """
-import argparse
 import json
 import os
 import re
@@ -22,17 +21,34 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
+from _cli import Parser, fail, read, refuse_below  # noqa: E402 (beside this file)
 
 
-def _kernel_flags() -> list:
+def kernel_flags() -> list:
     """The host compiler flags gptc builds kernels.so with (`gptc cxxflags`), so that what
     the bench tools build from the prelude is built as the kernels are."""
-    from gptc.compiler import find_tool
-    return subprocess.run([find_tool("gptc"), "cxxflags"], capture_output=True, text=True,
-                          check=True).stdout.split()
+    from gptc.compiler import GptcError, find_tool
+    try:
+        run = subprocess.run([find_tool("gptc"), "cxxflags"], capture_output=True, text=True)
+    except (GptcError, OSError) as e:
+        fail(f"cannot ask gptc for the kernels' flags: {e}")
+    if run.returncode != 0:
+        fail(f"gptc cxxflags failed: {(run.stderr.strip().splitlines() or ['no message'])[-1]}")
+    return run.stdout.split()
 
 
-FLAGS = _kernel_flags()
+def compile_kernels(source: str, library: str) -> None:
+    """Compiles `source` into `library` as gptc compiles kernels.so (GPTC_CXX, else c++); a
+    failure ends in one line after the compiler's own messages."""
+    cxx = os.environ.get("GPTC_CXX", "c++")
+    try:
+        subprocess.run([cxx, *kernel_flags(), "-I", os.path.join(REPO, "runtime", "include"),
+                        source, "-o", library], check=True)
+    except OSError as e:
+        fail(f"cannot run the host compiler {cxx}: {e.strerror or e}")
+    except subprocess.CalledProcessError as e:
+        fail(f"{cxx} failed on {os.path.basename(source)} (exit status {e.returncode}; its "
+             "messages are above)")
 
 
 def instrument(source: str):
@@ -70,13 +86,34 @@ def random_inputs(manifest: dict) -> list:
     return out
 
 
+def read_artifact(path: str):
+    """The artifact's manifest, its kernels.cpp instrumented, and the kernels' names, before
+    anything is copied or built; else one line naming what is wrong. The runtime checks the
+    rest of the manifest when it loads the copy."""
+    if not os.path.isdir(path):
+        fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no such directory")
+             + " (the artifact of a gptc compile is one)")
+    manifest = read(os.path.join(path, "manifest.json"), as_json=True)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("args"), list) \
+            or not all(isinstance(a, dict) for a in manifest["args"]):
+        fail(f"{os.path.join(path, 'manifest.json')}: not an artifact's manifest (a JSON object "
+             "whose \"args\" is a list of objects)")
+    source = read(os.path.join(path, "kernels.cpp"))
+    if "GPTC_EXPORT const char* gptc_entry(" not in source:
+        fail(f"{os.path.join(path, 'kernels.cpp')}: no gptc_entry function (not the kernels of "
+             "a gptc compile)")
+    return (manifest, *instrument(source))
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("artifact")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
+    refuse_below(ap, args, steps=1, top=1, threads=1)
+    manifest, source, names = read_artifact(args.artifact)
     from gptc import _runtime
     import ctypes
 
@@ -84,26 +121,22 @@ def main():
     try:
         art = os.path.join(work, "artifact")
         shutil.copytree(args.artifact, art)
-        with open(os.path.join(art, "kernels.cpp")) as f:
-            source, names = instrument(f.read())
         with open(os.path.join(art, "kernels.cpp"), "w") as f:
             f.write(source)
-        cxx = os.environ.get("GPTC_CXX", "c++")
-        subprocess.run([cxx, *FLAGS, "-I", os.path.join(REPO, "runtime", "include"),
-                        os.path.join(art, "kernels.cpp"), "-o", os.path.join(art, "kernels.so")],
-                       check=True)
-        with open(os.path.join(art, "manifest.json")) as f:
-            manifest = json.load(f)
+        compile_kernels(os.path.join(art, "kernels.cpp"), os.path.join(art, "kernels.so"))
         # The library is now the instrumented one, not the one gptc compile recorded: its
         # size and checksum go (the runtime then checks only that it is a whole ELF file).
         for key in ("library_bytes", "library_fnv1a64"):
             manifest.pop(key, None)
         with open(os.path.join(art, "manifest.json"), "w") as f:
             json.dump(manifest, f)
-        model = _runtime.Model(art)
-        model.set_num_threads(args.threads)
-        inputs = random_inputs(manifest)
-        model.run(inputs)  # warm-up, not counted
+        try:
+            model = _runtime.Model(art)
+            model.set_num_threads(args.threads)
+            inputs = random_inputs(manifest)
+            model.run(inputs)  # warm-up, not counted
+        except RuntimeError as e:  # the runtime's message, of the copy: named as the artifact
+            fail(str(e).replace(art, os.path.normpath(args.artifact)))
         # The counters of the model's own copy of kernels.so (the runtime loads one per
         # Model), not of the artifact's file opened again.
         profile_seconds = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_double))(

@@ -10,10 +10,8 @@ torch was built with), alternating the two in one process so that both see the s
 machine. Prints GFLOP/s (medians, and the best round) and the time ratio per shape.
 Not part of the tests: timings depend on the machine's load.
 """
-import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +20,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from kernel_profile import FLAGS, REPO  # noqa: E402  (the flags of gptc's kernels)
+from _cli import Parser, refuse_below, refuse_past_memory  # noqa: E402 (beside this file)
+from kernel_profile import compile_kernels  # noqa: E402  (as gptc compiles kernels.so)
 
 SOURCE = r"""
 #include "gptc/prelude.h"
@@ -37,20 +36,22 @@ def build(work: str) -> ctypes.CDLL:
     src, lib = os.path.join(work, "shapes.cpp"), os.path.join(work, "shapes.so")
     with open(src, "w") as f:
         f.write(SOURCE)
-    cxx = os.environ.get("GPTC_CXX", "c++")
-    subprocess.run([cxx, *FLAGS, "-I", os.path.join(REPO, "runtime", "include"), src, "-o", lib],
-                   check=True)
+    compile_kernels(src, lib)
     return ctypes.CDLL(lib)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--embd", type=int, default=384)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
+    refuse_below(ap, args, tokens=1, embd=1, rounds=1, threads=1)
     T, C = args.tokens, args.embd
+    # The floats of x, h, q, the four weights and out, below.
+    refuse_past_memory(ap, f"--tokens {T} --embd {C}",
+                       4 * (8 * T * C + 12 * C * C + max(T, 4 * C) * 4 * C))
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory(prefix="gptc-shapes-") as work:

@@ -7,12 +7,13 @@ for gptc, PyTorch eager and torch.compile (each in its own process, same thread 
 and gptc's matmul micro-kernel against the measured fp32 FMA peak and OpenBLAS's sgemm
 (numpy) on a 384x1536x2048 product. Not part of the tests: it takes minutes.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
+
+from _cli import Parser, refuse_below, refuse_dropout, refuse_past_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -132,17 +133,17 @@ def check_losses(results, dropout):
     return lines
 
 
-def refuse_below(ap, args, **least):
-    """ap.error (one line, exit 2) for the first given count below its least; a count left
-    unset (None) takes its default. train_step.py checks its own with this too."""
-    for name, low in least.items():
-        value = getattr(args, name)
-        if value is not None and value < low:
-            ap.error(f"--{name} must be at least {low}, got {value}")
+def refuse_huge_batch(ap, batch, sizes):
+    """ap.error for a --batch whose step at one of `sizes` cannot fit in the machine's memory:
+    its activations hold at least a float per token and channel. train_step.py's too."""
+    for size in sizes:
+        cfg = SIZES[size]
+        refuse_past_memory(ap, f"--batch {batch} at {size} size",
+                           4 * batch * cfg["block_size"] * cfg["n_embd"])
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default=",".join(STEPS))
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
@@ -158,11 +159,21 @@ def main():
                     "tiny 8, shakespeare 4)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
-    refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)
     for name, known in (("sizes", STEPS), ("frameworks", FRAMEWORKS)):
         unknown = [v for v in getattr(args, name).split(",") if v not in known]
         if unknown:
-            ap.error(f"--{name}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+            shown = ", ".join(v or '""' for v in unknown)  # --sizes tiny, names ""
+            ap.error(f"--{name}: unknown {shown} (known: {', '.join(known)})")
+    refuse_dropout(ap, args.dropout)
+    if args.batch:
+        refuse_huge_batch(ap, args.batch, args.sizes.split(","))
+    # Now, not after the minutes of the run, whose results would then be lost.
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if os.path.isdir(args.out):
+        ap.error(f"--out: {args.out} is a directory")
+    if not os.path.isdir(out_dir):
+        ap.error(f"--out: no directory {out_dir} to write {os.path.basename(args.out)} in")
+    refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)  # gptc: last
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
                "dropout": args.dropout,
                "machine": machine(), "steps": []}

@@ -20,6 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from _cli import Parser, fail, read  # noqa: E402 (beside this file)
 from run import SIZES  # noqa: E402 (bench/run.py, beside this file)
 
 SPEEDUP = {"tiny": 2.0, "shakespeare": 1.3}
@@ -68,7 +69,7 @@ def finished(path: str, results) -> str:
 
 def cpu(results) -> str:
     """The vector width run.py recorded ("... AVX-512"); early runs recorded only cores."""
-    machine = results.get("machine", "")
+    machine = results.get("machine") or ""
     return machine.rsplit("), ", 1)[1] if "), " in machine else "not recorded"
 
 
@@ -93,7 +94,7 @@ def judge(results) -> dict:
     cell["fastest"] = "—" if fast is None else times(fast)
     compile_ = [ratio(s, "compile") for s in sizes]
     cell["compile"] = ", ".join("—" if c is None else mark(f"{c:.2f}×", c > 1) for c in compile_)
-    m = results.get("matmul", {})
+    m = results.get("matmul") or {}
     cell["micro"] = "—" if not m.get("gflops") else mark(
         f"{shown(100 * m['fraction_of_peak'], [100 * MICRO_KERNEL], 0, ' %')} "
         f"({m['gflops']:.1f} of {m['fma_peak_gflops']:.1f} GFLOP/s)",
@@ -142,19 +143,69 @@ def tally(runs) -> list:
     return lines
 
 
+def check(results) -> None:
+    """ValueError naming the first of the fields judge, row and finished read that `results`
+    lacks or holds as something else: what bench/run.py writes, checked no further."""
+    def need(obj, key, ok, what, where="", optional=False):  # optional: absent or null
+        if optional and obj.get(key) is None:
+            return
+        if key not in obj:
+            raise ValueError(f'{where}no "{key}"')
+        if not ok(obj[key]):
+            raise ValueError(f'{where}"{key}" is {json.dumps(obj[key])[:40]}, not {what}')
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    text, positive = (lambda v: isinstance(v, str)), (lambda v: number(v) and v > 0)
+    if not isinstance(results, dict):
+        raise ValueError("not a JSON object, so not a results file of bench/run.py")
+    need(results, "steps", lambda v: isinstance(v, list), "a list")
+    for key, ok, what in (("finished", text, "a string"), ("machine", text, "a string"),
+                          ("dropout", number, "a number"),
+                          ("matmul", lambda v: isinstance(v, dict), "an object")):
+        need(results, key, ok, what, optional=True)
+    if (results.get("matmul") or {}).get("gflops"):
+        for key in ("gflops", "fraction_of_peak", "fma_peak_gflops"):
+            need(results["matmul"], key, number, "a number", "matmul: ")
+    for i, r in enumerate(results["steps"]):
+        where = f"steps[{i}]: "
+        if not isinstance(r, dict):
+            raise ValueError(f"{where}not an object")
+        if "error" in r:  # a failed run: only its size and framework are shown
+            continue
+        need(r, "size", text, "a string", where)
+        need(r, "framework", text, "a string", where)
+        if r["size"] in SIZES:
+            for key in ("ms_median", "ms_min"):
+                need(r, key, positive, "a positive number", where)
+            need(r, "batch", lambda v: isinstance(v, int) and not isinstance(v, bool),
+                 "an integer", where)
+            need(r, "peak_rss_mib", number, "a number", where)
+            for key in ("step_peak_rss_mib", "kernels_per_step"):
+                need(r, key, number, "a number", where, optional=True)
+
+
+def load(path: str):
+    """The results file at `path`, checked; else exit 1 with one line naming it."""
+    results = read(path, as_json=True)
+    try:
+        check(results)
+    except ValueError as e:
+        fail(f"cannot read {path}: {e}")
+    return results
+
+
 def main():
-    files = sys.argv[1:] or sorted(glob.glob(os.path.join(HERE, "results*.json")))
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="*", metavar="RESULTS.json",
+                    help="results files of bench/run.py (default: every bench/results*.json)")
+    files = ap.parse_args().results or sorted(glob.glob(os.path.join(HERE, "results*.json")))
     runs = []
     for path in files:
-        try:
-            with open(path) as f:
-                results = json.load(f)
-            if not isinstance(results, dict) or "steps" not in results:
-                raise ValueError("not a results file of bench/run.py (no \"steps\")")
-            runs.append((finished(path, results), os.path.splitext(os.path.basename(path))[0],
-                         results))
-        except (OSError, ValueError) as e:
-            sys.exit(f"targets: cannot read {path}: {e}")
+        results = load(path)
+        runs.append((finished(path, results), os.path.splitext(os.path.basename(path))[0],
+                     results))
     runs.sort(key=lambda run: run[0])
     runs = [(name, results) for _, name, results in runs]
     print("\n".join(table(runs) + [""] + tally(runs)))

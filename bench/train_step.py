@@ -6,7 +6,6 @@ model in one framework, in this process alone, and print one JSON line.
 Each framework runs in its own process (bench/run.py starts them), so peak memory (the
 process's maximum resident set) is its own. Thread counts are set explicitly and equal.
 """
-import argparse
 import gc
 import json
 import os
@@ -21,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import gptc  # noqa: E402
 from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
-from run import HYPER, SIZES, refuse_below  # noqa: E402 (bench/run.py, beside this file)
+from _cli import Parser, refuse_below, refuse_dropout  # noqa: E402 (beside this file)
+from run import HYPER, SIZES, refuse_huge_batch  # noqa: E402 (bench/run.py, beside this file)
 
 
 def count_eager_kernels(model, opt, x, y):
@@ -69,7 +69,7 @@ def eager_step(model, opt, x, y):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = Parser()
     ap.add_argument("--framework", choices=["gptc", "eager", "compile"], required=True)
     ap.add_argument("--size", choices=list(SIZES), required=True)
     ap.add_argument("--threads", type=int, default=2)
@@ -80,6 +80,9 @@ def main():
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
     args = ap.parse_args()
     refuse_below(ap, args, threads=1, steps=1, warmup=0, batch=1)
+    refuse_dropout(ap, args.dropout)
+    if args.batch:
+        refuse_huge_batch(ap, args.batch, [args.size])
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")

@@ -1,9 +1,13 @@
 """The bench's tools still build and run: a small run of each, for its results, not its times."""
+import importlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
+import gptc
+import pytest
 from conftest import REPO
 from pytest import approx
 
@@ -138,3 +142,158 @@ def test_bench_targets_judges_each_target_at_its_threshold():
             ("c", results(batch=16)), ("d", results(dropout=0.2))]
     assert tally(runs) == ["- AVX-512: Shakespeare size at 1.3× eager in 1 of 2 runs by median, "
                            "1 by the fastest steps"]
+
+
+BENCH = os.path.join(REPO, "bench")
+
+
+def bench_main(tool, args, monkeypatch, capfd):
+    """bench/TOOL.py's main run on `args` in this process (one torch import for all the
+    cases, not one a process): the exit status and stderr lines the process would have
+    (sys.exit("message") prints the message and exits 1)."""
+    monkeypatch.syspath_prepend(BENCH)
+    monkeypatch.setattr(sys, "argv", [os.path.join(BENCH, tool + ".py"), *args])
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(tool).main()
+    code, err = e.value.code, capfd.readouterr().err.splitlines()
+    return (1, err + [code]) if isinstance(code, str) else (code, err)
+
+
+def test_bench_tools_refuse_bad_arguments_in_one_line(tmp_path, monkeypatch, capfd):
+    """A count out of range, a --dropout torch refuses mid-run, a --threads past the
+    runtime's limit, sizes past the machine's memory, an --out that cannot be written: one
+    line naming it, exit 2, before anything is built or run. Before, these were tracebacks
+    (--threads 0, --embd -1), a segfault (matmul_shapes --threads 100000), a division by
+    zero after the whole profile (kernel_profile --steps 0), nonsense run to the end
+    (--tokens 0: "product differs ... (relative error nan)", --top 0, kernel_profile's
+    --threads 0), or a run that failed only when it wrote its results (run.py --out)."""
+    most = gptc.MAX_THREADS
+    tiny = ["--framework", "gptc", "--size", "tiny"]
+    for tool, args, said in (
+            ("kernel_profile", ["--steps", "0"], "--steps must be at least 1, got 0"),
+            ("kernel_profile", ["--top", "0"], "--top must be at least 1, got 0"),
+            ("kernel_profile", ["--threads", "0"], "--threads must be at least 1, got 0"),
+            ("kernel_profile", ["--threads", str(most + 1)],
+             f"--threads must be at most {most}, got {most + 1}"),
+            ("kernel_profile", ["--steps", "x"], "argument --steps: invalid int value: 'x'"),
+            ("matmul_shapes", ["--threads", "100000"],
+             f"--threads must be at most {most}, got 100000"),
+            ("matmul_shapes", ["--rounds", "0"], "--rounds must be at least 1, got 0"),
+            ("matmul_shapes", ["--tokens", "0"], "--tokens must be at least 1, got 0"),
+            ("matmul_shapes", ["--embd", "-1"], "--embd must be at least 1, got -1"),
+            ("matmul_shapes", ["--tokens", str(10**12)],
+             f"--tokens {10**12} --embd 384 needs at least "),
+            ("train_step", [*tiny, "--dropout", "1"], "--dropout must be in [0, 1), got 1"),
+            ("train_step", [*tiny, "--threads", str(most + 1)],
+             f"--threads must be at most {most}, got {most + 1}"),
+            ("train_step", [*tiny, "--batch", str(10**12)],
+             f"--batch {10**12} at tiny size needs at least "),
+            ("run", ["--dropout", "nan"], "--dropout must be in [0, 1), got nan"),
+            ("run", ["--threads", str(most + 1)], f"--threads must be at most {most}, got {most + 1}"),
+            ("run", ["--batch", str(10**12), "--sizes", "shakespeare"],
+             f"--batch {10**12} at shakespeare size needs at least "),
+            ("run", ["--out", str(tmp_path)], f"--out: {tmp_path} is a directory"),
+            ("run", ["--out", str(tmp_path / "no" / "r.json")],
+             f"--out: no directory {tmp_path / 'no'} to write r.json in"),
+            ("run", ["--sizes", "tiny,"], '--sizes: unknown "" (known: tiny, shakespeare)')):
+        if tool == "kernel_profile":
+            args = [str(tmp_path), *args]  # the counts are checked before the artifact
+        code, err = bench_main(tool, args, monkeypatch, capfd)
+        assert code == 2 and len(err) == 1, (tool, args, code, err)
+        assert err[0].startswith(f"{tool}.py: error: {said}"), (tool, args, err)
+        if "needs at least" in said:
+            assert err[0].endswith(" GiB"), err
+    assert os.listdir(tmp_path) == []  # run.py wrote nothing
+
+
+def test_matmul_shapes_refuses_threads_past_the_runtime_limit_in_its_own_process():
+    """The exit status and stderr of the process itself (it was a segfault: -11)."""
+    run = subprocess.run([sys.executable, os.path.join(BENCH, "matmul_shapes.py"),
+                          "--threads", "100000"], capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == (f"matmul_shapes.py: error: --threads must be at most "
+                          f"{gptc.MAX_THREADS}, got 100000\n")
+    assert run.stdout == ""
+
+
+def test_kernel_profile_refuses_what_is_not_an_artifact(tmp_path, monkeypatch, capfd):
+    """What is not a gptc artifact: one line naming the path and what is wrong, exit 1, and
+    no copy of it left behind. Before, a missing or non-directory path was a traceback of
+    shutil.copytree, a directory without a manifest (/tmp) was copied whole into itself
+    until the disk filled, and the runtime's complaints named the temporary copy."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    art = tmp_path / "art"
+    manifest, kernels = art / "manifest.json", art / "kernels.cpp"
+    cxx = os.environ.get("GPTC_CXX", "c++")
+
+    def case(files, said):
+        for name, text in files.items():
+            (art / name).write_text(text)
+        code, err = bench_main("kernel_profile", [str(art)], monkeypatch, capfd)
+        assert code == 1 and err, (files, err)
+        assert err[-1].startswith("kernel_profile: " + said), (files, err)
+        assert os.listdir(tmp_path / "tmp") == []  # the copy is removed
+
+    case({}, f"{art}: no such directory (the artifact of a gptc compile is one)")
+    art.write_text("")
+    case({}, f"{art}: not a directory (the artifact of a gptc compile is one)")
+    art.unlink()
+    art.mkdir()
+    case({}, f"cannot read {manifest}: No such file or directory")
+    case({"manifest.json": "{"}, f"cannot read {manifest}: not JSON (Expecting property name")
+    case({"manifest.json": '{"args": {}}'}, f"{manifest}: not an artifact's manifest (a JSON "
+         'object whose "args" is a list of objects)')
+    case({"manifest.json": '{"args": []}'}, f"cannot read {kernels}: No such file or directory")
+    case({"kernels.cpp": "int x;\n"},
+         f"{kernels}: no gptc_entry function (not the kernels of a gptc compile)")
+    case({"kernels.cpp": "GPTC_EXPORT const char* gptc_entry(\n"},
+         f"{cxx} failed on kernels.cpp (exit status 1; its messages are above)")
+    # The runtime's own check of the manifest, of the copy: named as the artifact.
+    case({"kernels.cpp": '#include "gptc/prelude.h"\n'
+                         "GPTC_EXPORT const char* gptc_entry(void** a) { return nullptr; }\n"},
+         f'{manifest}: "format" is not "gptc-artifact"')
+
+
+def test_targets_names_the_file_and_what_is_wrong(tmp_path):
+    """bench/targets.py on what is not a results file of bench/run.py: one line naming the
+    file and what is wrong, exit 1 (before, a wrong shape was a KeyError or TypeError
+    traceback from deep in judge, and a zero time a ZeroDivisionError)."""
+    step = dict(size="tiny", framework="gptc", ms_median=4.0, ms_min=4.0, batch=8,
+                peak_rss_mib=900.0)
+    for content, said in (
+            (None, "No such file or directory"),
+            ("", "not JSON (Expecting value: line 1 column 1 (char 0))"),
+            (b"\xff", "not JSON ('utf-8' codec can't decode byte 0xff in position 0: "
+                      "invalid start byte)"),
+            ([1, 2], "not a JSON object, so not a results file of bench/run.py"),
+            ({}, 'no "steps"'),
+            ({"steps": 3}, '"steps" is 3, not a list'),
+            ({"steps": [3]}, "steps[0]: not an object"),
+            ({"steps": [{"size": "tiny"}]}, 'steps[0]: no "framework"'),
+            ({"steps": [dict(step, batch=None)]}, 'steps[0]: "batch" is null, not an integer'),
+            ({"steps": [dict(step, ms_median=0)]},
+             'steps[0]: "ms_median" is 0, not a positive number'),
+            ({"steps": [], "machine": 7}, '"machine" is 7, not a string'),
+            ({"steps": [], "matmul": {"gflops": 3}}, 'matmul: no "fraction_of_peak"')):
+        path = tmp_path / "results.json"
+        if path.exists():
+            path.unlink()
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content is not None:
+            path.write_text(content if isinstance(content, str) else json.dumps(content))
+        run = subprocess.run([sys.executable, os.path.join(BENCH, "targets.py"), str(path)],
+                             capture_output=True, text=True)
+        assert run.returncode == 1, (content, run.stderr)
+        assert run.stderr == f"targets: cannot read {path}: {said}\n", content
+        assert run.stdout == ""
+    run = subprocess.run([sys.executable, os.path.join(BENCH, "targets.py"), str(tmp_path)],
+                         capture_output=True, text=True)
+    assert (run.returncode, run.stderr) == (1, f"targets: cannot read {tmp_path}: Is a directory\n")
+    # A results file that holds only what bench/run.py writes is read as before.
+    (tmp_path / "ok.json").write_text(json.dumps({"steps": [step, {"error": "x"}]}))
+    run = subprocess.run([sys.executable, os.path.join(BENCH, "targets.py"),
+                          str(tmp_path / "ok.json")], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert "| ok | ? | not recorded | default |" in run.stdout
