@@ -32,6 +32,19 @@ Value AtenOp::operand(StringRef arg) const {
   return all.empty() ? Value() : all.front();
 }
 
+LogicalResult AtenOp::require(std::initializer_list<StringRef> args) const {
+  for (StringRef arg : args)
+    if (!operand(arg))
+      return unsupported("needs an operand '" + arg + "'");
+  return success();
+}
+
+FailureOr<int64_t> AtenOp::dimIndex(int64_t dim, int64_t rank) const {
+  if (dim < -rank || dim >= rank)
+    return unsupported("dim " + Twine(dim) + " out of range for rank " + Twine(rank));
+  return dim < 0 ? dim + rank : dim;
+}
+
 std::optional<int64_t> AtenOp::getInt(StringRef arg) const {
   if (auto a = op->getAttrOfType<IntegerAttr>(arg))
     return a.getValue().getSExtValue();
@@ -132,7 +145,6 @@ Value mlir::gpt::convertElementType(OpBuilder &b, Location loc, Value v, Type el
   return ConvertOp::create(b, loc, t.clone(elemType), v).getResult();
 }
 
-int64_t mlir::gpt::normalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
 ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
   return ReductionOrderAttr::get(b.getContext(), order);

@@ -59,6 +59,11 @@ public:
   std::optional<StringRef> getString(StringRef arg) const;
   std::optional<SmallVector<int64_t>> getInts(StringRef arg) const;
   bool has(StringRef arg) const { return op->hasAttr(arg) || operand(arg); }
+  /// Fails with one `unsupported` error unless every one of `args` is an operand.
+  LogicalResult require(std::initializer_list<StringRef> args) const;
+  /// `dim` (negative counts from the end) as an index into `rank` dimensions, or an
+  /// `unsupported` error naming it.
+  FailureOr<int64_t> dimIndex(int64_t dim, int64_t rank) const;
 
   RankedTensorType resultType(unsigned i = 0) const;
 
@@ -92,7 +97,6 @@ const AtenConverterTable &atenConverters();
 
 /// Shared helpers for the pattern files.
 Value convertElementType(OpBuilder &b, Location loc, Value v, Type elemType);
-int64_t normalizeDim(int64_t dim, int64_t rank);
 ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order);
 
 #define GEN_PASS_DECL

@@ -29,6 +29,20 @@ struct ConvertAtenToGptPass : gpt::impl::ConvertAtenToGptBase<ConvertAtenToGptPa
     bool failed = false;
     for (Operation *raw : atenOps) {
       AtenOp op(raw);
+      // What every conversion takes for granted: tensors in and out, each operand named
+      // by the capture's torch.operands.
+      auto names = raw->getAttrOfType<ArrayAttr>("torch.operands");
+      auto tensor = [](Type t) { return isa<RankedTensorType>(t); };
+      if (!llvm::all_of(raw->getOperandTypes(), tensor) ||
+          !llvm::all_of(raw->getResultTypes(), tensor) ||
+          (raw->getNumOperands() &&
+           (!names || names.size() != raw->getNumOperands() ||
+            !llvm::all_of(names, [](Attribute a) { return isa<StringAttr>(a); })))) {
+        (void)op.unsupported("operands and results must be ranked tensors, each operand named "
+                             "in torch.operands");
+        failed = true;
+        continue;
+      }
       auto it = table.find(op.name());
       if (it == table.end()) {
         (void)op.unsupported("no conversion to the gpt dialect");

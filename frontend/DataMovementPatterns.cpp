@@ -19,11 +19,15 @@ LogicalResult convertReshape(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &o
   Value x = op.operand("self");
   if (!x)
     x = op.operand("input");
+  if (!x)
+    return op.unsupported("needs an operand 'self' (or 'input')");
   out.push_back(ReshapeOp::create(b, op.loc(), op.resultType(), x));
   return success();
 }
 
 LogicalResult identity(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   out.push_back(convertElementType(b, op.loc(), x, op.resultType().getElementType()));
   return success();
@@ -35,33 +39,48 @@ Value buildTranspose(OpBuilder &b, Location loc, RankedTensorType type, Value x,
 }
 
 LogicalResult convertDetach(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   out.push_back(StopGradientOp::create(b, op.loc(), op.resultType(), op.operand("self")));
   return success();
 }
 
 LogicalResult convertTransposeInt(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   auto d0 = op.getInt("dim0"), d1 = op.getInt("dim1");
   if (!d0 || !d1)
     return op.unsupported("missing dims");
   auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  std::swap(perm[normalizeDim(*d0, rank)], perm[normalizeDim(*d1, rank)]);
+  auto i0 = op.dimIndex(*d0, rank), i1 = op.dimIndex(*d1, rank);
+  if (failed(i0) || failed(i1))
+    return failure();
+  std::swap(perm[*i0], perm[*i1]);
   out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, perm));
   return success();
 }
 
 LogicalResult convertPermute(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   SmallVector<int64_t> perm = op.getInts("dims").value_or(SmallVector<int64_t>{});
-  for (int64_t &p : perm)
-    p = normalizeDim(p, rank);
+  for (int64_t &p : perm) {
+    auto d = op.dimIndex(p, rank);
+    if (failed(d))
+      return failure();
+    p = *d;
+  }
   out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, perm));
   return success();
 }
 
 LogicalResult convertT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   if (rank < 2) {
@@ -74,9 +93,14 @@ LogicalResult convertT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
 
 /// split/split_with_sizes/chunk: the traced result types give the pieces.
 LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), rank);
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), rank);
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr;
   SmallVector<Type> types(op.raw()->getResultTypes());
   auto split = SplitOp::create(b, op.loc(), types, x, b.getI64IntegerAttr(dim));
   llvm::append_range(out, split.getResults());
@@ -90,9 +114,14 @@ Value buildSlice(OpBuilder &b, Location loc, RankedTensorType type, Value x, int
 }
 
 LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   auto xt = cast<RankedTensorType>(x.getType());
-  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), xt.getRank());
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr;
   int64_t size = xt.getDimSize(dim);
   auto clampIndex = [&](int64_t i) {
     if (i < 0)
@@ -110,10 +139,18 @@ LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
 
 /// select(self, dim, index) = reshape(slice(self, dim, index, index + 1)).
 LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   auto xt = cast<RankedTensorType>(x.getType());
-  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), xt.getRank());
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr;
   int64_t index = op.getInt("index").value_or(0);
+  if (index < -xt.getDimSize(dim) || index >= xt.getDimSize(dim))
+    return op.unsupported("index " + Twine(index) + " out of range for a dim of " +
+                          Twine(xt.getDimSize(dim)));
   if (index < 0)
     index += xt.getDimSize(dim);
   SmallVector<int64_t> shape(xt.getShape());
@@ -126,6 +163,8 @@ LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
 /// index(self, [None.., idx]) with one constant 1-D index tensor: the selected
 /// slices along that dimension, concatenated (nanoGPT's `x[:, [-1], :]`).
 LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   SmallVector<Value> indices = op.operands("indices");
   auto positions = op.getInts("indices_positions").value_or(SmallVector<int64_t>{0});
@@ -136,7 +175,10 @@ LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
   if (!dense || cast<RankedTensorType>(dense.getType()).getRank() != 1)
     return op.unsupported("only a constant 1-D index tensor is supported");
   auto xt = cast<RankedTensorType>(x.getType());
-  int64_t dim = positions[0], size = xt.getDimSize(dim);
+  auto dimOr = op.dimIndex(positions[0], xt.getRank());
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr, size = xt.getDimSize(dim);
   SmallVector<Value> pieces;
   SmallVector<int64_t> shape(xt.getShape());
   shape[dim] = 1;
@@ -160,12 +202,17 @@ LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) 
   RankedTensorType type = op.resultType();
   for (Value &v : inputs)
     v = convertElementType(b, op.loc(), v, type.getElementType());
-  int64_t dim = normalizeDim(op.getInt("dim").value_or(0), type.getRank());
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), type.getRank());
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr;
   out.push_back(ConcatOp::create(b, op.loc(), type, inputs, b.getI64IntegerAttr(dim)));
   return success();
 }
 
 LogicalResult convertExpand(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   out.push_back(BroadcastOp::create(b, op.loc(), op.resultType(), op.operand("self")));
   return success();
 }

@@ -62,6 +62,8 @@ template <typename Op> LogicalResult unary(AtenOp &op, OpBuilder &b, SmallVector
 }
 
 LogicalResult convertGelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   StringRef approx = op.getString("approximate").value_or("none");
   if (approx != "none" && approx != "tanh")
     return op.unsupported("approximate='" + approx + "'");
@@ -82,6 +84,8 @@ LogicalResult convertWhere(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
 }
 
 LogicalResult convertMaskedFill(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self", "mask"})))
+    return failure();
   auto value = op.getFloat("value");
   if (!value)
     return op.unsupported("only a scalar fill value is supported");

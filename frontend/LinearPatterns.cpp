@@ -20,6 +20,8 @@ Value buildMatmul(OpBuilder &b, Location loc, RankedTensorType type, Value lhs, 
 
 /// linear(input [..., K], weight [N, K], bias [N]?) = input @ weight^T + bias.
 LogicalResult convertLinear(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"input", "weight"})))
+    return failure();
   Value x = op.operand("input"), w = op.operand("weight"), bias = op.operand("bias");
   auto xt = cast<RankedTensorType>(x.getType());
   auto wt = cast<RankedTensorType>(w.getType());
@@ -38,6 +40,8 @@ LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   Value lhs = op.operand("self"), rhs = op.operand("other");
   if (!rhs)
     rhs = op.operand("mat2");
+  if (!lhs || !rhs)
+    return op.unsupported("needs operands 'self' and 'other' (or 'mat2')");
   auto lt = cast<RankedTensorType>(lhs.getType());
   auto rt = cast<RankedTensorType>(rhs.getType());
   if (lt.getRank() < 2 || (rt.getRank() != 2 && rt.getRank() != lt.getRank()) ||
@@ -48,6 +52,8 @@ LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
 }
 
 LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"weight", "indices"})))
+    return failure();
   if (op.getInt("padding_idx").value_or(-1) != -1 || op.getBool("sparse").value_or(false) ||
       op.getBool("scale_grad_by_freq").value_or(false))
     return op.unsupported("padding_idx, scale_grad_by_freq and sparse are not supported");
@@ -57,6 +63,8 @@ LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
 }
 
 LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"query", "key", "value"})))
+    return failure();
   Value q = op.operand("query"), k = op.operand("key"), v = op.operand("value");
   if (op.operand("attn_mask"))
     return op.unsupported("attn_mask is not supported; use is_causal=True");

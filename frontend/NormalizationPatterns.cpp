@@ -14,10 +14,12 @@ namespace {
 ReductionOrderAttr canonical(OpBuilder &b) { return orderAttr(b, ReductionOrder::Canonical); }
 
 LogicalResult convertLayerNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"input"})))
+    return failure();
   Value x = op.operand("input");
   auto xt = cast<RankedTensorType>(x.getType());
   auto shape = op.getInts("normalized_shape");
-  if (!shape || shape->size() != 1 || (*shape)[0] != xt.getShape().back())
+  if (!shape || shape->size() != 1 || xt.getRank() == 0 || (*shape)[0] != xt.getShape().back())
     return op.unsupported("only normalization over the last dimension");
   out.push_back(LayerNormOp::create(b, op.loc(), op.resultType(), x, op.operand("weight"),
                                     op.operand("bias"),
@@ -27,17 +29,23 @@ LogicalResult convertLayerNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
 }
 
 template <typename Op> LogicalResult convertSoftmax(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   RankedTensorType type = op.resultType();
   if (op.getBool("half_to_float").value_or(false))
     return op.unsupported("half_to_float is not supported");
   x = convertElementType(b, op.loc(), x, type.getElementType());
-  int64_t dim = normalizeDim(op.getInt("dim").value_or(-1), type.getRank());
-  out.push_back(Op::create(b, op.loc(), type, x, b.getI64IntegerAttr(dim), canonical(b)));
+  auto dim = op.dimIndex(op.getInt("dim").value_or(-1), type.getRank());
+  if (failed(dim))
+    return failure();
+  out.push_back(Op::create(b, op.loc(), type, x, b.getI64IntegerAttr(*dim), canonical(b)));
   return success();
 }
 
 LogicalResult convertCrossEntropy(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value logits = op.operand("self"), targets = op.operand("target");
   if (op.operand("weight"))
     return op.unsupported("class weights are not supported");
@@ -55,6 +63,8 @@ LogicalResult convertCrossEntropy(AtenOp &op, OpBuilder &b, SmallVectorImpl<Valu
 }
 
 LogicalResult convertDropout(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"input"})))
+    return failure();
   double p = op.getFloat("p").value_or(0.5);
   bool train = op.getBool("train").value_or(true);
   Value rng = train && p > 0.0 ? op.rngArgument() : Value();
@@ -65,14 +75,20 @@ LogicalResult convertDropout(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &o
 }
 
 template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
   Value x = op.operand("self");
   RankedTensorType type = op.resultType();
   auto xt = cast<RankedTensorType>(x.getType());
   x = convertElementType(b, op.loc(), x, type.getElementType());
   SmallVector<int64_t> dims;
   if (auto given = op.getInts("dim"); given && !given->empty()) {
-    for (int64_t d : *given)
-      dims.push_back(normalizeDim(d, xt.getRank()));
+    for (int64_t d : *given) {
+      auto i = op.dimIndex(d, xt.getRank());
+      if (failed(i))
+        return failure();
+      dims.push_back(*i);
+    }
     llvm::sort(dims);
   } else {
     for (int64_t d = 0; d < xt.getRank(); ++d)
