@@ -60,6 +60,10 @@ static LogicalResult verifyReductionOrder(Operation *op, ReductionOrder order,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConstantOp::verify() {
+  // The code generator writes out dense values; a sparse or resource value (whose blob may
+  // not even be present) was written as zeros or garbage.
+  if (!isa<DenseElementsAttr>(getValue()))
+    return emitOpError("value must be dense<...> (gptc writes out dense values only)");
   if (getValue().getType() != getType())
     return emitOpError("value type ") << getValue().getType() << " differs from result type "
                                       << getType();
@@ -104,8 +108,15 @@ template <typename Op> static LogicalResult verifyBinary(Op op) {
 LogicalResult AddOp::verify() { return verifyBinary(*this); }
 LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
-LogicalResult DivOp::verify() { return verifyBinary(*this); }
-LogicalResult PowOp::verify() { return verifyBinary(*this); }
+/// Integer division by zero (or INT64_MIN / -1) ends the process; the models gptc
+/// compiles divide and raise floats only.
+template <typename Op> static LogicalResult verifyFloatBinary(Op op) {
+  if (!isa<FloatType>(tensorType(op.getLhs()).getElementType()))
+    return op.emitOpError("takes floating-point operands, got ") << op.getLhs().getType();
+  return verifyBinary(op);
+}
+LogicalResult DivOp::verify() { return verifyFloatBinary(*this); }
+LogicalResult PowOp::verify() { return verifyFloatBinary(*this); }
 LogicalResult MaxOp::verify() { return verifyBinary(*this); }
 
 LogicalResult GeluOp::verify() {
@@ -223,6 +234,8 @@ LogicalResult LayerNormOp::verify() {
   auto x = getX().getType();
   if (getType() != x)
     return emitOpError("result type must equal the input type");
+  if (x.getRank() == 0)
+    return emitOpError("normalizes the last dimension: x must have one");
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
     return failure();
   for (Value v : {getWeight(), getBias()}) {
@@ -345,6 +358,8 @@ LogicalResult LayerNormGradOp::verify() {
   auto x = getX().getType();
   if (getG().getType() != x || getType() != x)
     return emitOpError("g, x and result must have one type");
+  if (x.getRank() == 0)
+    return emitOpError("normalizes the last dimension: x must have one");
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Canonical)))
     return failure();
   if (Value w = getWeight()) {
@@ -361,8 +376,17 @@ LogicalResult AttentionGradOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   if (getDq().getType() != q || getDk().getType() != k || getDv().getType() != v)
     return emitOpError("gradients must have the types of q, k and v");
-  if (q.getRank() != 4 || v.getRank() != 4)
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("q, k and v must be 4-D");
+  {
+    auto qh = headsOuter(q.getShape(), getBthd()), kh = headsOuter(k.getShape(), getBthd()),
+         vh = headsOuter(v.getShape(), getBthd());
+    if (ArrayRef(qh).take_front(2) != ArrayRef(kh).take_front(2) ||
+        ArrayRef(kh).take_front(3) != ArrayRef(vh).take_front(3) || qh[3] != kh[3])
+      return emitOpError("q, k, v shapes ") << shapeStr(q.getShape()) << ", "
+                                            << shapeStr(k.getShape()) << ", "
+                                            << shapeStr(v.getShape()) << " do not agree";
+  }
   SmallVector<int64_t> out(q.getShape().take_front(3));
   out.push_back(v.getShape().back());
   if (getG().getType().getShape() != ArrayRef<int64_t>(out))
@@ -379,6 +403,9 @@ LogicalResult CrossEntropyGradOp::verify() {
     return emitOpError("result must have the logits' type");
   if (getG().getType().getRank() != 0)
     return emitOpError("g must be a scalar");
+  auto l = getLogits().getType(), t = getTargets().getType();
+  if (l.getRank() != 2 || t.getRank() != 1 || t.getDimSize(0) != l.getDimSize(0))
+    return emitOpError("logits must be [N, V] and targets [N]");
   return success();
 }
 
@@ -390,6 +417,8 @@ LogicalResult EmbeddingGradOp::verify() {
   expect.push_back(r.getDimSize(1));
   if (g.getShape() != ArrayRef<int64_t>(expect))
     return emitOpError("g must be ") << shapeStr(expect);
+  if (g.getElementType() != r.getElementType())
+    return emitOpError("g and result must share an element type");
   return success();
 }
 
@@ -478,7 +507,7 @@ LogicalResult SliceOp::verify() {
     return emitOpError("bad slice [") << start << ":" << end << ":" << step << "] of a dim of "
                                       << x.getDimSize(dim);
   SmallVector<int64_t> expect(x.getShape());
-  expect[dim] = (end - start + step - 1) / step;
+  expect[dim] = end == start ? 0 : (end - start - 1) / step + 1;  // (no overflow)
   if (r.getShape() != ArrayRef<int64_t>(expect) || r.getElementType() != x.getElementType())
     return emitOpError("result shape should be ") << shapeStr(expect);
   return success();
@@ -556,9 +585,27 @@ LogicalResult FusedOp::verify() {
       return emitOpError("results must share one shape");
   // A body may end in one gpt.reduce_sum (the kernel's only result); all else is
   // elementwise over one shape.
+  ArrayRef<int64_t> space = cast<RankedTensorType>(getResultTypes()[0]).getShape();
   for (Operation &op : body.without_terminator())
-    if (isa<ReduceSumOp>(op) && (getNumResults() != 1 || yield.getValues()[0] != op.getResult(0)))
-      return emitOpError("a reduce_sum in the body must be the only result");
+    if (auto red = dyn_cast<ReduceSumOp>(op)) {
+      if (getNumResults() != 1 || yield.getValues()[0] != red.getResult())
+        return emitOpError("a reduce_sum in the body must be the only result");
+      space = tensorType(red.getX()).getShape();
+    }
+  // The code generator computes each body op one element of `space` at a time, and draws
+  // a dropout's mask from the kernel's rng input.
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumRegions() || isa<MatmulOp, AttentionOp, ConstantOp>(op))
+      return emitOpError("'") << op.getName() << "' cannot be computed one element at a time";
+    if (!isa<ReduceSumOp>(op))
+      for (Type t : op.getResultTypes())
+        if (cast<RankedTensorType>(t).getShape() != space)
+          return emitOpError("body op '") << op.getName() << "' has shape "
+                                          << shapeStr(cast<RankedTensorType>(t).getShape())
+                                          << ", not the kernel's " << shapeStr(space);
+    if (auto d = dyn_cast<DropoutOp>(op); d && d.getRng() && !isa<BlockArgument>(d.getRng()))
+      return emitOpError("a dropout's rng must be one of the kernel's inputs");
+  }
   return success();
 }
 

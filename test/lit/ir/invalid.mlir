@@ -236,3 +236,87 @@ func.func @tanh_erf(%x: tensor<8x16xf32>, %g: tensor<8x16xf32>, %e: tensor<8x16x
   %0 = gpt.gelu_grad %g, %x erf %e {approximate = "tanh"} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+
+// The checks below were crashes or silent wrong code in the passes and the code
+// generator, found by feeding gptc-opt and gptc compile hand-written IR.
+
+func.func @layer_norm_scalar(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{normalizes the last dimension: x must have one}}
+  %0 = gpt.layer_norm %x {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @layer_norm_grad_scalar(%g: tensor<f32>, %x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{normalizes the last dimension: x must have one}}
+  %0 = gpt.layer_norm_grad %g, %x {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @attention_grad_keys(%q: tensor<1x1x4x8xf32>, %k: tensor<3x7x100x2xf32>, %st: tensor<1x1x4x2xf32>) -> tensor<1x1x4x8xf32> {
+  // expected-error @+1 {{q, k, v shapes [1x1x4x8], [3x7x100x2], [1x1x4x8] do not agree}}
+  %dq, %dk, %dv = gpt.attention_grad %q, %k, %q, %q, %st {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x1x4x8xf32>, tensor<3x7x100x2xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x1x4x8xf32>, tensor<3x7x100x2xf32>, tensor<1x1x4x8xf32>)
+  return %dq : tensor<1x1x4x8xf32>
+}
+
+// -----
+
+func.func @cross_entropy_grad_ranks(%x: tensor<8xf32>, %t: tensor<3x5xi64>, %s: tensor<f32>) -> tensor<8xf32> {
+  // expected-error @+1 {{logits must be [N, V] and targets [N]}}
+  %0 = gpt.cross_entropy_grad %x, %t, %s {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<8xf32>, tensor<3x5xi64>, tensor<f32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @embedding_grad_types(%g: tensor<4x8xf32>, %idx: tensor<4xi64>) -> tensor<5x8xf64> {
+  // expected-error @+1 {{g and result must share an element type}}
+  %0 = gpt.embedding_grad %g, %idx : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<5x8xf64>
+  return %0 : tensor<5x8xf64>
+}
+
+// -----
+
+func.func @integer_division(%a: tensor<4xi64>, %b: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{takes floating-point operands, got 'tensor<4xi64>'}}
+  %0 = gpt.div %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+func.func @sparse_constant() -> tensor<4xf32> {
+  // expected-error @+1 {{value must be dense<...> (gptc writes out dense values only)}}
+  %0 = gpt.constant sparse<[[1]], [2.0]> : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_shapes(%x: tensor<8xf32>, %r: tensor<2xi64>) -> tensor<8xf32> {
+  // expected-error @+1 {{body op 'gpt.add' has shape [2], not the kernel's [8]}}
+  %y = gpt.fused %x, %r : (tensor<8xf32>, tensor<2xi64>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<2xi64>):
+    %r2 = gpt.add %b, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+    %d = gpt.dropout %a, %r2 {id = 0 : i64, p = 0.5 : f64, train = true} : (tensor<8xf32>, tensor<2xi64>) -> tensor<8xf32>
+    gpt.yield %d : tensor<8xf32>
+  }
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @fused_matmul(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'gpt.matmul' cannot be computed one element at a time}}
+  %y = gpt.fused %a : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%x: tensor<4x4xf32>):
+    %m = gpt.matmul %x, %x {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    gpt.yield %m : tensor<4x4xf32>
+  }
+  return %y : tensor<4x4xf32>
+}

@@ -127,3 +127,12 @@ func.func @horizontal(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   }
   return %h#0, %h#1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// A slice whose step is past the end: one element (its size was computed with an
+// overflowing sum and the op refused).
+// CHECK-LABEL: func.func @slice_huge_step
+// CHECK: gpt.slice
+func.func @slice_huge_step(%x: tensor<16xf32>) -> tensor<1xf32> {
+  %0 = gpt.slice %x {dim = 0 : i64, start = 0 : i64, end = 10 : i64, step = 9223372036854775807 : i64} : (tensor<16xf32>) -> tensor<1xf32>
+  return %0 : tensor<1xf32>
+}
