@@ -66,6 +66,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
   using AdamWBase::AdamWBase;
 
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     func::FuncOp fn = getOperation();
     MLIRContext *ctx = &getContext();
     Block &body = fn.getBody().front();
@@ -99,10 +101,20 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
       params.push_back({argByName[of.getValue()], ret.getOperand(j), of.getValue().str()});
     }
     if (params.empty()) {
-      fn.emitError("gpt-adamw: no gradients to apply (run gpt-autodiff first)");
+      fn.emitError("gpt-adamw: no gradients to apply (the model has no trainable parameter, "
+                   "or gpt-autodiff did not run)");
       return signalPassFailure();
     }
+    // One element type for all: the gradient norm sums over every parameter's.
     Type elem = cast<RankedTensorType>(params.front().grad.getType()).getElementType();
+    for (const Param &p : params)
+      if (cast<RankedTensorType>(p.grad.getType()).getElementType() != elem) {
+        fn.emitError("gpt-adamw: parameters '")
+            << params.front().name << "' (" << elem << ") and '" << p.name << "' ("
+            << cast<RankedTensorType>(p.grad.getType()).getElementType()
+            << ") differ in element type; training takes parameters of one type";
+        return signalPassFailure();
+      }
     Type f64 = Float64Type::get(ctx);
     auto scalarF64 = RankedTensorType::get({}, f64);
 

@@ -39,6 +39,8 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
 
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     func::FuncOp fn = getOperation();
     Block &body = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());

@@ -81,6 +81,8 @@ bool onlyFeeds(ArrayRef<Operation *> run, Operation *red) {
 
 struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     SmallVector<SmallVector<Operation *>> runs;
     SmallVector<Operation *> run;
     auto flush = [&] {

@@ -74,6 +74,8 @@ void group(const Group &g) {
 
 struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     SmallVector<Group> groups;
     Group current;
     llvm::SmallPtrSet<Value, 32> produced; // by the current group's members and views below

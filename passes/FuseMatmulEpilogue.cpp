@@ -84,6 +84,8 @@ bool foldAdd(AddOp add, Step step) {
 struct FuseMatmulEpiloguePass
     : public gpt::impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     // In program order, so that a chain folds step by step into one matmul.
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {

@@ -47,6 +47,8 @@ bool onlyMatmulsRead(Value v) {
 
 struct KeepGeluErf : gpt::impl::KeepGeluErfBase<KeepGeluErf> {
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     SmallVector<GeluOp> gelus;
     // Only an f32 or f64 GELU that is a kernel of its own anyway: one whose result only
     // matmuls read, directly or through reshapes (a GPT's MLP: c_proj and its weight

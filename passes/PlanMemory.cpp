@@ -241,8 +241,20 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     func::FuncOp fn = getOperation();
     Block &body = fn.getBody().front();
+    if (redzone < 0 || redzone > (int64_t(1) << 20)) {
+      fn.emitError("gpt-plan-memory: redzone must be from 0 to 1048576 bytes, got ") << (int64_t)redzone;
+      return signalPassFailure();
+    }
+    for (Operation &op : body)
+      for (Type t : op.getResultTypes())
+        if (!isa<RankedTensorType>(t) || !cast<RankedTensorType>(t).hasStaticShape()) {
+          op.emitError("gpt-plan-memory: a result of type ") << t << " has no size to plan";
+          return signalPassFailure();
+        }
 
     // The value that owns the storage of each value (reshape aliases its input).
     DenseMap<Value, Value> owner;

@@ -16,6 +16,8 @@ using namespace mlir::gpt;
 namespace {
 struct PromoteF64Pass : gpt::impl::PromoteF64Base<PromoteF64Pass> {
   void runOnOperation() override {
+    if (getOperation().isExternal())
+      return; // a declaration: no body to transform
     func::FuncOp fn = getOperation();
     Type f64 = Float64Type::get(&getContext());
     auto promote = [&](Type t) -> Type {
