@@ -75,16 +75,26 @@ DropoutLiterals dropoutLiterals(double p, Type elem) {
 std::string elementLiteral(Attribute a, Type t) {
   if (auto f = dyn_cast<FloatAttr>(a))
     return literal(f.getValueAsDouble(), t);
-  if (auto i = dyn_cast<IntegerAttr>(a))
-    return literal((double)i.getValue().getSExtValue(), t) ;
+  if (auto i = dyn_cast<IntegerAttr>(a)) {
+    int64_t v = i.getValue().getSExtValue();  // exact: an i64 past 2^53 is no double
+    if (t.isInteger(64))
+      return v == INT64_MIN ? "(-9223372036854775807LL - 1)" : std::to_string(v) + "LL";
+    return literal((double)v, t);
+  }
   return "0";
 }
 
-/// " (model.py:42)" for a file location, "" otherwise.
+/// " (model.py:42)" for a file location, "" otherwise; it goes into a // comment of the
+/// generated source, so the file name keeps only characters that cannot end the comment
+/// or continue it (a newline in a location's name pasted code into kernels.cpp).
 std::string describeLoc(Location loc) {
-  if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return " (" + llvm::sys::path::filename(f.getFilename()).str() + ":" +
-           std::to_string(f.getLine()) + ")";
+  if (auto f = dyn_cast<FileLineColLoc>(loc)) {
+    std::string file = llvm::sys::path::filename(f.getFilename()).str();
+    for (char &c : file)
+      if (!llvm::isAlnum(c) && !StringRef("._+-").contains(c))
+        c = '_';
+    return " (" + file + ":" + std::to_string(f.getLine()) + ")";
+  }
   if (auto n = dyn_cast<NameLoc>(loc))
     return describeLoc(n.getChildLoc());
   return "";
@@ -168,11 +178,18 @@ FailureOr<EmittedSource> Emitter::run() {
   }
 
   for (Operation &op : body) {
-    for (Value v : op.getResults())
-      if (failed(cType(ttype(v).getElementType())))
-        return op.emitError("code generation does not support element type ")
-                   << ttype(v).getElementType() << " yet",
-               failure();
+    // (inside gpt.fused and gpt.horizontal bodies too)
+    WalkResult types = op.walk([&](Operation *inner) {
+      for (Value v : inner->getResults())
+        if (failed(cType(ttype(v).getElementType()))) {
+          inner->emitError("code generation does not support element type ")
+              << ttype(v).getElementType() << " yet";
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (types.wasInterrupted())
+      return failure();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       // Results that update a persistent argument (parameters, optimizer state) are
       // written back into it; the others go to the caller's result buffers.
@@ -183,6 +200,11 @@ FailureOr<EmittedSource> Emitter::run() {
           auto it = argByName.find(target.getValue());
           if (it == argByName.end())
             return fn.emitError("result updates unknown argument '") << target.getValue() << "'",
+                   failure();
+          if (fn.getArgument(it->second).getType() != v.getType())
+            return fn.emitError("result #") << j << " of type " << v.getType()
+                                            << " updates argument '" << target.getValue()
+                                            << "' of type " << fn.getArgument(it->second).getType(),
                    failure();
           dst = "args[" + std::to_string(it->second) + "]";
         } else {
@@ -208,12 +230,21 @@ FailureOr<EmittedSource> Emitter::run() {
       std::string name = "c" + std::to_string(numConstants++);
       Type et = c.getType().getElementType();
       llvm::raw_string_ostream cos(constants);
-      cos << "static const " << elemType(c) << " " << name << "["
-          << std::max<int64_t>(c.getType().getNumElements(), 1) << "] = {";
-      int64_t n = 0;
-      for (Attribute a : value.getValues<Attribute>())
-        cos << (n++ ? ", " : "") << elementLiteral(a, et);
-      cos << "};\n";
+      const int64_t count = std::max<int64_t>(c.getType().getNumElements(), 1);
+      if (value.isSplat() && count > 1) {
+        // One value: filled when the library loads, not written out element by element
+        // (a 20M-element splat made a 220 MB kernels.cpp).
+        cos << "static " << elemType(c) << " " << name << "[" << count << "];\n"
+            << "static const bool " << name << "_filled = [] {\n  for (int64_t i = 0; i < "
+            << count << "; ++i)\n    " << name << "[i] = "
+            << elementLiteral(value.getSplatValue<Attribute>(), et) << ";\n  return true;\n}();\n";
+      } else {
+        cos << "static const " << elemType(c) << " " << name << "[" << count << "] = {";
+        int64_t n = 0;
+        for (Attribute a : value.getValues<Attribute>())
+          cos << (n++ ? ", " : "") << elementLiteral(a, et);
+        cos << "};\n";
+      }
       pointers[c.getResult()] = "(" + elemType(c) + "*)" + name;
       continue;
     }

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -65,6 +66,97 @@ OwningOpRef<ModuleOp> gptc::parseModule(MLIRContext &ctx, const std::string &pat
   return module;
 }
 
+/// `name` with its control characters and backslashes escaped (\n, \xNN): an error
+/// message stays one line whatever a model's names hold.
+static std::string printable(StringRef name) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os.write_escaped(name);
+  return out;
+}
+
+/// Why `t` cannot be a value of a model gptc compiles, or "" where it can: every value is
+/// a ranked tensor of static shape, with no dimension of size 0 (the kernels divide by
+/// element counts) and at most 1 TiB, so that no size or offset computed later overflows.
+static std::string unsupportedType(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt)
+    return "is not a ranked tensor";
+  if (!rt.hasStaticShape())
+    return "has a dynamic dimension: gptc takes static shapes";
+  if (llvm::is_contained(rt.getShape(), 0))
+    return "has a dimension of size 0: gptc does not support them";
+  Type e = rt.getElementType();
+  uint64_t bytes = e.isIntOrFloat() ? std::max(1u, e.getIntOrFloatBitWidth() / 8) : 16;
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 40;
+  for (int64_t d : rt.getShape()) {
+    if ((uint64_t)d > kMaxBytes / bytes)
+      return "is larger than 1 TiB";
+    bytes *= d;
+  }
+  return "";
+}
+
+/// What the passes and the code generator take for granted of their input, checked before
+/// any of them runs; each failure is one line naming the op or the argument.
+static LogicalResult checkInput(func::FuncOp fn, const std::string &path, const char *tool) {
+  const std::string where = path + ": function @" + fn.getSymName().str();
+  if (fn.isExternal())
+    return gptc::fail(tool, where + " has no body"), failure();
+  if (!fn.getBody().hasOneBlock())
+    return gptc::fail(tool, where + " has " + std::to_string(fn.getBlocks().size()) +
+                                " blocks; gptc takes a function of one block"),
+           failure();
+  auto describe = [](Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  };
+  // Ops first: a value an op uses or makes is named by the op's model.py line.
+  LogicalResult result = success();
+  fn.walk([&](Operation *op) {
+    for (auto [role, types] : {std::pair{"operand", TypeRange(op->getOperandTypes())},
+                               std::pair{"result", TypeRange(op->getResultTypes())}})
+      for (auto [i, t] : llvm::enumerate(types))
+        if (std::string why = unsupportedType(t); !why.empty()) {
+          op->emitError() << "'" << op->getName() << "' " << role << " #" << i << " of type "
+                          << t << " " << why;
+          result = failure();
+          return WalkResult::interrupt();
+        }
+    return WalkResult::advance();
+  });
+  if (failed(result))
+    return failure();
+  llvm::StringSet<> names;
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+    auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
+    auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
+    const std::string what = where + ": argument #" + std::to_string(i) +
+                             (name ? " '" + printable(name.getValue()) + "'" : std::string());
+    if (std::string why = unsupportedType(arg.getType()); !why.empty())
+      return gptc::fail(tool, what + " of type " + describe(arg.getType()) + " " + why), failure();
+    if (name && !names.insert(name.getValue()).second)
+      return gptc::fail(tool, what + ": two arguments have this name"), failure();
+    if (kind && !llvm::is_contained({"input", "param", "state"}, kind.getValue()))
+      return gptc::fail(tool, what + " has gpt.kind '" + printable(kind.getValue()) +
+                                  "'; the kinds are input, param and state"),
+             failure();
+    if (kind && kind.getValue() != "input" &&
+        !isa<FloatType>(cast<RankedTensorType>(arg.getType()).getElementType()))
+      return gptc::fail(tool, what + " is a " + kind.getValue().str() + " of type " +
+                                  describe(arg.getType()) + ": parameters are floating-point"),
+             failure();
+  }
+  for (auto [i, t] : llvm::enumerate(fn.getResultTypes()))
+    if (std::string why = unsupportedType(t); !why.empty())
+      return gptc::fail(tool, where + ": result #" + std::to_string(i) + " of type " +
+                                  describe(t) + " " + why),
+             failure();
+  return success();
+}
+
 func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
                                const std::string &path, const gpt::PipelineOptions &options,
                                const char *tool) {
@@ -76,32 +168,32 @@ func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
     fail(tool, path + ": expected exactly one func.func, found " + std::to_string(fns.size()));
     return nullptr;
   }
-  // A dimension of size 0 (block_size=0, an empty batch): the kernels divide by element
-  // counts, so such a model is refused here, at the op that first holds one.
-  Operation *zeroSized = nullptr;
-  Type zeroType;
-  module->walk([&](Operation *op) {
-    auto check = [&](Type t) {
-      auto rt = dyn_cast<RankedTensorType>(t);
-      if (!zeroSized && rt && rt.hasStaticShape() && rt.getNumElements() == 0 && rt.getRank() > 0)
-        zeroSized = op, zeroType = t;
-    };
-    for (Type t : op->getOperandTypes())
-      check(t);
-    for (Type t : op->getResultTypes())
-      check(t);
-    return zeroSized ? WalkResult::interrupt() : WalkResult::advance();
-  });
-  if (zeroSized) {
-    zeroSized->emitError() << "'" << zeroSized->getName() << "' on a zero-size tensor ("
-                           << zeroType << "): gptc does not support dimensions of size 0";
+  if (failed(checkInput(fns.front(), path, tool)))
     return nullptr;
-  }
   PassManager pm(&ctx);
   gpt::buildPipeline(pm, options);
   if (failed(pm.run(*module)))
     return nullptr;
-  return fns.front();
+  // The passes add arguments and results of their own (lr, step, rng, exp_avg.NAME,
+  // grad.NAME, ...): a model's own one of the same name would be fed twice.
+  func::FuncOp fn = fns.front();
+  llvm::StringSet<> argNames, resultNames;
+  auto clash = [&](llvm::StringSet<> &seen, DictionaryAttr attrs, const char *what) {
+    auto name = attrs ? attrs.getAs<StringAttr>("gpt.name") : StringAttr();
+    if (!name || seen.insert(name.getValue()).second)
+      return false;
+    fail(tool, path + ": two " + what + " named '" + printable(name.getValue()) +
+                   "' after the compile's passes: the model has one whose name is that of one "
+                   "the compiler adds (lr, step, rng, grad.*, exp_avg.*, ...); rename it");
+    return true;
+  };
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (clash(argNames, fn.getArgAttrDict(i), "arguments"))
+      return nullptr;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (clash(resultNames, fn.getResultAttrDict(i), "results"))
+      return nullptr;
+  return fn;
 }
 
 std::string gptc::replaceAll(std::string text, const std::string &from, const std::string &to) {
