@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
       return 1;
   } else {
     MLIRContext ctx(registry);
+    ctx.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
     ctx.loadAllAvailableDialects();
     auto diagnostics = gptc::installOneLineDiagnostics(ctx, kTool);
     llvm::SourceMgr sm;
