@@ -145,7 +145,6 @@ Value mlir::gpt::convertElementType(OpBuilder &b, Location loc, Value v, Type el
   return ConvertOp::create(b, loc, t.clone(elemType), v).getResult();
 }
 
-
 ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
   return ReductionOrderAttr::get(b.getContext(), order);
 }
