@@ -46,6 +46,8 @@ FailureOr<int64_t> AtenOp::dimIndex(int64_t dim, int64_t rank) const {
 }
 
 std::optional<int64_t> AtenOp::getInt(StringRef arg) const {
+  if (auto b = op->getAttrOfType<BoolAttr>(arg)) // an i1: its sign extension is -1
+    return b.getValue() ? 1 : 0;
   if (auto a = op->getAttrOfType<IntegerAttr>(arg))
     return a.getValue().getSExtValue();
   return std::nullopt;
@@ -54,10 +56,8 @@ std::optional<int64_t> AtenOp::getInt(StringRef arg) const {
 std::optional<double> AtenOp::getFloat(StringRef arg) const {
   if (auto a = op->getAttrOfType<FloatAttr>(arg))
     return a.getValueAsDouble();
-  if (auto i = getInt(arg))
+  if (auto i = getInt(arg)) // bools too
     return static_cast<double>(*i);
-  if (auto b = getBool(arg))
-    return *b ? 1.0 : 0.0;
   return std::nullopt;
 }
 

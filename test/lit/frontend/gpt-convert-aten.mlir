@@ -182,3 +182,20 @@ func.func @index_last(%x: tensor<2x8x4xf32>) -> tensor<2x1x4xf32> {
   %0 = "torch.aten.index.Tensor"(%x, %c) {torch.operands = ["self", "indices"], indices_positions = array<i64: 1>} : (tensor<2x8x4xf32>, tensor<1xi64>) -> tensor<2x1x4xf32>
   return %0 : tensor<2x1x4xf32>
 }
+
+// -----
+
+// A bool scalar is 1 or 0: `x * True` and `x.masked_fill(m, True)` read an i1 true as
+// its sign extension, -1 (x * True gave -x).
+// CHECK-LABEL: func.func @bool_scalars
+// CHECK: gpt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: gpt.mul
+// CHECK: gpt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: gpt.add
+// CHECK: gpt.masked_fill {{.*}} {value = 1.000000e+00 : f64}
+func.func @bool_scalars(%x: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
+  %0 = "torch.aten.mul.Tensor"(%x) {torch.operands = ["self"], other = true} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "torch.aten.add.Tensor"(%0) {torch.operands = ["self"], other = false} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "torch.aten.masked_fill.Scalar"(%1, %m) {torch.operands = ["self", "mask"], value = true} : (tensor<4xf32>, tensor<4xi1>) -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}
