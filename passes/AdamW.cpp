@@ -82,6 +82,7 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
       unsigned arg;
       Value grad;
       std::string name;
+      bool reached; // else a zero gradient: the parameter is not updated (kNoGradientAttr)
     };
     SmallVector<Param> params;
     SmallVector<Value> kept;
@@ -98,7 +99,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
         fn.emitError("gpt-adamw: gradient of unknown parameter '") << of.getValue() << "'";
         return signalPassFailure();
       }
-      params.push_back({argByName[of.getValue()], ret.getOperand(j), of.getValue().str()});
+      params.push_back({argByName[of.getValue()], ret.getOperand(j), of.getValue().str(),
+                        !fn.getResultAttr(j, kNoGradientAttr)});
     }
     if (params.empty()) {
       fn.emitError("gpt-adamw: no gradients to apply (the model has no trainable parameter, "
@@ -134,8 +136,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
     SmallVector<Value> m, v;
     for (Param &p : params) {
       Type type = fn.getArgument(p.arg).getType();
-      m.push_back(append(type, "state", "exp_avg." + p.name));
-      v.push_back(append(type, "state", "exp_avg_sq." + p.name));
+      m.push_back(p.reached ? append(type, "state", "exp_avg." + p.name) : Value());
+      v.push_back(p.reached ? append(type, "state", "exp_avg_sq." + p.name) : Value());
     }
 
     OpBuilder b(ret);
@@ -179,6 +181,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
            b.getNamedAttr("gpt.updates", b.getStringAttr(target))}));
     };
     for (auto [i, p] : llvm::enumerate(params)) {
+      if (!p.reached)
+        continue; // no update, no weight decay, no moments (its norm counts as 0)
       // Clipping right before the update, so that both land in one fused kernel.
       if (clamped)
         p.grad = B.mul(p.grad, clamped);

@@ -119,7 +119,7 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
           contributions[operand][position[op]].push_back(grad);
     }
 
-    // One gradient result per parameter, zeros where nothing reached it.
+    // One gradient result per parameter, zeros where nothing reached it (marked so).
     SmallVector<Value> results(ret.getOperands());
     SmallVector<Type> types(fn.getResultTypes());
     SmallVector<DictionaryAttr> resultAttrs;
@@ -132,6 +132,7 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
       Value arg = fn.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
       Value grad = total(arg);
+      const bool reached = static_cast<bool>(grad);
       if (!grad) {
         Value zero = ConstantOp::create(
             b, fn.getLoc(), RankedTensorType::get({}, type.getElementType()),
@@ -143,9 +144,14 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
       std::string pname = name ? name.getValue().str() : "arg" + std::to_string(i);
       results.push_back(grad);
       types.push_back(type);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("gpt.grad_of", b.getStringAttr(pname)),
-           b.getNamedAttr("gpt.name", b.getStringAttr("grad." + pname))}));
+      SmallVector<NamedAttribute> attrs = {
+          b.getNamedAttr("gpt.grad_of", b.getStringAttr(pname)),
+          b.getNamedAttr("gpt.name", b.getStringAttr("grad." + pname))};
+      // Nothing reached the parameter (unused, or used only through a detach): PyTorch
+      // leaves its .grad None, and its optimizer then skips it, weight decay included.
+      if (!reached)
+        attrs.push_back(b.getNamedAttr(kNoGradientAttr, b.getUnitAttr()));
+      resultAttrs.push_back(b.getDictionaryAttr(attrs));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

@@ -18,6 +18,11 @@ namespace mlir::gpt {
 /// (broadcast) operands alone: what gpt-fuse-elementwise puts into one kernel.
 bool isFusibleElementwise(Operation *op);
 
+/// On a gradient result of gpt-autodiff that nothing reached (the parameter is unused,
+/// or used only through a detach): gpt-adamw leaves such a parameter as it is, as
+/// PyTorch's optimizers skip one whose .grad is None.
+inline constexpr StringLiteral kNoGradientAttr = "gpt.no_gradient";
+
 /// Attribute names the passes leave for the code generator.
 inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
 inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";

@@ -242,6 +242,46 @@ def test_frozen_parameters_and_buffers_are_not_trained(tmp_path):
         step.load_state_dict({n: t for n, t in ref.state_dict().items() if n != "emb.weight"})
 
 
+class UnusedAndDetached(nn.Module):
+    """A head, a parameter the forward never reads and one it reads only through a detach:
+    PyTorch leaves the last two's .grad None, so AdamW skips them, weight decay included."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 16)
+        self.head = nn.Linear(16, 11)
+        self.unused = nn.Parameter(torch.randn(16, 16))
+        self.detached = nn.Parameter(torch.randn(11))
+
+    def forward(self, idx, targets):
+        logits = self.head(self.emb(idx)) + self.detached.detach()
+        return logits, F.cross_entropy(logits.view(-1, 11), targets.view(-1), ignore_index=-1)
+
+
+def test_parameters_no_gradient_reaches_are_left_as_they_are(tmp_path):
+    """They were given a zero gradient and decayed by AdamW each step (an unused 16x16
+    weight moved by lr * wd * |w|), and the loss drifted from eager's from the second step
+    on; eager leaves them untouched."""
+    torch.manual_seed(0)
+    model = UnusedAndDetached()
+    ref = copy.deepcopy(model)
+    unused, detached = model.unused.detach().clone(), model.detached.detach().clone()
+    step = gptc.compile_train_step(model, batches(1, TinyGPTConfig(vocab_size=11))[0],
+                                   optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
+                                   workdir=str(tmp_path))
+    opt = torch_adamw(ref, **ADAMW)
+    for x, y in batches(4, TinyGPTConfig(vocab_size=11)):
+        loss = step(x, y, lr=1e-2).item()
+        ref_loss = torch_step(ref, opt, x, y, lr=1e-2)
+        assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
+    sd = step.state_dict()
+    assert torch.equal(sd["unused"], unused) and torch.equal(sd["detached"], detached)
+    assert ref.unused.grad is None and torch.equal(ref.unused.detach(), unused)
+    assert worst_param_difference(sd, ref) <= 1e-4
+    norms = sorted(step.last_grad_norms.tolist())  # still reported: 0 for those two
+    assert norms[:2] == [0.0, 0.0] and norms[2] > 0
+
+
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
     """A target or token id out of range fails the step before any kernel runs: the
     kernels' own checks came after AdamW had updated every parameter and moment (from row

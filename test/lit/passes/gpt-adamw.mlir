@@ -29,3 +29,14 @@
 func.func @step(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %b: tensor<4xf32> {gpt.kind = "param", gpt.name = "b"}, %gw: tensor<4x4xf32>, %gb: tensor<4xf32>, %loss: tensor<f32>) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.grad_of = "w"}, tensor<4xf32> {gpt.grad_of = "b"}) {
   return %loss, %gw, %gb : tensor<f32>, tensor<4x4xf32>, tensor<4xf32>
 }
+
+// A parameter that gpt-autodiff found no gradient for (unused, or used only through a
+// detach) is left as it is: no moments, no decay, no update, as torch.optim skips a
+// parameter whose .grad is None (it was decayed). Its norm is still reported, as 0.
+// CHECK-LABEL: func.func @unreached
+// CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg_sq.w"}) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.name = "w", gpt.updates = "w"}, tensor<4x4xf32> {gpt.name = "exp_avg.w", gpt.updates = "exp_avg.w"}, tensor<4x4xf32> {gpt.name = "exp_avg_sq.w", gpt.updates = "exp_avg_sq.w"}, tensor<2xf32> {gpt.name = "grad_norms"})
+// CHECK-NOT: gpt.mul %arg1,
+// CHECK: return
+func.func @unreached(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %u: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "u"}, %gw: tensor<4x4xf32>, %gu: tensor<4x4xf32>, %loss: tensor<f32>) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.grad_of = "w"}, tensor<4x4xf32> {gpt.grad_of = "u", gpt.no_gradient}) {
+  return %loss, %gw, %gu : tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
