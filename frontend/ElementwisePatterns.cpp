@@ -49,6 +49,22 @@ LogicalResult convertRsub(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out)
   return convertBinary<SubOp>(op, b, out, "other", "self");
 }
 
+/// reciprocal(self) = 1 / self (what `2 / x` and `1 / x` capture as).
+LogicalResult convertReciprocal(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  if (!isa<FloatType>(type.getElementType()))
+    return op.unsupported("needs a floating-point result");
+  auto scalar = RankedTensorType::get({}, type.getElementType());
+  Value one = ConstantOp::create(
+      b, op.loc(), scalar,
+      DenseElementsAttr::get(scalar, b.getFloatAttr(type.getElementType(), 1.0).getValue()));
+  Value x = convertElementType(b, op.loc(), op.operand("self"), type.getElementType());
+  out.push_back(DivOp::create(b, op.loc(), type, one, x));
+  return success();
+}
+
 template <typename Op> LogicalResult unary(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   Value x = op.operand("self");
   if (!x)
@@ -108,8 +124,9 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
   t["aten.maximum.default"] = binarySelfOther<MaxOp>;
   t["aten.rsub.Scalar"] = convertRsub;
   t["aten.rsub.Tensor"] = convertRsub;
-  for (StringRef n : {"aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor"})
+  for (StringRef n : {"aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar"})
     t[n] = powSelfExponent<PowOp>;
+  t["aten.reciprocal.default"] = convertReciprocal;
   t["aten.neg.default"] = unary<NegOp>;
   t["aten.exp.default"] = unary<ExpOp>;
   t["aten.log.default"] = unary<LogOp>;
@@ -118,6 +135,8 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
   t["aten.sqrt.default"] = unary<SqrtOp>;
   t["aten.rsqrt.default"] = unary<RsqrtOp>;
   t["aten.gelu.default"] = convertGelu;
-  t["aten.where.self"] = convertWhere;
+  for (StringRef n : {"aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf",
+                      "aten.where.Scalar"})
+    t[n] = convertWhere;
   t["aten.masked_fill.Scalar"] = convertMaskedFill;
 }

@@ -41,6 +41,8 @@ CASES = {
                    lambda r: (positive(rand_shape(r, 2)),)),
     "pow_tensor": (lambda a, b: torch.pow(a, b),
                    lambda r: (lambda s: (positive(s), torch.randn(s)))(rand_shape(r, 2))),
+    "reciprocal": (lambda a: 2 / a + 1 / a, lambda r: (positive(rand_shape(r, 2)),)),
+    "pow_scalar_base": (lambda a: 2 ** a + 0.5 ** a, lambda r: (torch.randn(rand_shape(r, 2)) * 4,)),
     "maximum": (lambda a, b: torch.maximum(a, b),
                 lambda r: (lambda s: (torch.randn(s), torch.randn(s)))(rand_shape(r, 2))),
     "neg_exp": (lambda a: torch.exp(-a), lambda r: (torch.randn(rand_shape(r, 2)) * 5,)),
@@ -104,6 +106,8 @@ CASES = {
     "where_masked_fill": (lambda x, y, m, n: torch.where(m, x, y).masked_fill(n, float("-inf")),
                           lambda r: (lambda s: (torch.randn(s), torch.randn(s), torch.rand(s) < 0.5,
                                                 torch.rand(s[-1]) < 0.3))(rand_shape(r, 2))),
+    "where_scalars": (lambda x, m: torch.where(m, x, 0.0) + torch.where(m, 1.5, x) + torch.where(m, 2.0, -1.0),
+                      lambda r: (lambda s: (torch.randn(s), torch.rand(s) < 0.5))(rand_shape(r, 2))),
     "arange_add": (lambda x: x + torch.arange(x.shape[-1]),
                    lambda r: (torch.randn(rand_shape(r, 2)),)),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
@@ -156,3 +160,22 @@ def test_attention_on_bthd_layout_is_bitwise_the_same(causal, tmp_path):
     got = folded(q, k, v)
     assert torch.equal(got, plain(*plain_inputs).transpose(1, 2))
     assert torch.allclose(got, bthd(q, k, v), rtol=2e-5, atol=2e-6)
+
+
+class ScalarForms(torch.nn.Module):
+    """`2 / w` (aten.reciprocal), `2 ** w` (aten.pow.Scalar) and torch.where with scalar
+    branches (where.ScalarOther, where.ScalarSelf): their gradients, by gradcheck in f64."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 5))
+
+    def forward(self, m):
+        w = self.w
+        return (2 / (w * w + 1) + 2 ** w + torch.where(m, w, 0.0) + torch.where(m, 1.5, w)).sum()
+
+
+def test_scalar_forms_have_gradients():
+    torch.manual_seed(0)
+    worst = gptc.gradcheck(ScalarForms(), (torch.rand(3, 5) < 0.5,))
+    assert set(worst) == {"w"} and worst["w"] < 1e-8, worst
