@@ -213,6 +213,20 @@ class FrozenAndBuffer(nn.Module):
         return logits, F.cross_entropy(logits.view(-1, 11), targets.view(-1), ignore_index=-1)
 
 
+def train_beside_eager(model, ref, steps, tmp_path, **options):
+    """`steps` steps of a gptc step compiled from `model` and of eager AdamW on `ref` (a copy),
+    on batches of an 11-token vocabulary at lr 1e-2, the losses equal to 1e-5; the step."""
+    step = gptc.compile_train_step(model, batches(1, TinyGPTConfig(vocab_size=11))[0],
+                                   optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
+                                   workdir=str(tmp_path), **options)
+    opt = torch_adamw(ref, **ADAMW)
+    for x, y in batches(steps, TinyGPTConfig(vocab_size=11)):
+        loss = step(x, y, lr=1e-2).item()
+        ref_loss = torch_step(ref, opt, x, y, lr=1e-2)
+        assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
+    return step
+
+
 def test_frozen_parameters_and_buffers_are_not_trained(tmp_path):
     """Buffers and parameters without requires_grad were differentiated, clipped, decayed
     and updated like the rest (a rank-2 buffer shrank by weight decay), and the trainable
@@ -222,14 +236,7 @@ def test_frozen_parameters_and_buffers_are_not_trained(tmp_path):
     model = FrozenAndBuffer()
     ref = copy.deepcopy(model)
     frozen, scale = model.frozen.weight.detach().clone(), model.scale.clone()
-    step = gptc.compile_train_step(model, batches(1, TinyGPTConfig(vocab_size=11))[0],
-                                   optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
-                                   check_gradients=True, workdir=str(tmp_path))
-    opt = torch_adamw(ref, **ADAMW)
-    for x, y in batches(5, TinyGPTConfig(vocab_size=11)):
-        loss = step(x, y, lr=1e-2).item()
-        ref_loss = torch_step(ref, opt, x, y, lr=1e-2)
-        assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
+    step = train_beside_eager(model, ref, 5, tmp_path, check_gradients=True)
     sd = step.state_dict()
     assert torch.equal(sd["frozen.weight"], frozen) and torch.equal(sd["scale"], scale)
     assert worst_param_difference(sd, ref) <= 1e-4
@@ -266,14 +273,7 @@ def test_parameters_no_gradient_reaches_are_left_as_they_are(tmp_path):
     model = UnusedAndDetached()
     ref = copy.deepcopy(model)
     unused, detached = model.unused.detach().clone(), model.detached.detach().clone()
-    step = gptc.compile_train_step(model, batches(1, TinyGPTConfig(vocab_size=11))[0],
-                                   optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
-                                   workdir=str(tmp_path))
-    opt = torch_adamw(ref, **ADAMW)
-    for x, y in batches(4, TinyGPTConfig(vocab_size=11)):
-        loss = step(x, y, lr=1e-2).item()
-        ref_loss = torch_step(ref, opt, x, y, lr=1e-2)
-        assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
+    step = train_beside_eager(model, ref, 4, tmp_path)
     sd = step.state_dict()
     assert torch.equal(sd["unused"], unused) and torch.equal(sd["detached"], detached)
     assert ref.unused.grad is None and torch.equal(ref.unused.detach(), unused)
