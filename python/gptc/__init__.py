@@ -8,9 +8,9 @@ See README.md for what works today.
 """
 from .capture import Captured, CaptureError, capture
 from .capture import save as capture_save
-from .compiler import CompiledModel, GptcError, compile, find_tool
+from .compiler import MAX_THREADS, CompiledModel, GptcError, compile, find_tool
 from .gradcheck import gradcheck
-from .train import MAX_THREADS, AdamW, GradientFlowError, TrainStep, compile_train_step
+from .train import AdamW, GradientFlowError, TrainStep, compile_train_step
 
 __all__ = ["capture", "capture_save", "compile", "compile_train_step", "AdamW", "TrainStep",
            "Captured", "CaptureError", "CompiledModel", "GptcError", "GradientFlowError",

@@ -171,7 +171,7 @@ class CompiledModel:
                                         dtype=_NUMPY[dtype])
 
         arrays = {}
-        trainable = {a.name for a in self.captured.args if a.kind == "param" and a.trainable}
+        trainable = {a.name for a in self.captured.args if a.trainable}  # params only
         for n in names:
             if n in state:
                 arrays[n] = array(n, n)

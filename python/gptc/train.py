@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .compiler import (_NUMPY, MAX_THREADS, CompiledModel, GptcError, capture_and_compile,
-                       check_int)
+from .compiler import _NUMPY, CompiledModel, GptcError, capture_and_compile, check_int
 
 
 class GradientFlowError(GptcError):
@@ -108,7 +107,7 @@ class TrainStep:
         rt = self.model.runtime
         self._inputs = [name for name, _, _ in rt.inputs]
         self._params = [a.name for a in captured.args if a.kind == "param"]
-        self._trainable = [a.name for a in captured.args if a.kind == "param" and a.trainable]
+        self._trainable = [a.name for a in captured.args if a.trainable]  # params only
         self._persistent = [name for name, _, _ in rt.params]  # params and moments
         self._results = [name for name, _, _ in rt.results]
         self.last_grad_norms = None
