@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -658,6 +659,15 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
       .Case([](DivOp) { return "($0 / $1)"; })
       .Case([](PowOp) { return "gptc::pow($0, $1)"; })
       .Case([](MaxOp) { return "gptc::maximum($0, $1)"; })
+      .Case([](MinOp) { return "gptc::minimum($0, $1)"; })
+      .Case([](CompareOp c) -> R {
+        StringRef symbol = llvm::StringSwitch<StringRef>(c.getPredicate())
+                               .Case("lt", "<").Case("le", "<=").Case("gt", ">")
+                               .Case("ge", ">=").Case("eq", "==").Default("!=");
+        return "($0 " + symbol.str() + " $1)";
+      })
+      .Case([](AbsOp) { return "gptc::abs($0)"; })
+      .Case([](SigmoidOp) { return "gptc::sigmoid($0)"; })
       .Case([](NegOp) { return "(-$0)"; })
       .Case([](ExpOp) { return "gptc::exp($0)"; })
       .Case([](LogOp) { return "gptc::log($0)"; })

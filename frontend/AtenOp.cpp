@@ -145,6 +145,14 @@ Value mlir::gpt::convertElementType(OpBuilder &b, Location loc, Value v, Type el
   return ConvertOp::create(b, loc, t.clone(elemType), v).getResult();
 }
 
+Value mlir::gpt::splat(OpBuilder &b, Location loc, RankedTensorType type, double v) {
+  Type e = type.getElementType();
+  Attribute a = isa<FloatType>(e) ? Attribute(b.getFloatAttr(e, v))
+                : e.isInteger(1)  ? Attribute(b.getIntegerAttr(e, v != 0.0))
+                                  : Attribute(b.getIntegerAttr(e, static_cast<int64_t>(v)));
+  return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a)).getResult();
+}
+
 ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
   return ReductionOrderAttr::get(b.getContext(), order);
 }

@@ -97,6 +97,9 @@ const AtenConverterTable &atenConverters();
 
 /// Shared helpers for the pattern files.
 Value convertElementType(OpBuilder &b, Location loc, Value v, Type elemType);
+/// A constant of `type` whose every element is `v` (an integer type truncates it; i1 is
+/// v != 0). Rank 0 for a scalar that broadcasts.
+Value splat(OpBuilder &b, Location loc, RankedTensorType type, double v);
 ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order);
 
 #define GEN_PASS_DECL

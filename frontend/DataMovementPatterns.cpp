@@ -91,6 +91,42 @@ LogicalResult convertT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   return success();
 }
 
+/// x.mT: the last two dimensions swapped.
+LogicalResult convertMT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  if (rank < 2)
+    return op.unsupported("needs at least 2 dimensions");
+  auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 2], perm[rank - 1]);
+  out.push_back(buildTranspose(b, op.loc(), op.resultType(), x, perm));
+  return success();
+}
+
+/// zeros/ones/full and their _like and new_ forms: a constant of the traced result type
+/// (filled when the artifact loads). `Fill` is the value, or -1 for the fill_value argument.
+template <int Fill> LogicalResult convertFilled(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  RankedTensorType type = op.resultType();
+  Type elem = type.getElementType();
+  if (Fill >= 0) {
+    out.push_back(splat(b, op.loc(), type, Fill));
+    return success();
+  }
+  Attribute value;
+  if (isa<FloatType>(elem)) {
+    if (auto f = op.getFloat("fill_value"))
+      value = b.getFloatAttr(elem, *f);
+  } else if (auto i = op.getInt("fill_value")) { // exact for every int64
+    value = b.getIntegerAttr(elem, elem.isInteger(1) ? *i != 0 : *i);
+  }
+  if (!value)
+    return op.unsupported("fill_value must be a number of the tensor's type");
+  out.push_back(ConstantOp::create(b, op.loc(), type, DenseElementsAttr::get(type, value)));
+  return success();
+}
+
 /// split/split_with_sizes/chunk: the traced result types give the pieces.
 LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
@@ -243,6 +279,13 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.transpose.int"] = convertTransposeInt;
   t["aten.permute.default"] = convertPermute;
   t["aten.t.default"] = convertT;
+  t["aten.mT.default"] = convertMT;
+  for (StringRef n : {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default"})
+    t[n] = convertFilled<0>;
+  for (StringRef n : {"aten.ones.default", "aten.ones_like.default", "aten.new_ones.default"})
+    t[n] = convertFilled<1>;
+  for (StringRef n : {"aten.full.default", "aten.full_like.default", "aten.new_full.default"})
+    t[n] = convertFilled<-1>;
   for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default"})
     t[n] = convertSplit;
   t["aten.slice.Tensor"] = convertSlice;

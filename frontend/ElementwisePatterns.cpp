@@ -1,8 +1,10 @@
 //===- ElementwisePatterns.cpp - aten elementwise ops -> gpt --------------===//
 //
-// add/sub/mul/div/pow/maximum (Tensor and Scalar overloads), the unary math
-// ops, gelu, where and masked_fill. A scalar argument becomes a rank-0
-// constant that broadcasts; mixed element types convert to the result's.
+// add/sub/mul/div/pow/maximum/minimum (Tensor and Scalar overloads), the
+// unary math ops, gelu, where and masked_fill, the comparisons and bool logic,
+// and the activations built from them (relu, leaky_relu, silu, clamp, sign).
+// A scalar argument becomes a rank-0 constant that broadcasts; mixed element
+// types convert to the result's.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
@@ -110,6 +112,160 @@ LogicalResult convertMaskedFill(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value>
   return success();
 }
 
+Value scalarOf(OpBuilder &b, Location loc, Type elem, double v) {
+  return splat(b, loc, RankedTensorType::get({}, elem), v);
+}
+
+/// `self` in the result's element type.
+FailureOr<Value> selfAsResult(AtenOp &op, OpBuilder &b) {
+  if (failed(op.require({"self"})))
+    return failure();
+  return convertElementType(b, op.loc(), op.operand("self"), op.resultType().getElementType());
+}
+
+FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b) {
+  if (!isa<FloatType>(op.resultType().getElementType()))
+    return op.unsupported("needs a floating-point tensor");
+  return selfAsResult(op, b);
+}
+
+/// The element type PyTorch compares self and other in: the wider floating-point tensor's,
+/// else f64 for a scalar that is not an integer (`i < 2.5`), else i64 (bools as 0 and 1).
+Type comparisonType(AtenOp &op, OpBuilder &b) {
+  FloatType best;
+  for (StringRef arg : {"self", "other"})
+    if (Value v = op.operand(arg))
+      if (auto f = dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+        if (!best || f.getWidth() > best.getWidth())
+          best = f;
+  if (best)
+    return best;
+  if (isa_and_nonnull<FloatAttr>(op.raw()->getAttr("other")))
+    return b.getF64Type();
+  return b.getI64Type();
+}
+
+constexpr StringLiteral kPredicates[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+
+template <int P> LogicalResult convertCompare(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Type elem = comparisonType(op, b);
+  auto lhs = op.tensorOrScalar(b, "self", elem);
+  auto rhs = op.tensorOrScalar(b, "other", elem);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  out.push_back(CompareOp::create(b, op.loc(), *lhs, *rhs, kPredicates[P]));
+  return success();
+}
+
+/// and, or and not of bool tensors, as gpt.where: a & b = a ? b : false, a | b = a ? true : b.
+enum class Logic { And, Or, Not };
+template <Logic L> LogicalResult convertLogic(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})) || (L != Logic::Not && failed(op.require({"other"}))))
+    return failure();
+  Value x = op.operand("self"), y = L == Logic::Not ? x : op.operand("other");
+  auto isBool = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType().isInteger(1); };
+  if (!isBool(x) || !isBool(y) || !op.resultType().getElementType().isInteger(1))
+    return op.unsupported("only bool tensors");
+  Type i1 = b.getI1Type();
+  Location loc = op.loc();
+  Value r = L == Logic::And  ? WhereOp::create(b, loc, op.resultType(), x, y, scalarOf(b, loc, i1, 0))
+            : L == Logic::Or ? WhereOp::create(b, loc, op.resultType(), x, scalarOf(b, loc, i1, 1), y)
+                             : Value(CompareOp::create(b, loc, x, scalarOf(b, loc, i1, 1), "ne"));
+  out.push_back(r);
+  return success();
+}
+
+/// relu(x) = x <= 0 ? 0 : x. NaN passes, and so does its gradient: PyTorch's threshold rule.
+LogicalResult convertRelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = selfAsResult(op, b);
+  if (failed(x))
+    return failure();
+  Location loc = op.loc();
+  Value zero = scalarOf(b, loc, op.resultType().getElementType(), 0.0);
+  out.push_back(WhereOp::create(b, loc, op.resultType(), CompareOp::create(b, loc, *x, zero, "le"),
+                                zero, *x));
+  return success();
+}
+
+/// leaky_relu(x) = x > 0 ? x : x * negative_slope (its gradient likewise).
+LogicalResult convertLeakyRelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = floatSelf(op, b);
+  if (failed(x))
+    return failure();
+  Location loc = op.loc();
+  Type elem = op.resultType().getElementType();
+  Value scaled = MulOp::create(b, loc, op.resultType(), *x,
+                               scalarOf(b, loc, elem, op.getFloat("negative_slope").value_or(0.01)));
+  Value positive = CompareOp::create(b, loc, *x, scalarOf(b, loc, elem, 0.0), "gt");
+  out.push_back(WhereOp::create(b, loc, op.resultType(), positive, *x, scaled));
+  return success();
+}
+
+/// sign(x): 1, -1, or 0 for zeros and NaN (PyTorch's).
+LogicalResult convertSign(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = selfAsResult(op, b);
+  if (failed(x))
+    return failure();
+  Location loc = op.loc();
+  RankedTensorType type = op.resultType();
+  Value zero = scalarOf(b, loc, type.getElementType(), 0.0);
+  Value negative = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "lt"),
+                                   scalarOf(b, loc, type.getElementType(), -1.0), zero);
+  out.push_back(WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "gt"),
+                                scalarOf(b, loc, type.getElementType(), 1.0), negative));
+  return success();
+}
+
+LogicalResult convertSquare(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = selfAsResult(op, b);
+  if (failed(x))
+    return failure();
+  out.push_back(MulOp::create(b, op.loc(), op.resultType(), *x, *x));
+  return success();
+}
+
+/// silu(x) = x * sigmoid(x).
+LogicalResult convertSilu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = floatSelf(op, b);
+  if (failed(x))
+    return failure();
+  Value s = SigmoidOp::create(b, op.loc(), op.resultType(), *x);
+  out.push_back(MulOp::create(b, op.loc(), op.resultType(), *x, s));
+  return success();
+}
+
+/// clamp(x, min, max) = min(max(x, lo), hi) with scalar bounds. As in PyTorch, the gradient
+/// passes only strictly inside the bounds (lo < x < hi) and NaN passes with none: per bound,
+/// x where it is inside, else the bound (or x itself, at the bound or NaN) without gradient.
+LogicalResult convertClamp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto x = selfAsResult(op, b);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = op.resultType();
+  Location loc = op.loc();
+  Value r = *x;
+  bool any = false;
+  for (auto [arg, inside, beyond] :
+       {std::tuple<StringRef, StringRef, StringRef>{"min", "gt", "lt"}, {"max", "lt", "gt"}}) {
+    if (!op.has(arg))
+      continue;
+    auto bound = op.tensorOrScalar(b, arg, type.getElementType());
+    if (failed(bound))
+      return failure();
+    Value held = WhereOp::create(b, loc, type, CompareOp::create(b, loc, r, *bound, beyond),
+                                 *bound, r);
+    held = StopGradientOp::create(b, loc, type, held);
+    r = WhereOp::create(b, loc, type, CompareOp::create(b, loc, r, *bound, inside), r, held);
+    any = true;
+  }
+  if (!any)
+    return op.unsupported("needs a min or a max");
+  out.push_back(r);
+  return success();
+}
+
 } // namespace
 
 void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
@@ -139,4 +295,26 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
                       "aten.where.Scalar"})
     t[n] = convertWhere;
   t["aten.masked_fill.Scalar"] = convertMaskedFill;
+  t["aten.minimum.default"] = binarySelfOther<MinOp>;
+  t["aten.abs.default"] = unary<AbsOp>;
+  t["aten.sigmoid.default"] = unary<SigmoidOp>;
+  t["aten.silu.default"] = convertSilu;
+  t["aten.relu.default"] = convertRelu;
+  t["aten.leaky_relu.default"] = convertLeakyRelu;
+  t["aten.sign.default"] = convertSign;
+  t["aten.square.default"] = convertSquare;
+  for (StringRef n : {"aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default"})
+    t[n] = convertClamp;
+  t["aten.lt.Tensor"] = t["aten.lt.Scalar"] = convertCompare<0>;
+  t["aten.le.Tensor"] = t["aten.le.Scalar"] = convertCompare<1>;
+  t["aten.gt.Tensor"] = t["aten.gt.Scalar"] = convertCompare<2>;
+  t["aten.ge.Tensor"] = t["aten.ge.Scalar"] = convertCompare<3>;
+  t["aten.eq.Tensor"] = t["aten.eq.Scalar"] = convertCompare<4>;
+  t["aten.ne.Tensor"] = t["aten.ne.Scalar"] = convertCompare<5>;
+  for (StringRef n : {"aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.__and__.Tensor"})
+    t[n] = convertLogic<Logic::And>;
+  for (StringRef n : {"aten.logical_or.default", "aten.bitwise_or.Tensor", "aten.__or__.Tensor"})
+    t[n] = convertLogic<Logic::Or>;
+  for (StringRef n : {"aten.logical_not.default", "aten.bitwise_not.default"})
+    t[n] = convertLogic<Logic::Not>;
 }

@@ -1,10 +1,12 @@
 //===- NormalizationPatterns.cpp - aten norms, softmax, loss, reductions --===//
 //
-// layer_norm, softmax/log_softmax, cross_entropy_loss, dropout and the
+// layer_norm, rms_norm (composed), softmax/log_softmax, cross_entropy_loss, dropout and the
 // sum/mean/amax reductions. Each gets its canonical reduction order here.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -25,6 +27,48 @@ LogicalResult convertLayerNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
                                     op.operand("bias"),
                                     b.getF64FloatAttr(op.getFloat("eps").value_or(1e-5)),
                                     canonical(b)));
+  return success();
+}
+
+/// rms_norm(x, normalized_shape, weight, eps) = x * rsqrt(mean(x * x) + eps) [* weight], the
+/// mean over the normalized (last) dimensions, as PyTorch composes it; eps defaults to the
+/// element type's machine epsilon.
+LogicalResult convertRmsNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"input"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  auto elem = dyn_cast<FloatType>(type.getElementType());
+  if (!elem)
+    return op.unsupported("needs a floating-point tensor");
+  Value x = convertElementType(b, op.loc(), op.operand("input"), elem);
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto shape = op.getInts("normalized_shape");
+  int64_t n = shape ? (int64_t)shape->size() : 0, rank = xt.getRank();
+  if (n == 0 || n > rank || ArrayRef<int64_t>(*shape) != xt.getShape().take_back(n))
+    return op.unsupported("normalized_shape must be the input's last dimensions");
+  SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(rank - n, rank));
+  SmallVector<int64_t> kept(xt.getShape());
+  for (int64_t d : dims)
+    kept[d] = 1;
+  Location loc = op.loc();
+  auto scalar = RankedTensorType::get({}, elem);
+  double eps = op.getFloat("eps").value_or(
+      elem.isF64() ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon());
+  // The mean as gpt.reduce_mean computes it (the sum, then one division), written out so
+  // that the squares fuse into the sum and the division into the rsqrt's kernel.
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= xt.getDimSize(d);
+  auto kt = xt.clone(kept);
+  Value sq = MulOp::create(b, loc, xt, x, x);
+  Value sum = ReduceSumOp::create(b, loc, kt, sq, b.getDenseI64ArrayAttr(dims), b.getBoolAttr(true),
+                                  canonical(b));
+  Value ms = DivOp::create(b, loc, kt, sum, splat(b, loc, scalar, (double)count));
+  Value r = RsqrtOp::create(b, loc, kt, AddOp::create(b, loc, kt, ms, splat(b, loc, scalar, eps)));
+  Value y = MulOp::create(b, loc, xt, x, r);
+  if (Value w = op.operand("weight"))
+    y = MulOp::create(b, loc, xt, y, convertElementType(b, loc, w, elem));
+  out.push_back(y);
   return success();
 }
 
@@ -103,6 +147,7 @@ template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, Sma
 
 void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
   t["aten.layer_norm.default"] = convertLayerNorm;
+  t["aten.rms_norm.default"] = convertRmsNorm;
   t["aten.softmax.int"] = convertSoftmax<SoftmaxOp>;
   t["aten._softmax.default"] = convertSoftmax<SoftmaxOp>;
   t["aten.log_softmax.int"] = convertSoftmax<LogSoftmaxOp>;

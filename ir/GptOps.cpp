@@ -88,12 +88,15 @@ LogicalResult ArangeOp::verify() {
   return success();
 }
 
-template <typename Op> static LogicalResult verifyBinary(Op op) {
+/// lhs and rhs broadcast to the result, sharing an element type (the result's too, unless
+/// `resultElem` is false: gpt.compare's is i1).
+template <typename Op> static LogicalResult verifyBinary(Op op, bool resultElem = true) {
   auto lhs = tensorType(op.getLhs()), rhs = tensorType(op.getRhs());
   auto res = cast<RankedTensorType>(op.getType());
   if (lhs.getElementType() != rhs.getElementType() ||
-      lhs.getElementType() != res.getElementType())
-    return op.emitOpError("operands and result must share an element type");
+      (resultElem && lhs.getElementType() != res.getElementType()))
+    return op.emitOpError(resultElem ? "operands and result must share an element type"
+                                     : "operands must share an element type");
   auto shape = broadcastShapes(lhs.getShape(), rhs.getShape());
   if (failed(shape))
     return op.emitOpError("operand shapes ")
@@ -118,6 +121,14 @@ template <typename Op> static LogicalResult verifyFloatBinary(Op op) {
 LogicalResult DivOp::verify() { return verifyFloatBinary(*this); }
 LogicalResult PowOp::verify() { return verifyFloatBinary(*this); }
 LogicalResult MaxOp::verify() { return verifyBinary(*this); }
+LogicalResult MinOp::verify() { return verifyBinary(*this); }
+
+LogicalResult CompareOp::verify() {
+  if (!llvm::is_contained({"lt", "le", "gt", "ge", "eq", "ne"}, getPredicate()))
+    return emitOpError("predicate must be one of lt, le, gt, ge, eq, ne, got \"")
+           << getPredicate() << "\"";
+  return verifyBinary(*this, /*resultElem=*/false);
+}
 
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")

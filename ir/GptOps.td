@@ -86,7 +86,37 @@ def Gpt_SubOp : Gpt_BinaryOp<"sub", "lhs - rhs">;
 def Gpt_MulOp : Gpt_BinaryOp<"mul", "lhs * rhs">;
 def Gpt_DivOp : Gpt_BinaryOp<"div", "lhs / rhs (IEEE division)">;
 def Gpt_PowOp : Gpt_BinaryOp<"pow", "lhs ** rhs">;
-def Gpt_MaxOp : Gpt_BinaryOp<"max", "maximum(lhs, rhs)">;
+def Gpt_MaxOp : Gpt_BinaryOp<"max", "maximum(lhs, rhs), NaN-propagating">;
+def Gpt_MinOp : Gpt_BinaryOp<"min", "minimum(lhs, rhs), NaN-propagating">;
+
+def Gpt_CompareOp : Gpt_Op<"compare"> {
+  let summary = "Elementwise comparison with numpy broadcasting, to a bool tensor";
+  let description = [{
+    `predicate` is one of lt, le, gt, ge, eq, ne, with IEEE semantics: a
+    comparison involving NaN is false, except ne, which is true. Both operands
+    broadcast (numpy rules) to the result shape and share an element type; the
+    result is i1. No gradient flows through it.
+
+    ```mlir
+    %m = gpt.compare %x, %zero {predicate = "le"} : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xi1>
+    ```
+  }];
+  let arguments = (ins Gpt_Tensor:$lhs, Gpt_Tensor:$rhs, StrAttr:$predicate);
+  let results = (outs RankedTensorOf<[I1]>:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    // The result shaped by broadcasting (lhs's shape where they do not broadcast, which
+    // the verifier then reports).
+    OpBuilder<(ins "Value":$lhs, "Value":$rhs, "StringRef":$predicate), [{
+      auto l = cast<RankedTensorType>(lhs.getType()), r = cast<RankedTensorType>(rhs.getType());
+      auto shape = broadcastShapes(l.getShape(), r.getShape());
+      build($_builder, $_state,
+            RankedTensorType::get(succeeded(shape) ? ArrayRef<int64_t>(*shape) : l.getShape(),
+                                  $_builder.getI1Type()),
+            lhs, rhs, $_builder.getStringAttr(predicate));
+    }]>];
+  let hasVerifier = 1;
+}
 
 class Gpt_UnaryOp<string mnemonic, string math>
     : Gpt_Op<mnemonic, [SameOperandsAndResultType]> {
@@ -110,6 +140,8 @@ def Gpt_TanhOp : Gpt_UnaryOp<"tanh", "hyperbolic tangent">;
 def Gpt_ErfOp : Gpt_UnaryOp<"erf", "error function">;
 def Gpt_SqrtOp : Gpt_UnaryOp<"sqrt", "square root (IEEE)">;
 def Gpt_RsqrtOp : Gpt_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Gpt_AbsOp : Gpt_UnaryOp<"abs", "|x| (the sign bit cleared)">;
+def Gpt_SigmoidOp : Gpt_UnaryOp<"sigmoid", "1 / (1 + e ** -x)">;
 
 def Gpt_GeluOp : Gpt_Op<"gelu", [SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or tanh-approximated";

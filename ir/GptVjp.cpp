@@ -42,6 +42,14 @@ Value mulScalar(OpBuilder &b, Location loc, Value x, double s) {
   return mul(b, loc, x, scalar(b, loc, s, tt(x).getElementType()));
 }
 
+Value compare(OpBuilder &b, Location loc, Value lhs, Value rhs, StringRef predicate) {
+  return CompareOp::create(b, loc, lhs, rhs, predicate);
+}
+/// cond ? x : y, shaped like `like`.
+Value select(OpBuilder &b, Location loc, Value cond, Value x, Value y, Value like) {
+  return WhereOp::create(b, loc, tt(like), cond, x, y);
+}
+
 Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   if (tt(v).getShape() == shape)
     return v;
@@ -135,8 +143,51 @@ LogicalResult PowOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<V
   return success();
 }
 
-LogicalResult MaxOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return noGradient(*this);
+/// PyTorch's rule for maximum and minimum: the gradient goes to the operand chosen, and
+/// half of it to each where they tie. `loses` is the predicate under which lhs is not chosen.
+static LogicalResult extremumVjp(Operation *op, StringRef loses, ArrayRef<Value> g,
+                                 SmallVectorImpl<Value> &grads, OpBuilder &b) {
+  Location loc = op->getLoc();
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  Value zero = scalar(b, loc, 0.0, tt(g[0]).getElementType());
+  Value shared = select(b, loc, compare(b, loc, lhs, rhs, "eq"), mulScalar(b, loc, g[0], 0.5),
+                        g[0], g[0]);
+  Value da = select(b, loc, compare(b, loc, lhs, rhs, loses), zero, shared, g[0]);
+  Value db = select(b, loc, compare(b, loc, rhs, lhs, loses), zero, shared, g[0]);
+  grads.assign({reduceTo(b, loc, da, tt(lhs)), reduceTo(b, loc, db, tt(rhs))});
+  return success();
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return extremumVjp(*this, "lt", g, grads, b);
+}
+
+LogicalResult MinOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return extremumVjp(*this, "gt", g, grads, b);
+}
+
+LogicalResult CompareOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
+  grads.assign({Value(), Value()});
+  return success();
+}
+
+// d|x| = g * sign(x), with sign(0) = sign(NaN) = 0 (PyTorch's).
+LogicalResult AbsOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Type e = getType().getElementType();
+  Value zero = scalar(b, loc, 0.0, e);
+  Value sign = select(b, loc, compare(b, loc, getX(), zero, "lt"), scalar(b, loc, -1.0, e), zero,
+                      getX());
+  sign = select(b, loc, compare(b, loc, getX(), zero, "gt"), scalar(b, loc, 1.0, e), sign, getX());
+  return unaryGrad(*this, mul(b, loc, g[0], sign), grads);
+}
+
+// d sigmoid = g * (1 - y) * y
+LogicalResult SigmoidOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value one = scalar(b, loc, 1.0, getType().getElementType());
+  Value d = mul(b, loc, mul(b, loc, g[0], sub(b, loc, one, getResult())), getResult());
+  return unaryGrad(*this, d, grads);
 }
 
 LogicalResult NegOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {

@@ -44,7 +44,7 @@ struct Builder {
   Value pow(Value x, Value y) { return bin<PowOp>(x, y); }
   Value sqrt(Value x) { return SqrtOp::create(b, loc, x.getType(), x); }
   Value neg(Value x) { return NegOp::create(b, loc, x.getType(), x); }
-  Value min(Value x, Value y) { return neg(bin<MaxOp>(neg(x), neg(y))); }
+  Value min(Value x, Value y) { return bin<MinOp>(x, y); }
   Value convert(Value x, Type elem) {
     if (tt(x).getElementType() == elem)
       return x;

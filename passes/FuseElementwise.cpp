@@ -24,8 +24,9 @@ bool mlir::gpt::isFusibleElementwise(Operation *op) {
   // A dropout's mask bit is a function of its element's index, which a fused body has.
   if (auto d = dyn_cast<DropoutOp>(op))
     return d.getRng() != nullptr;
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
-             RsqrtOp, GeluOp, GeluGradOp, ConvertOp, WhereOp, MaskedFillOp, BroadcastOp>(op);
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp, NegOp, ExpOp, LogOp,
+             TanhOp, ErfOp, SqrtOp, RsqrtOp, AbsOp, SigmoidOp, GeluOp, GeluGradOp, ConvertOp,
+             WhereOp, MaskedFillOp, BroadcastOp>(op);
 }
 
 namespace {
@@ -83,6 +84,14 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
   void runOnOperation() override {
     if (getOperation().isExternal())
       return; // a declaration: no body to transform
+    // stop_gradient means something only to gpt-autodiff, which has run: dropped (but where
+    // the function returns it) so that a detach does not cut a chain of elementwise ops.
+    getOperation().walk([](StopGradientOp op) {
+      if (llvm::none_of(op->getUsers(), [](Operation *u) { return isa<func::ReturnOp>(u); })) {
+        op.replaceAllUsesWith(op.getX());
+        op.erase();
+      }
+    });
     SmallVector<SmallVector<Operation *>> runs;
     SmallVector<Operation *> run;
     auto flush = [&] {

@@ -178,8 +178,8 @@ def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> 
 def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Fuse runs of elementwise ops of one shape into gpt.fused kernels";
   let description = [{
-    Consecutive elementwise ops (arithmetic, math functions, gelu and its
-    gradient, convert, where, masked_fill, broadcast) whose results share a
+    Consecutive elementwise ops (arithmetic, comparisons, math functions,
+    gelu and its gradient, convert, where, masked_fill, broadcast) whose results share a
     shape become one gpt.fused op: one kernel that computes every element
     through the same scalar expressions in the same order. Values used only
     inside the run stay in registers; the others are the kernel's results.
@@ -187,7 +187,9 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     run is used elsewhere) takes the reduction in as the kernel's result: the
     body becomes the element the canonical sum adds, so the order of the sum is
     the unfused one. The fused program is bitwise identical to the unfused one
-    (gptc compile -O0 skips this pass).
+    (gptc compile -O0 skips this pass). gpt.stop_gradient, which only
+    gpt-autodiff reads, is dropped first (unless returned) so that it does not
+    cut a run.
 
     Before:
     ```mlir

@@ -110,6 +110,25 @@ CASES = {
                       lambda r: (lambda s: (torch.randn(s), torch.rand(s) < 0.5))(rand_shape(r, 2))),
     "arange_add": (lambda x: x + torch.arange(x.shape[-1]),
                    lambda r: (torch.randn(rand_shape(r, 2)),)),
+    "compare": (lambda a, b: ((a < 0).float() + 2 * (a <= b).float() + 4 * (a > 0.25).float()
+                              + 8 * (a >= b).float() + 16 * (a == b).float() + 32 * (a != 0).float()),
+                lambda r: (lambda s: (torch.randn(s).round(), torch.randn(s[-1]).round()))(rand_shape(r, 2))),
+    "compare_int_float": (lambda x: x + (torch.arange(x.shape[-1]) < 2.5).float() + (torch.arange(x.shape[-1]) == 1),
+                          lambda r: (torch.randn(rand_shape(r, 2)),)),
+    "bool_logic": (lambda a, b: torch.where(((a > 0) & (b > 0)) | ~(a < b), a, b) + torch.logical_or(a > 1, b < -1),
+                   lambda r: (lambda s: (torch.randn(s), torch.randn(s)))(rand_shape(r, 2))),
+    "activations": (lambda x: F.relu(x) + 2 * F.leaky_relu(x, 0.2) + 3 * torch.sigmoid(x) + 4 * F.silu(x),
+                    lambda r: (torch.randn(rand_shape(r, 3)) * 5,)),
+    "abs_sign_square": (lambda x: x.abs() + 3 * x.sign() + x.square(),
+                        lambda r: (torch.randn(rand_shape(r, 2)).round(),)),
+    "minimum_clamp": (lambda a, b: torch.minimum(a, b) + a.clamp(-0.5, 0.7) + a.clamp(min=0.1) + b.clamp(max=0.2),
+                      lambda r: (lambda s: (torch.randn(s), torch.randn(s[-1])))(rand_shape(r, 2))),
+    "zeros_ones_full": (lambda x: (x + torch.zeros(x.shape) + 2 * torch.ones_like(x) + torch.full((x.shape[-1],), 3.0)
+                                   + x.new_ones(x.shape[0], 1) + torch.full_like(x, 0.5)),
+                        lambda r: (torch.randn(rand_shape(r, 2)),)),
+    "mT": (lambda x: x.mT @ x, lambda r: (torch.randn(rand_shape(r, 3, hi=20)),)),
+    "rms_norm": (lambda x, w: F.rms_norm(x, (x.shape[-1],), w) + F.rms_norm(x, x.shape[1:], eps=1e-3),
+                 lambda r: (lambda s: (torch.randn(s) * 3, torch.randn(s[-1])))(rand_shape(r, 3))),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
@@ -179,3 +198,53 @@ def test_scalar_forms_have_gradients():
     torch.manual_seed(0)
     worst = gptc.gradcheck(ScalarForms(), (torch.rand(3, 5) < 0.5,))
     assert set(worst) == {"w"} and worst["w"] < 1e-8, worst
+
+
+class Kinks(torch.nn.Module):
+    """One parameter per rule, each at its kinks: relu and abs at +0 and -0, clamp at its
+    bounds, maximum and minimum at ties (half the gradient to each side), sign's zero
+    gradient; and the smooth ones beside them."""
+
+    RULES = [F.relu, torch.abs, lambda p: p.clamp(-0.5, 0.5), lambda p: p.clamp(min=0.0),
+             lambda p: torch.maximum(p, Kinks.other(p)), lambda p: torch.minimum(p, Kinks.other(p)),
+             lambda p: F.leaky_relu(p, 0.1), torch.sigmoid, F.silu,
+             lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign()]
+
+    @staticmethod
+    def other(p):  # equal to p in row 1, to 0 in row 2 (where p has a zero too)
+        q = torch.arange(p.numel(), dtype=p.dtype).view(p.shape) / p.numel() - 0.5
+        return torch.cat([q[:1], p[1:2], torch.zeros_like(q[2:3]), q[3:]])
+
+    def __init__(self, kinks=True):
+        super().__init__()
+        p = torch.randn(6, 8)
+        if kinks:
+            p[0, :4] = torch.tensor([0.0, -0.0, 0.5, -0.5])
+            p[2, :2] = 0.0
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(p.clone()) for _ in self.RULES])
+        self.register_buffer("c", torch.randn(len(self.RULES), 6, 8))
+
+    def forward(self, x):
+        return sum((rule(p) * self.c[i] * x).sum() for i, (rule, p) in enumerate(zip(self.RULES, self.ps)))
+
+
+def test_gradients_at_kinks_and_ties_are_pytorchs(tmp_path):
+    """Each rule's f32 gradient from `--grad` against autograd's: at a kink a wrong rule is
+    off by a whole coefficient (~1), not by rounding."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(0)
+    model = Kinks()
+    x = torch.ones(6, 8)
+    compiled = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path), "kinks-", "--grad"))
+    rt = compiled.runtime
+    out = dict(zip([r[0] for r in rt.results], rt.run([compiled.input_array("x", x)])))
+    model(x).backward()
+    for i, p in enumerate(model.ps):
+        got = torch.from_numpy(out[f"grad.ps.{i}"])
+        assert torch.allclose(got, p.grad, rtol=1e-5, atol=1e-6), (i, got - p.grad)
+
+
+def test_activations_have_gradients():
+    torch.manual_seed(1)
+    worst = gptc.gradcheck(Kinks(kinks=False), (torch.rand(6, 8) + 0.5,))
+    assert len(worst) == len(Kinks.RULES) and max(worst.values()) < 1e-8, worst

@@ -282,6 +282,58 @@ def test_parameters_no_gradient_reaches_are_left_as_they_are(tmp_path):
     assert norms[:2] == [0.0, 0.0] and norms[2] > 0
 
 
+class LlamaStyle(nn.Module):
+    """A relative of nanoGPT in the style of LLaMA and modded-nanogpt: RMSNorm with and
+    without a weight, no biases, a SwiGLU MLP (silu), a ReLU-squared MLP, and logits
+    soft-capped by tanh and clamped."""
+
+    def __init__(self, vocab=11, n_embd=16, n_head=2):
+        super().__init__()
+        self.n_head = n_head
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.norm1, self.norm2 = nn.RMSNorm(n_embd), nn.RMSNorm(n_embd)
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        self.proj = nn.Linear(n_embd, n_embd, bias=False)
+        self.gate, self.up = nn.Linear(n_embd, 32, bias=False), nn.Linear(n_embd, 32, bias=False)
+        self.down = nn.Linear(32, n_embd, bias=False)
+        self.fc, self.fc_out = nn.Linear(n_embd, 32, bias=False), nn.Linear(32, n_embd, bias=False)
+        self.head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx)
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        h = self.norm2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        x = x + self.fc_out(F.relu(self.fc(F.rms_norm(x, (C,)))).square())
+        logits = (15 * torch.tanh(self.head(F.rms_norm(x, (C,))) / 15)).clamp(-10, 10)
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                       ignore_index=-1)
+
+
+def test_a_llama_style_relative_trains_as_eager_does(tmp_path):
+    """RMSNorm, SwiGLU, ReLU squared and soft-capped logits, 5 AdamW steps beside eager's,
+    every parameter reached by a gradient; -O0 (no fusion) gives the same bits."""
+    torch.manual_seed(0)
+    model = LlamaStyle()
+    ref = copy.deepcopy(model)
+    fused = train_beside_eager(model, ref, 5, tmp_path / "o3", check_gradients=True)
+    assert worst_param_difference(fused.state_dict(), ref) <= 1e-4
+    data = batches(8, TinyGPTConfig(vocab_size=11))
+    unfused = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW),
+                                      fuse=False, workdir=str(tmp_path / "o0"))
+    fused.save(str(tmp_path / "five.ckpt"))  # parameters, moments and step
+    unfused.load(str(tmp_path / "five.ckpt"))
+    assert fused.num_kernels < unfused.num_kernels
+    for x, y in data[5:]:
+        assert torch.equal(fused(x, y, lr=1e-2), unfused(x, y, lr=1e-2))
+    su = unfused.state_dict()
+    assert all(torch.equal(t, su[n]) for n, t in fused.state_dict().items())
+
+
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
     """A target or token id out of range fails the step before any kernel runs: the
     kernels' own checks came after AdamW had updated every parameter and moment (from row

@@ -9,7 +9,8 @@
 //                               with plain IEEE arithmetic only, so that one source gives the
 //                               same bits on the CPU (-ffp-contract=off) and on CUDA
 //                               (nvcc -fmad=false)
-//   * sqrt/rsqrt/pow/gelu_*     built on the above (sqrt is IEEE on both targets)
+//   * sqrt/rsqrt/abs/pow/       built on the above (sqrt and abs are IEEE on both targets)
+//     sigmoid/gelu_*
 //   * reduce_sum/reduce_max     the canonical 32-partial + butterfly reduction order
 //   * dot_seq                   the canonical matmul order: sequential explicit fma
 //   * bf16                      storage type with round-to-nearest-even conversion
@@ -724,6 +725,12 @@ GPTC_HD inline double sqrt(double x) {
 }
 GPTC_HD inline float rsqrt(float x) { return 1.0f / gptc::sqrt(x); }
 GPTC_HD inline double rsqrt(double x) { return 1.0 / gptc::sqrt(x); }
+// |x|: the sign bit cleared (|-0| = +0, NaN stays NaN), exact on both targets.
+GPTC_HD inline float abs(float x) { return ::fabsf(x); }
+GPTC_HD inline double abs(double x) { return ::fabs(x); }
+// 1 / (1 + exp(-x)): 0 where exp(-x) overflows, 1 where it underflows.
+GPTC_HD GPTC_INLINE float sigmoid(float x) { return 1.0f / (1.0f + gptc::exp(-x)); }
+GPTC_HD GPTC_INLINE double sigmoid(double x) { return 1.0 / (1.0 + gptc::exp(-x)); }
 
 // Explicit fused multiply-add (one rounding), the only place fma is allowed to appear.
 GPTC_HD inline float fma(float a, float b, float c) {

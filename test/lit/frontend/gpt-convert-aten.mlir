@@ -199,3 +199,96 @@ func.func @bool_scalars(%x: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
   %2 = "torch.aten.masked_fill.Scalar"(%1, %m) {torch.operands = ["self", "mask"], value = true} : (tensor<4xf32>, tensor<4xi1>) -> tensor<4xf32>
   return %2 : tensor<4xf32>
 }
+
+// -----
+
+// Comparisons: in the wider float operand's type, in f64 against a non-integer scalar,
+// in i64 between integers; bool logic as gpt.where.
+// CHECK-LABEL: func.func @comparisons
+// CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: gpt.compare %arg0, %[[ZERO]] {predicate = "lt"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
+// CHECK: %[[WIDE:.*]] = gpt.convert %arg0 : tensor<4xf32> -> tensor<4xf64>
+// CHECK: gpt.compare %[[WIDE]], %arg1 {predicate = "ge"} : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xi1>
+// CHECK: %[[IDX:.*]] = gpt.convert %arg2 : tensor<4xi64> -> tensor<4xf64>
+// CHECK: %[[HALF:.*]] = gpt.constant dense<2.500000e+00> : tensor<f64>
+// CHECK: gpt.compare %[[IDX]], %[[HALF]] {predicate = "le"}
+// CHECK: %[[THREE:.*]] = gpt.constant dense<3> : tensor<i64>
+// CHECK: gpt.compare %arg2, %[[THREE]] {predicate = "eq"} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+// CHECK: %[[FALSE:.*]] = gpt.constant dense<false> : tensor<i1>
+// CHECK: %[[AND:.*]] = gpt.where %{{.*}}, %{{.*}}, %[[FALSE]] : (tensor<4xi1>, tensor<4xi1>, tensor<i1>) -> tensor<4xi1>
+// CHECK: %[[TRUE:.*]] = gpt.constant dense<true> : tensor<i1>
+// CHECK: gpt.compare %[[AND]], %[[TRUE]] {predicate = "ne"}
+func.func @comparisons(%x: tensor<4xf32>, %y: tensor<4xf64>, %i: tensor<4xi64>) -> (tensor<4xi1>, tensor<4xi1>) {
+  %0 = "torch.aten.lt.Scalar"(%x) {torch.operands = ["self"], other = 0 : i64} : (tensor<4xf32>) -> tensor<4xi1>
+  %1 = "torch.aten.ge.Tensor"(%x, %y) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xi1>
+  %2 = "torch.aten.le.Scalar"(%i) {torch.operands = ["self"], other = 2.5 : f64} : (tensor<4xi64>) -> tensor<4xi1>
+  %3 = "torch.aten.eq.Scalar"(%i) {torch.operands = ["self"], other = 3 : i64} : (tensor<4xi64>) -> tensor<4xi1>
+  %4 = "torch.aten.__and__.Tensor"(%0, %1) {torch.operands = ["self", "other"]} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %5 = "torch.aten.bitwise_not.default"(%4) {torch.operands = ["self"]} : (tensor<4xi1>) -> tensor<4xi1>
+  %6 = "torch.aten.logical_or.default"(%2, %3) {torch.operands = ["self", "other"]} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  return %5, %6 : tensor<4xi1>, tensor<4xi1>
+}
+
+// -----
+
+// relu(x) = x <= 0 ? 0 : x; silu(x) = x * sigmoid(x); clamp keeps its gradient strictly
+// inside the bounds: x where x > lo, else the held value (the bound, or x at the bound or
+// NaN) through gpt.stop_gradient.
+// CHECK-LABEL: func.func @activations
+// CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[LE:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = "le"}
+// CHECK: gpt.where %[[LE]], %[[ZERO]], %arg0
+// CHECK: %[[S:.*]] = gpt.sigmoid %arg0 : tensor<4xf32>
+// CHECK: gpt.mul %arg0, %[[S]]
+// CHECK: %[[LO:.*]] = gpt.constant dense<-5.000000e-01> : tensor<f32>
+// CHECK: %[[BELOW:.*]] = gpt.compare %arg0, %[[LO]] {predicate = "lt"}
+// CHECK: %[[HELD:.*]] = gpt.where %[[BELOW]], %[[LO]], %arg0
+// CHECK: %[[STOP:.*]] = gpt.stop_gradient %[[HELD]]
+// CHECK: %[[INSIDE:.*]] = gpt.compare %arg0, %[[LO]] {predicate = "gt"}
+// CHECK: gpt.where %[[INSIDE]], %arg0, %[[STOP]]
+// CHECK: gpt.abs %arg0
+// CHECK: gpt.min %arg0, %arg0
+func.func @activations(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = "torch.aten.relu.default"(%x) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "torch.aten.silu.default"(%x) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "torch.aten.clamp_min.default"(%x) {torch.operands = ["self"], min = -5.000000e-01 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "torch.aten.abs.default"(%x) {torch.operands = ["self"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = "torch.aten.minimum.default"(%x, %x) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2, %3, %4 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// zeros/ones/full are splat constants of the traced type (an int64 fill exact); mT swaps
+// the last two dimensions.
+// CHECK-LABEL: func.func @creation_and_mT
+// CHECK: gpt.constant dense<0.000000e+00> : tensor<2x3xf32>
+// CHECK: gpt.constant dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK: gpt.constant dense<9007199254740993> : tensor<3xi64>
+// CHECK: gpt.transpose %arg0 {perm = array<i64: 0, 2, 1>} : (tensor<5x2x3xf32>) -> tensor<5x3x2xf32>
+func.func @creation_and_mT(%x: tensor<5x2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xi64>, tensor<5x3x2xf32>) {
+  %0 = "torch.aten.zeros.default"() {torch.operands = [], size = array<i64: 2, 3>} : () -> tensor<2x3xf32>
+  %1 = "torch.aten.ones_like.default"(%0) {torch.operands = ["self"]} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = "torch.aten.full.default"() {torch.operands = [], size = array<i64: 3>, fill_value = 9007199254740993 : i64} : () -> tensor<3xi64>
+  %3 = "torch.aten.mT.default"(%x) {torch.operands = ["self"]} : (tensor<5x2x3xf32>) -> tensor<5x3x2xf32>
+  return %0, %1, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xi64>, tensor<5x3x2xf32>
+}
+
+// -----
+
+// rms_norm: x * rsqrt(sum(x * x) / n + eps) * weight, over the normalized dims; eps
+// defaults to f32's machine epsilon.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[SQ:.*]] = gpt.mul %arg0, %arg0 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+// CHECK: %[[SUM:.*]] = gpt.reduce_sum %[[SQ]] {dims = array<i64: 1, 2>, keepdim = true, order = #gpt.order<canonical>} : (tensor<2x3x4xf32>) -> tensor<2x1x1xf32>
+// CHECK: %[[N:.*]] = gpt.constant dense<1.200000e+01> : tensor<f32>
+// CHECK: %[[MS:.*]] = gpt.div %[[SUM]], %[[N]]
+// CHECK: %[[EPS:.*]] = gpt.constant dense<1.1920929E-7> : tensor<f32>
+// CHECK: %[[ADD:.*]] = gpt.add %[[MS]], %[[EPS]]
+// CHECK: %[[R:.*]] = gpt.rsqrt %[[ADD]] : tensor<2x1x1xf32>
+// CHECK: %[[Y:.*]] = gpt.mul %arg0, %[[R]]
+// CHECK: gpt.mul %[[Y]], %arg1 : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = "torch.aten.rms_norm.default"(%x, %w) {torch.operands = ["input", "weight"], normalized_shape = array<i64: 3, 4>} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}

@@ -10,6 +10,22 @@ func.func @bad_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf
 
 // -----
 
+func.func @bad_predicate(%a: tensor<2x3xf32>) -> tensor<2x3xi1> {
+  // expected-error @+1 {{predicate must be one of lt, le, gt, ge, eq, ne, got "less"}}
+  %0 = gpt.compare %a, %a {predicate = "less"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  return %0 : tensor<2x3xi1>
+}
+
+// -----
+
+func.func @compare_types(%a: tensor<2x3xf32>, %b: tensor<3xf64>) -> tensor<2x3xi1> {
+  // expected-error @+1 {{operands must share an element type}}
+  %0 = gpt.compare %a, %b {predicate = "lt"} : (tensor<2x3xf32>, tensor<3xf64>) -> tensor<2x3xi1>
+  return %0 : tensor<2x3xi1>
+}
+
+// -----
+
 func.func @bad_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<3x3xf32> {
   // expected-error @+1 {{result shape [3x3] is not the broadcast shape [2x3]}}
   %0 = gpt.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>

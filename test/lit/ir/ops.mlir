@@ -34,8 +34,16 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1
   %13 = gpt.gelu %12 {approximate = "none"} : tensor<2x3xf32>
   // CHECK: gpt.gelu %{{.*}} {approximate = "tanh"}
   %14 = gpt.gelu %13 {approximate = "tanh"} : tensor<2x3xf32>
+  // CHECK: gpt.compare %{{.*}}, %{{.*}} {predicate = "ge"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %c = gpt.compare %14, %b {predicate = "ge"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: gpt.abs
+  %ab = gpt.abs %14 : tensor<2x3xf32>
+  // CHECK: gpt.sigmoid
+  %sg = gpt.sigmoid %ab : tensor<2x3xf32>
+  // CHECK: gpt.min
+  %mn = gpt.min %sg, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: gpt.where
-  %15 = gpt.where %m, %14, %a : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %15 = gpt.where %c, %mn, %a : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: gpt.masked_fill {{.*}} {value = 0xFFF0000000000000 : f64}
   %16 = gpt.masked_fill %15, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x3xf32>, tensor<2x3xi1>) -> tensor<2x3xf32>
   // CHECK: gpt.dropout {{.*}} {id = 0 : i64, p = 1.000000e-01 : f64, train = false}

@@ -16,7 +16,7 @@
 // CHECK: %[[SQ:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
 // CHECK: %[[NORMS:.*]] = gpt.sqrt %[[SQ]] : tensor<2xf32>
 // CHECK: gpt.constant dense<9.99999997E-7> : tensor<f32>
-// CHECK: gpt.max
+// CHECK: gpt.min
 // Bias corrections in f64:
 // CHECK: gpt.pow %{{.*}}, %[[STEP]] : (tensor<f64>, tensor<f64>) -> tensor<f64>
 // CHECK: gpt.convert %{{.*}} : tensor<f64> -> tensor<f32>

@@ -144,3 +144,51 @@ func.func @unreached(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %d:
   %2 = gpt.reduce_sum %1 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x3xf32>) -> tensor<f32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// maximum's gradient is PyTorch's: all of it to the larger operand, half to each where
+// they tie; |x|'s is g * sign(x) with sign(0) = 0; sigmoid's is g * (1 - y) * y.
+// CHECK-LABEL: func.func @max_abs_sigmoid
+// CHECK: %[[Y:.*]] = gpt.sigmoid %arg0
+// CHECK: %[[A:.*]] = gpt.abs %arg0
+// CHECK: %[[M:.*]] = gpt.max %[[Y]], %[[A]]
+// CHECK: %[[HALF:.*]] = gpt.mul %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK: %[[TIE:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "eq"}
+// CHECK: %[[SHARED:.*]] = gpt.where %[[TIE]], %[[HALF]], %{{.*}}
+// CHECK: %[[LOSES:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "lt"}
+// CHECK: %[[DY:.*]] = gpt.where %[[LOSES]], %{{.*}}, %[[SHARED]]
+// CHECK: %[[WINS:.*]] = gpt.compare %[[A]], %[[Y]] {predicate = "lt"}
+// CHECK: %[[DA:.*]] = gpt.where %[[WINS]], %{{.*}}, %[[SHARED]]
+// CHECK: %[[NEG:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "lt"}
+// CHECK: %[[POS:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "gt"}
+// CHECK: %[[SIGN:.*]] = gpt.where %[[POS]]
+// CHECK: gpt.mul %[[DA]], %[[SIGN]]
+// CHECK: %[[ONE:.*]] = gpt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[OMY:.*]] = gpt.sub %[[ONE]], %[[Y]]
+// CHECK: %[[G1:.*]] = gpt.mul %[[DY]], %[[OMY]]
+// CHECK: gpt.mul %[[G1]], %[[Y]]
+func.func @max_abs_sigmoid(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %0 = gpt.sigmoid %w : tensor<4xf32>
+  %1 = gpt.abs %w : tensor<4xf32>
+  %2 = gpt.max %0, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %3 = gpt.reduce_sum %2 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+
+// -----
+
+// A comparison passes no gradient: w reaches the loss only through gpt.where's chosen
+// branch, not through the condition it feeds.
+// CHECK-LABEL: func.func @compare_no_gradient
+// CHECK: %[[C:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "gt"}
+// CHECK: gpt.where %[[C]], %{{.*}}, %{{.*}}
+// CHECK-NOT: gpt.compare
+// CHECK: return
+func.func @compare_no_gradient(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %z = gpt.constant dense<0.0> : tensor<f32>
+  %c = gpt.compare %w, %z {predicate = "gt"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
+  %0 = gpt.where %c, %w, %z : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

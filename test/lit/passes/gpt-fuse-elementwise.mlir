@@ -120,3 +120,31 @@ func.func @dropout_eval(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %1 = gpt.exp %0 : tensor<4x8xf32>
   return %1 : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a comparison and the gpt.where it feeds fuse with their neighbours (the
+// condition stays in a register), and that a gpt.stop_gradient inside the run (clamp's
+// held value) is dropped rather than splitting it; a returned one stays.
+// CHECK-LABEL: func.func @clamp_min
+// CHECK: %[[F:.*]] = gpt.fused %arg0, %{{.*}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK:   gpt.compare {{.*}} {predicate = "lt"}
+// CHECK:   gpt.where
+// CHECK:   gpt.compare {{.*}} {predicate = "gt"}
+// CHECK:   gpt.where
+// CHECK:   gpt.mul
+// CHECK:   gpt.yield
+// CHECK-NOT: gpt.fused
+// CHECK: %[[S:.*]] = gpt.stop_gradient %arg0
+// CHECK: return %[[F]], %[[S]]
+func.func @clamp_min(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %lo = gpt.constant dense<0.0> : tensor<f32>
+  %0 = gpt.compare %x, %lo {predicate = "lt"} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+  %1 = gpt.where %0, %lo, %x : (tensor<4x8xi1>, tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = gpt.stop_gradient %1 : tensor<4x8xf32>
+  %3 = gpt.compare %x, %lo {predicate = "gt"} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+  %4 = gpt.where %3, %x, %2 : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = gpt.mul %4, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %6 = gpt.stop_gradient %x : tensor<4x8xf32>
+  return %5, %6 : tensor<4x8xf32>, tensor<4x8xf32>
+}
