@@ -1,7 +1,8 @@
 """A small GPT in nanoGPT's architecture, written for gptc's own tests.
 
 Token + position embeddings, pre-LayerNorm blocks (causal self-attention through
-F.scaled_dot_product_attention(is_causal=True), a 4x GELU MLP), a final LayerNorm, an
+F.scaled_dot_product_attention(is_causal=True), or with flash=False nanoGPT's manual
+path: a masked_fill of a tril buffer, softmax and dropout; a 4x GELU MLP), a final LayerNorm, an
 lm_head tied to the token embedding, and cross-entropy with ignore_index=-1.
 """
 import math
@@ -21,6 +22,7 @@ class TinyGPTConfig:
     n_embd: int = 64
     dropout: float = 0.0
     bias: bool = True
+    flash: bool = True  # False: nanoGPT's manual attention (masked_fill of a tril buffer)
 
 
 class SelfAttention(nn.Module):
@@ -31,6 +33,11 @@ class SelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
         self.n_head = cfg.n_head
         self.dropout = cfg.dropout
+        self.flash = cfg.flash
+        if not self.flash:
+            self.attn_dropout = nn.Dropout(cfg.dropout)
+            self.register_buffer("bias", torch.tril(torch.ones(cfg.block_size, cfg.block_size))
+                                 .view(1, 1, cfg.block_size, cfg.block_size))
 
     def forward(self, x):
         B, T, C = x.size()
@@ -39,9 +46,14 @@ class SelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None,
-            dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        if self.flash:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None,
+                dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = self.attn_dropout(F.softmax(att, dim=-1)) @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
