@@ -1,7 +1,7 @@
 //===- NormalizationPatterns.cpp - aten norms, softmax, loss, reductions --===//
 //
-// layer_norm, rms_norm (composed), softmax/log_softmax, cross_entropy_loss, dropout and the
-// sum/mean/amax reductions. Each gets its canonical reduction order here.
+// layer_norm, rms_norm (composed), softmax/log_softmax, cross_entropy_loss, dropout, the
+// sum/mean/amax reductions and logsumexp (composed). Each gets its canonical reduction order here.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
@@ -143,6 +143,48 @@ template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, Sma
   return success();
 }
 
+/// logsumexp(x, dims) = log(sum(exp(x - m))) + m, m the maximum over dims (0 where it is
+/// infinite), as PyTorch computes it. m goes through gpt.stop_gradient: its terms cancel,
+/// and the gradient is softmax(x) * g.
+LogicalResult convertLogSumExp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  auto elem = dyn_cast<FloatType>(type.getElementType());
+  if (!elem)
+    return op.unsupported("needs a floating-point tensor");
+  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
+  auto xt = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> dims;
+  for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
+    auto i = op.dimIndex(d, xt.getRank());
+    if (failed(i))
+      return failure();
+    dims.push_back(*i);
+  }
+  if (dims.empty()) // dim=() reduces over every dimension, as in PyTorch
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, xt.getRank()));
+  llvm::sort(dims);
+  SmallVector<int64_t> kept(xt.getShape());
+  for (int64_t d : dims)
+    kept[d] = 1;
+  Location loc = op.loc();
+  auto kt = xt.clone(kept), scalar = RankedTensorType::get({}, elem);
+  auto dimsAttr = b.getDenseI64ArrayAttr(dims);
+  Value m = ReduceMaxOp::create(b, loc, kt, x, dimsAttr, b.getBoolAttr(true), canonical(b));
+  Value inf = splat(b, loc, scalar, std::numeric_limits<double>::infinity());
+  Value infinite = CompareOp::create(b, loc, AbsOp::create(b, loc, kt, m), inf, "eq");
+  m = WhereOp::create(b, loc, kt, infinite, splat(b, loc, scalar, 0.0), m);
+  m = StopGradientOp::create(b, loc, kt, m);
+  Value e = ExpOp::create(b, loc, xt, SubOp::create(b, loc, xt, x, m));
+  Value sum = ReduceSumOp::create(b, loc, kt, e, dimsAttr, b.getBoolAttr(true), canonical(b));
+  Value r = AddOp::create(b, loc, kt, LogOp::create(b, loc, kt, sum), m);
+  if (kt != type)
+    r = ReshapeOp::create(b, loc, type, r);
+  out.push_back(r);
+  return success();
+}
+
 } // namespace
 
 void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
@@ -159,4 +201,5 @@ void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
   t["aten.mean.dim"] = convertReduce<ReduceMeanOp>;
   t["aten.mean.default"] = convertReduce<ReduceMeanOp>;
   t["aten.amax.default"] = convertReduce<ReduceMaxOp>;
+  t["aten.logsumexp.default"] = convertLogSumExp;
 }

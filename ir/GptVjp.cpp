@@ -420,8 +420,21 @@ LogicalResult ReduceMeanOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
   return unaryGrad(*this, expandReduced(b, getLoc(), scaled, getX().getType(), getDims()), grads);
 }
 
-LogicalResult ReduceMaxOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return noGradient(*this);
+// PyTorch's rule: g shared evenly among the elements equal to the maximum,
+// (g / count) * mask with mask = (x == max) and count = sum(mask) over the reduced dims.
+LogicalResult ReduceMaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
+                                    SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  RankedTensorType x = getX().getType();
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t d : getDims())
+    kept[d] = 1;
+  Value hit = CompareOp::create(b, loc, getX(), reshape(b, loc, getResult(), kept), "eq");
+  Value mask = ConvertOp::create(b, loc, x, hit);
+  Value count = ReduceSumOp::create(b, loc, x.clone(kept), mask, getDimsAttr(),
+                                    b.getBoolAttr(true), canonical(b));
+  Value share = div(b, loc, reshape(b, loc, g[0], kept), count);
+  return unaryGrad(*this, mul(b, loc, share, mask), grads);
 }
 
 LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {

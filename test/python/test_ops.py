@@ -129,6 +129,8 @@ CASES = {
     "mT": (lambda x: x.mT @ x, lambda r: (torch.randn(rand_shape(r, 3, hi=20)),)),
     "rms_norm": (lambda x, w: F.rms_norm(x, (x.shape[-1],), w) + F.rms_norm(x, x.shape[1:], eps=1e-3),
                  lambda r: (lambda s: (torch.randn(s) * 3, torch.randn(s[-1])))(rand_shape(r, 3))),
+    "logsumexp": (lambda x: torch.logsumexp(x, -1) + torch.logsumexp(x, (0, 2), keepdim=True).sum(),
+                  lambda r: (torch.randn(rand_shape(r, 3)) * 10,)),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
@@ -202,13 +204,15 @@ def test_scalar_forms_have_gradients():
 
 class Kinks(torch.nn.Module):
     """One parameter per rule, each at its kinks: relu and abs at +0 and -0, clamp at its
-    bounds, maximum and minimum at ties (half the gradient to each side), sign's zero
-    gradient; and the smooth ones beside them."""
+    bounds, maximum, minimum and amax at ties (the gradient shared), sign's zero gradient;
+    and the smooth ones beside them."""
 
     RULES = [F.relu, torch.abs, lambda p: p.clamp(-0.5, 0.5), lambda p: p.clamp(min=0.0),
              lambda p: torch.maximum(p, Kinks.other(p)), lambda p: torch.minimum(p, Kinks.other(p)),
              lambda p: F.leaky_relu(p, 0.1), torch.sigmoid, F.silu,
-             lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign()]
+             lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign(),
+             lambda p: torch.cat([p, p], -1).amax(-1, keepdim=True),  # every maximum a tie
+             lambda p: torch.logsumexp(p, -1, keepdim=True)]
 
     @staticmethod
     def other(p):  # equal to p in row 1, to 0 in row 2 (where p has a zero too)

@@ -192,3 +192,21 @@ func.func @compare_no_gradient(%w: tensor<4xf32> {gpt.kind = "param", gpt.name =
   %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// reduce_max's gradient is PyTorch's: shared evenly among the elements equal to the
+// maximum, (g / count) * mask.
+// CHECK-LABEL: func.func @reduce_max
+// CHECK: %[[M:.*]] = gpt.reduce_max %arg0
+// CHECK: %[[MK:.*]] = gpt.reshape %[[M]] : (tensor<2xf32>) -> tensor<2x1xf32>
+// CHECK: %[[HIT:.*]] = gpt.compare %arg0, %[[MK]] {predicate = "eq"} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xi1>
+// CHECK: %[[MASK:.*]] = gpt.convert %[[HIT]] : tensor<2x3xi1> -> tensor<2x3xf32>
+// CHECK: %[[COUNT:.*]] = gpt.reduce_sum %[[MASK]] {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>}
+// CHECK: %[[SHARE:.*]] = gpt.div %{{.*}}, %[[COUNT]] : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+// CHECK: gpt.mul %[[SHARE]], %[[MASK]] : (tensor<2x1xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+func.func @reduce_max(%w: tensor<2x3xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %0 = gpt.reduce_max %w {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
