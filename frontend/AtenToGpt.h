@@ -101,6 +101,9 @@ Value convertElementType(OpBuilder &b, Location loc, Value v, Type elemType);
 /// v != 0). Rank 0 for a scalar that broadcasts.
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double v);
 ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order);
+/// x with each element repeated `repeats` times in place along `dim` (reshape, broadcast,
+/// reshape): repeat_interleave, and the key/value heads of grouped-query attention.
+Value repeatInterleave(OpBuilder &b, Location loc, Value x, int64_t dim, int64_t repeats);
 
 #define GEN_PASS_DECL
 #include "frontend/Passes.h.inc"

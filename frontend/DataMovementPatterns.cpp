@@ -246,6 +246,30 @@ LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) 
   return success();
 }
 
+/// repeat_interleave(self, repeats, dim): each element repeated `repeats` times in place
+/// along dim (all of self flattened first where dim is absent).
+LogicalResult convertRepeatInterleave(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Value x = op.operand("self");
+  auto repeats = op.getInt("repeats");
+  if (!repeats || *repeats < 1)
+    return op.unsupported("repeats must be an integer >= 1");
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t dim = 0;
+  if (auto d = op.getInt("dim")) {
+    auto i = op.dimIndex(*d, xt.getRank());
+    if (failed(i))
+      return failure();
+    dim = *i;
+  } else {
+    xt = xt.clone({xt.getNumElements()});
+    x = ReshapeOp::create(b, op.loc(), xt, x);
+  }
+  out.push_back(repeatInterleave(b, op.loc(), x, dim, *repeats));
+  return success();
+}
+
 LogicalResult convertExpand(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
     return failure();
@@ -263,6 +287,21 @@ LogicalResult convertArange(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
 }
 
 } // namespace
+
+Value mlir::gpt::repeatInterleave(OpBuilder &b, Location loc, Value x, int64_t dim,
+                                  int64_t repeats) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (repeats == 1)
+    return x;
+  SmallVector<int64_t> one(xt.getShape()), wide, out(xt.getShape());
+  one.insert(one.begin() + dim + 1, 1);
+  wide = one;
+  wide[dim + 1] = repeats;
+  out[dim] *= repeats;
+  Value r = ReshapeOp::create(b, loc, xt.clone(one), x);
+  r = BroadcastOp::create(b, loc, xt.clone(wide), r);
+  return ReshapeOp::create(b, loc, xt.clone(out), r);
+}
 
 void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   for (StringRef n : {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
@@ -293,6 +332,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.cat.default"] = convertCat;
   t["aten.index.Tensor"] = convertIndex;
   t["aten.expand.default"] = convertExpand;
+  t["aten.repeat_interleave.self_int"] = convertRepeatInterleave;
   for (StringRef n : {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"})
     t[n] = convertArange;
 }

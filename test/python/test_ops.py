@@ -131,6 +131,12 @@ CASES = {
                  lambda r: (lambda s: (torch.randn(s) * 3, torch.randn(s[-1])))(rand_shape(r, 3))),
     "logsumexp": (lambda x: torch.logsumexp(x, -1) + torch.logsumexp(x, (0, 2), keepdim=True).sum(),
                   lambda r: (torch.randn(rand_shape(r, 3)) * 10,)),
+    "sdpa_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                 lambda r: (lambda b, g, t, d: (torch.randn(b, 2 * g, t, d), torch.randn(b, 2, t, d),
+                                                torch.randn(b, 2, t, d)))(
+                     r.randint(1, 3), r.randint(1, 4), r.randint(1, 40), r.randint(1, 20))),
+    "repeat_interleave": (lambda x: x.repeat_interleave(3, dim=1) + x.repeat_interleave(2).sum(),
+                          lambda r: (torch.randn(rand_shape(r, 3, hi=9)),)),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }

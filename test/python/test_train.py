@@ -287,15 +287,17 @@ def test_parameters_no_gradient_reaches_are_left_as_they_are(tmp_path):
 
 class LlamaStyle(nn.Module):
     """A relative of nanoGPT in the style of LLaMA and modded-nanogpt: RMSNorm with and
-    without a weight, no biases, a SwiGLU MLP (silu), a ReLU-squared MLP, and logits
-    soft-capped by tanh and clamped."""
+    without a weight, no biases, grouped-query attention (4 query heads, 2 key/value
+    heads), a SwiGLU MLP (silu), a ReLU-squared MLP, and logits soft-capped by tanh and
+    clamped."""
 
-    def __init__(self, vocab=11, n_embd=16, n_head=2):
+    def __init__(self, vocab=11, n_embd=16, n_head=4, n_kv_head=2):
         super().__init__()
-        self.n_head = n_head
+        self.n_head, self.n_kv_head = n_head, n_kv_head
         self.wte = nn.Embedding(vocab, n_embd)
         self.norm1, self.norm2 = nn.RMSNorm(n_embd), nn.RMSNorm(n_embd)
-        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        self.q = nn.Linear(n_embd, n_embd, bias=False)
+        self.kv = nn.Linear(n_embd, 2 * n_embd * n_kv_head // n_head, bias=False)
         self.proj = nn.Linear(n_embd, n_embd, bias=False)
         self.gate, self.up = nn.Linear(n_embd, 32, bias=False), nn.Linear(n_embd, 32, bias=False)
         self.down = nn.Linear(32, n_embd, bias=False)
@@ -305,9 +307,11 @@ class LlamaStyle(nn.Module):
     def forward(self, idx, targets):
         x = self.wte(idx)
         B, T, C = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h, hs = self.norm1(x), C // self.n_head
+        q = self.q(h).view(B, T, self.n_head, hs).transpose(1, 2)
+        k, v = (t.view(B, T, self.n_kv_head, hs).transpose(1, 2)
+                for t in self.kv(h).split(self.n_kv_head * hs, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         h = self.norm2(x)
         x = x + self.down(F.silu(self.gate(h)) * self.up(h))
@@ -318,8 +322,8 @@ class LlamaStyle(nn.Module):
 
 
 def test_a_llama_style_relative_trains_as_eager_does(tmp_path):
-    """RMSNorm, SwiGLU, ReLU squared and soft-capped logits, 5 AdamW steps beside eager's,
-    every parameter reached by a gradient; -O0 (no fusion) gives the same bits."""
+    """RMSNorm, GQA, SwiGLU, ReLU squared and soft-capped logits: 5 AdamW steps beside
+    eager's, every parameter reached by a gradient; -O0 (no fusion) gives the same bits."""
     torch.manual_seed(0)
     model = LlamaStyle()
     ref = copy.deepcopy(model)

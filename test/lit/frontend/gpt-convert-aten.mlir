@@ -292,3 +292,18 @@ func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tensor<2x3x4x
   %0 = "torch.aten.rms_norm.default"(%x, %w) {torch.operands = ["input", "weight"], normalized_shape = array<i64: 3, 4>} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
+
+// -----
+
+// enable_gqa: each key/value head repeated in place for its query heads (repeat_interleave
+// along the heads: reshape, broadcast, reshape), then one gpt.attention.
+// CHECK-LABEL: func.func @gqa
+// CHECK: %[[K1:.*]] = gpt.reshape %arg1 : (tensor<1x2x5x4xf32>) -> tensor<1x2x1x5x4xf32>
+// CHECK: %[[K3:.*]] = gpt.broadcast %[[K1]] : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x3x5x4xf32>
+// CHECK: %[[K:.*]] = gpt.reshape %[[K3]] : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
+// CHECK: %[[V:.*]] = gpt.reshape %{{.*}} : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
+// CHECK: gpt.attention %arg0, %[[K]], %[[V]]
+func.func @gqa(%q: tensor<1x6x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32> {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %k, %v) {torch.operands = ["query", "key", "value"], is_causal = true, enable_gqa = true} : (tensor<1x6x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32>
+  return %0 : tensor<1x6x5x4xf32>
+}
