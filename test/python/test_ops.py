@@ -137,6 +137,10 @@ CASES = {
                      r.randint(1, 3), r.randint(1, 4), r.randint(1, 40), r.randint(1, 20))),
     "repeat_interleave": (lambda x: x.repeat_interleave(3, dim=1) + x.repeat_interleave(2).sum(),
                           lambda r: (torch.randn(rand_shape(r, 3, hi=9)),)),
+    "rotary_cached": (lambda x, cos, sin: (lambda x1, x2: torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), -1))(
+                          *x.chunk(2, dim=-1)),
+                      lambda r: (lambda b, t, h, d: (torch.randn(b, t, h, 2 * d), torch.randn(1, t, 1, d).cos(),
+                                                     torch.randn(1, t, 1, d).sin()))(*rand_shape(r, 4, hi=9))),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
