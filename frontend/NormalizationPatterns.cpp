@@ -1,7 +1,7 @@
 //===- NormalizationPatterns.cpp - aten norms, softmax, loss, reductions --===//
 //
 // layer_norm, rms_norm (composed), softmax/log_softmax, cross_entropy_loss, dropout, the
-// sum/mean/amax reductions and logsumexp (composed). Each gets its canonical reduction order here.
+// sum/mean/amax reductions, logsumexp, var and std (composed). Each gets its canonical reduction order here.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
@@ -185,6 +185,52 @@ LogicalResult convertLogSumExp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   return success();
 }
 
+/// var and std: sum((x - mean)^2) / max(n - correction, 0) over dims (two passes, each a
+/// canonical sum), then sqrt for std. correction defaults to 1 (unbiased=True).
+template <bool Std> LogicalResult convertVariance(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  auto elem = dyn_cast<FloatType>(type.getElementType());
+  if (!elem)
+    return op.unsupported("needs a floating-point tensor");
+  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
+  auto xt = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> dims;
+  for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
+    auto i = op.dimIndex(d, xt.getRank());
+    if (failed(i))
+      return failure();
+    dims.push_back(*i);
+  }
+  if (dims.empty())
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, xt.getRank()));
+  llvm::sort(dims);
+  double correction = op.getFloat("correction").value_or(op.getBool("unbiased").value_or(true));
+  SmallVector<int64_t> kept(xt.getShape());
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    n *= kept[d];
+    kept[d] = 1;
+  }
+  Location loc = op.loc();
+  auto kt = xt.clone(kept), scalar = RankedTensorType::get({}, elem);
+  auto sum = [&](Value v) {
+    return ReduceSumOp::create(b, loc, kt, v, b.getDenseI64ArrayAttr(dims), b.getBoolAttr(true),
+                               canonical(b));
+  };
+  Value mean = DivOp::create(b, loc, kt, sum(x), splat(b, loc, scalar, (double)n));
+  Value d = SubOp::create(b, loc, xt, x, mean);
+  Value r = DivOp::create(b, loc, kt, sum(MulOp::create(b, loc, xt, d, d)),
+                          splat(b, loc, scalar, std::max(0.0, n - correction)));
+  if (Std)
+    r = SqrtOp::create(b, loc, kt, r);
+  if (kt != type)
+    r = ReshapeOp::create(b, loc, type, r);
+  out.push_back(r);
+  return success();
+}
+
 } // namespace
 
 void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
@@ -202,4 +248,6 @@ void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
   t["aten.mean.default"] = convertReduce<ReduceMeanOp>;
   t["aten.amax.default"] = convertReduce<ReduceMaxOp>;
   t["aten.logsumexp.default"] = convertLogSumExp;
+  t["aten.var.dim"] = t["aten.var.correction"] = convertVariance<false>;
+  t["aten.std.dim"] = t["aten.std.correction"] = convertVariance<true>;
 }

@@ -141,6 +141,9 @@ CASES = {
                           *x.chunk(2, dim=-1)),
                       lambda r: (lambda b, t, h, d: (torch.randn(b, t, h, 2 * d), torch.randn(1, t, 1, d).cos(),
                                                      torch.randn(1, t, 1, d).sin()))(*rand_shape(r, 4, hi=9))),
+    "var_std": (lambda x: (x.var(-1, keepdim=True, unbiased=False) + x.std(-1, keepdim=True) + x.var()
+                           + torch.var(x, dim=(0, 2), correction=0).sum() + x.std(dim=1).mean()),
+                lambda r: (torch.randn(rand_shape(r, 3)) * 3 + 1,)),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
@@ -222,7 +225,8 @@ class Kinks(torch.nn.Module):
              lambda p: F.leaky_relu(p, 0.1), torch.sigmoid, F.silu,
              lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign(),
              lambda p: torch.cat([p, p], -1).amax(-1, keepdim=True),  # every maximum a tie
-             lambda p: torch.logsumexp(p, -1, keepdim=True)]
+             lambda p: torch.logsumexp(p, -1, keepdim=True),
+             lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False)]
 
     @staticmethod
     def other(p):  # equal to p in row 1, to 0 in row 2 (where p has a zero too)
