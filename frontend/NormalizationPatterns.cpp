@@ -15,6 +15,40 @@ namespace {
 
 ReductionOrderAttr canonical(OpBuilder &b) { return orderAttr(b, ReductionOrder::Canonical); }
 
+/// A reduction's `dim` argument as sorted indices into `rank` dimensions; all of them where
+/// it is absent or empty, as in PyTorch.
+FailureOr<SmallVector<int64_t>> reducedDims(AtenOp &op, int64_t rank) {
+  SmallVector<int64_t> dims;
+  for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
+    auto i = op.dimIndex(d, rank);
+    if (failed(i))
+      return failure();
+    dims.push_back(*i);
+  }
+  if (dims.empty())
+    dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  llvm::sort(dims);
+  return dims;
+}
+
+/// `type` with the reduced `dims` kept as 1 (keepdim's shape).
+RankedTensorType keptType(RankedTensorType type, ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> kept(type.getShape());
+  for (int64_t d : dims)
+    kept[d] = 1;
+  return type.clone(kept);
+}
+
+/// `self` in the result's floating-point element type, or an unsupported error.
+FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Type elem = op.resultType().getElementType();
+  if (!isa<FloatType>(elem))
+    return op.unsupported("needs a floating-point tensor");
+  return convertElementType(b, op.loc(), op.operand("self"), elem);
+}
+
 LogicalResult convertLayerNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"input"})))
     return failure();
@@ -47,9 +81,6 @@ LogicalResult convertRmsNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &o
   if (n == 0 || n > rank || ArrayRef<int64_t>(*shape) != xt.getShape().take_back(n))
     return op.unsupported("normalized_shape must be the input's last dimensions");
   SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(rank - n, rank));
-  SmallVector<int64_t> kept(xt.getShape());
-  for (int64_t d : dims)
-    kept[d] = 1;
   Location loc = op.loc();
   auto scalar = RankedTensorType::get({}, elem);
   double eps = op.getFloat("eps").value_or(
@@ -59,7 +90,7 @@ LogicalResult convertRmsNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &o
   int64_t count = 1;
   for (int64_t d : dims)
     count *= xt.getDimSize(d);
-  auto kt = xt.clone(kept);
+  auto kt = keptType(xt, dims);
   Value sq = MulOp::create(b, loc, xt, x, x);
   Value sum = ReduceSumOp::create(b, loc, kt, sq, b.getDenseI64ArrayAttr(dims), b.getBoolAttr(true),
                                   canonical(b));
@@ -123,22 +154,11 @@ template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, Sma
     return failure();
   Value x = op.operand("self");
   RankedTensorType type = op.resultType();
-  auto xt = cast<RankedTensorType>(x.getType());
   x = convertElementType(b, op.loc(), x, type.getElementType());
-  SmallVector<int64_t> dims;
-  if (auto given = op.getInts("dim"); given && !given->empty()) {
-    for (int64_t d : *given) {
-      auto i = op.dimIndex(d, xt.getRank());
-      if (failed(i))
-        return failure();
-      dims.push_back(*i);
-    }
-    llvm::sort(dims);
-  } else {
-    for (int64_t d = 0; d < xt.getRank(); ++d)
-      dims.push_back(d);
-  }
-  out.push_back(Op::create(b, op.loc(), type, x, b.getDenseI64ArrayAttr(dims),
+  auto dims = reducedDims(op, cast<RankedTensorType>(x.getType()).getRank());
+  if (failed(dims))
+    return failure();
+  out.push_back(Op::create(b, op.loc(), type, x, b.getDenseI64ArrayAttr(*dims),
                            b.getBoolAttr(op.getBool("keepdim").value_or(false)), canonical(b)));
   return success();
 }
@@ -147,36 +167,23 @@ template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, Sma
 /// infinite), as PyTorch computes it. m goes through gpt.stop_gradient: its terms cancel,
 /// and the gradient is softmax(x) * g.
 LogicalResult convertLogSumExp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto x = floatSelf(op, b);
+  if (failed(x))
     return failure();
-  RankedTensorType type = op.resultType();
-  auto elem = dyn_cast<FloatType>(type.getElementType());
-  if (!elem)
-    return op.unsupported("needs a floating-point tensor");
-  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
-  auto xt = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> dims;
-  for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
-    auto i = op.dimIndex(d, xt.getRank());
-    if (failed(i))
-      return failure();
-    dims.push_back(*i);
-  }
-  if (dims.empty()) // dim=() reduces over every dimension, as in PyTorch
-    dims = llvm::to_vector(llvm::seq<int64_t>(0, xt.getRank()));
-  llvm::sort(dims);
-  SmallVector<int64_t> kept(xt.getShape());
-  for (int64_t d : dims)
-    kept[d] = 1;
+  RankedTensorType type = op.resultType(), xt = cast<RankedTensorType>(x->getType());
+  auto dims = reducedDims(op, xt.getRank());
+  if (failed(dims))
+    return failure();
+  Type elem = type.getElementType();
   Location loc = op.loc();
-  auto kt = xt.clone(kept), scalar = RankedTensorType::get({}, elem);
-  auto dimsAttr = b.getDenseI64ArrayAttr(dims);
-  Value m = ReduceMaxOp::create(b, loc, kt, x, dimsAttr, b.getBoolAttr(true), canonical(b));
+  auto kt = keptType(xt, *dims), scalar = RankedTensorType::get({}, elem);
+  auto dimsAttr = b.getDenseI64ArrayAttr(*dims);
+  Value m = ReduceMaxOp::create(b, loc, kt, *x, dimsAttr, b.getBoolAttr(true), canonical(b));
   Value inf = splat(b, loc, scalar, std::numeric_limits<double>::infinity());
   Value infinite = CompareOp::create(b, loc, AbsOp::create(b, loc, kt, m), inf, "eq");
   m = WhereOp::create(b, loc, kt, infinite, splat(b, loc, scalar, 0.0), m);
   m = StopGradientOp::create(b, loc, kt, m);
-  Value e = ExpOp::create(b, loc, xt, SubOp::create(b, loc, xt, x, m));
+  Value e = ExpOp::create(b, loc, xt, SubOp::create(b, loc, xt, *x, m));
   Value sum = ReduceSumOp::create(b, loc, kt, e, dimsAttr, b.getBoolAttr(true), canonical(b));
   Value r = AddOp::create(b, loc, kt, LogOp::create(b, loc, kt, sum), m);
   if (kt != type)
@@ -188,39 +195,25 @@ LogicalResult convertLogSumExp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
 /// var and std: sum((x - mean)^2) / max(n - correction, 0) over dims (two passes, each a
 /// canonical sum), then sqrt for std. correction defaults to 1 (unbiased=True).
 template <bool Std> LogicalResult convertVariance(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto x = floatSelf(op, b);
+  if (failed(x))
     return failure();
-  RankedTensorType type = op.resultType();
-  auto elem = dyn_cast<FloatType>(type.getElementType());
-  if (!elem)
-    return op.unsupported("needs a floating-point tensor");
-  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
-  auto xt = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> dims;
-  for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
-    auto i = op.dimIndex(d, xt.getRank());
-    if (failed(i))
-      return failure();
-    dims.push_back(*i);
-  }
-  if (dims.empty())
-    dims = llvm::to_vector(llvm::seq<int64_t>(0, xt.getRank()));
-  llvm::sort(dims);
+  RankedTensorType type = op.resultType(), xt = cast<RankedTensorType>(x->getType());
+  auto dims = reducedDims(op, xt.getRank());
+  if (failed(dims))
+    return failure();
   double correction = op.getFloat("correction").value_or(op.getBool("unbiased").value_or(true));
-  SmallVector<int64_t> kept(xt.getShape());
   int64_t n = 1;
-  for (int64_t d : dims) {
-    n *= kept[d];
-    kept[d] = 1;
-  }
+  for (int64_t d : *dims)
+    n *= xt.getDimSize(d);
   Location loc = op.loc();
-  auto kt = xt.clone(kept), scalar = RankedTensorType::get({}, elem);
+  auto kt = keptType(xt, *dims), scalar = RankedTensorType::get({}, type.getElementType());
   auto sum = [&](Value v) {
-    return ReduceSumOp::create(b, loc, kt, v, b.getDenseI64ArrayAttr(dims), b.getBoolAttr(true),
+    return ReduceSumOp::create(b, loc, kt, v, b.getDenseI64ArrayAttr(*dims), b.getBoolAttr(true),
                                canonical(b));
   };
-  Value mean = DivOp::create(b, loc, kt, sum(x), splat(b, loc, scalar, (double)n));
-  Value d = SubOp::create(b, loc, xt, x, mean);
+  Value mean = DivOp::create(b, loc, kt, sum(*x), splat(b, loc, scalar, (double)n));
+  Value d = SubOp::create(b, loc, xt, *x, mean);
   Value r = DivOp::create(b, loc, kt, sum(MulOp::create(b, loc, xt, d, d)),
                           splat(b, loc, scalar, std::max(0.0, n - correction)));
   if (Std)
