@@ -40,8 +40,18 @@ template <typename Op> LogicalResult binarySelfOther(AtenOp &op, OpBuilder &b, S
   return convertBinary<Op>(op, b, out, "self", "other");
 }
 
-template <typename Op> LogicalResult powSelfExponent(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  return convertBinary<Op>(op, b, out, "self", "exponent");
+/// x ** y. A scalar exponent of 0.5 or -0.5 is sqrt or rsqrt, as PyTorch computes it
+/// (-inf ** 0.5 is NaN there, where C's pow gives +inf; -0.0 ** 0.5 is -0.0).
+LogicalResult convertPow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  RankedTensorType type = op.resultType();
+  double y = op.operand("exponent") ? 0.0 : op.getFloat("exponent").value_or(0.0);
+  if (op.operand("self") && isa<FloatType>(type.getElementType()) && (y == 0.5 || y == -0.5)) {
+    Value x = convertElementType(b, op.loc(), op.operand("self"), type.getElementType());
+    out.push_back(y > 0 ? Value(SqrtOp::create(b, op.loc(), type, x))
+                        : Value(RsqrtOp::create(b, op.loc(), type, x)));
+    return success();
+  }
+  return convertBinary<PowOp>(op, b, out, "self", "exponent");
 }
 
 /// rsub(self, other, alpha) = other - alpha * self.
@@ -281,7 +291,7 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
   t["aten.rsub.Scalar"] = convertRsub;
   t["aten.rsub.Tensor"] = convertRsub;
   for (StringRef n : {"aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar"})
-    t[n] = powSelfExponent<PowOp>;
+    t[n] = convertPow;
   t["aten.reciprocal.default"] = convertReciprocal;
   t["aten.neg.default"] = unary<NegOp>;
   t["aten.exp.default"] = unary<ExpOp>;
