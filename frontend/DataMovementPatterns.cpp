@@ -233,15 +233,24 @@ LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
   return success();
 }
 
-LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+/// cat, and stack as a cat of the tensors each given a dimension of 1 at `dim`.
+template <bool Stack> LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   SmallVector<Value> inputs = op.operands("tensors");
   RankedTensorType type = op.resultType();
-  for (Value &v : inputs)
-    v = convertElementType(b, op.loc(), v, type.getElementType());
+  if (inputs.empty())
+    return op.unsupported("needs at least one tensor");
   auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), type.getRank());
   if (failed(dimOr))
     return failure();
   int64_t dim = *dimOr;
+  for (Value &v : inputs) {
+    v = convertElementType(b, op.loc(), v, type.getElementType());
+    if (Stack) {
+      SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
+      shape.insert(shape.begin() + dim, 1);
+      v = ReshapeOp::create(b, op.loc(), type.clone(shape), v);
+    }
+  }
   out.push_back(ConcatOp::create(b, op.loc(), type, inputs, b.getI64IntegerAttr(dim)));
   return success();
 }
@@ -329,7 +338,8 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
     t[n] = convertSplit;
   t["aten.slice.Tensor"] = convertSlice;
   t["aten.select.int"] = convertSelect;
-  t["aten.cat.default"] = convertCat;
+  t["aten.cat.default"] = convertCat<false>;
+  t["aten.stack.default"] = convertCat<true>;
   t["aten.index.Tensor"] = convertIndex;
   t["aten.expand.default"] = convertExpand;
   t["aten.repeat_interleave.self_int"] = convertRepeatInterleave;

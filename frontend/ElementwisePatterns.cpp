@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::gpt;
 
@@ -139,20 +141,43 @@ FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b) {
   return selfAsResult(op, b);
 }
 
-/// The element type PyTorch compares self and other in: the wider floating-point tensor's,
-/// else f64 for a scalar that is not an integer (`i < 2.5`), else i64 (bools as 0 and 1).
+/// The element type PyTorch compares self and other in: its type promotion over the bool,
+/// integer and float categories, where a tensor with dimensions outranks a rank-0 tensor,
+/// which outranks a Python scalar (whose float is f32, the default dtype), unless the
+/// lower-ranked one is of a higher category (`i < 2.5` compares in f32, f32 against a
+/// rank-0 f64 in f32, i64 against a rank-0 f64 in f64).
 Type comparisonType(AtenOp &op, OpBuilder &b) {
-  FloatType best;
-  for (StringRef arg : {"self", "other"})
-    if (Value v = op.operand(arg))
-      if (auto f = dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
-        if (!best || f.getWidth() > best.getWidth())
-          best = f;
-  if (best)
-    return best;
-  if (isa_and_nonnull<FloatAttr>(op.raw()->getAttr("other")))
-    return b.getF64Type();
-  return b.getI64Type();
+  auto category = [](Type t) { return isa<FloatType>(t) ? 2 : t.isInteger(1) ? 0 : 1; };
+  auto promote = [&](Type x, Type y) -> Type {
+    if (!x || !y)
+      return x ? x : y;
+    if (category(x) != category(y))
+      return category(x) > category(y) ? x : y;
+    if (auto fx = dyn_cast<FloatType>(x))
+      return fx.getWidth() >= cast<FloatType>(y).getWidth() ? x : y;
+    return x;
+  };
+  auto combine = [&](Type higher, Type lower) -> Type {
+    if (!higher || !lower)
+      return higher ? higher : lower;
+    if (isa<FloatType>(higher))
+      return higher;
+    return higher.isInteger(1) || isa<FloatType>(lower) ? promote(higher, lower) : higher;
+  };
+  Type ranked, rank0, scalar;
+  for (StringRef arg : {"self", "other"}) {
+    if (Value v = op.operand(arg)) {
+      auto t = cast<RankedTensorType>(v.getType());
+      (t.getRank() > 0 ? ranked : rank0) = promote(t.getRank() > 0 ? ranked : rank0,
+                                                   t.getElementType());
+    } else if (Attribute a = op.raw()->getAttr(arg)) {
+      scalar = promote(scalar, isa<FloatAttr>(a)  ? Type(b.getF32Type())
+                               : isa<BoolAttr>(a) ? Type(b.getI1Type())
+                                                  : Type(b.getI64Type()));
+    }
+  }
+  Type t = combine(ranked, combine(rank0, scalar));
+  return t ? t : b.getI64Type();
 }
 
 constexpr StringLiteral kPredicates[] = {"lt", "le", "gt", "ge", "eq", "ne"};
@@ -187,15 +212,20 @@ template <Logic L> LogicalResult convertLogic(AtenOp &op, OpBuilder &b, SmallVec
   return success();
 }
 
-/// relu(x) = x <= 0 ? 0 : x. NaN passes, and so does its gradient: PyTorch's threshold rule.
+/// relu(x) as PyTorch computes it: 0 below 0, x itself at +-0 (relu(-0.0) is -0.0) and NaN;
+/// the gradient 0 at and below 0 and passed at NaN (its threshold rule). The value at and
+/// below 0 goes through gpt.stop_gradient.
 LogicalResult convertRelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   auto x = selfAsResult(op, b);
   if (failed(x))
     return failure();
   Location loc = op.loc();
-  Value zero = scalarOf(b, loc, op.resultType().getElementType(), 0.0);
-  out.push_back(WhereOp::create(b, loc, op.resultType(), CompareOp::create(b, loc, *x, zero, "le"),
-                                zero, *x));
+  RankedTensorType type = op.resultType();
+  Value zero = scalarOf(b, loc, type.getElementType(), 0.0);
+  Value held = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "lt"), zero, *x);
+  held = StopGradientOp::create(b, loc, type, held);
+  out.push_back(
+      WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "le"), held, *x));
   return success();
 }
 
@@ -261,6 +291,10 @@ LogicalResult convertClamp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
        {std::tuple<StringRef, StringRef, StringRef>{"min", "gt", "lt"}, {"max", "lt", "gt"}}) {
     if (!op.has(arg))
       continue;
+    if (auto v = op.getFloat(arg); v && std::isnan(*v)) { // a NaN bound: NaN everywhere
+      out.push_back(splat(b, loc, type, *v));
+      return success();
+    }
     auto bound = op.tensorOrScalar(b, arg, type.getElementType());
     if (failed(bound))
       return failure();

@@ -154,6 +154,8 @@ template <typename Op> LogicalResult convertReduce(AtenOp &op, OpBuilder &b, Sma
     return failure();
   Value x = op.operand("self");
   RankedTensorType type = op.resultType();
+  if (!isa<FloatType>(type.getElementType()))
+    return op.unsupported("integer and bool reductions are not supported");
   x = convertElementType(b, op.loc(), x, type.getElementType());
   auto dims = reducedDims(op, cast<RankedTensorType>(x.getType()).getRank());
   if (failed(dims))

@@ -126,7 +126,8 @@ class CompiledModel:
                             f"compiled for {spec.shape}")
         if not _accepts(spec.dtype, x.dtype):
             raise GptcError(f"input '{spec.name}' has dtype {x.dtype}, compiled for {spec.dtype}")
-        return np.ascontiguousarray(_numpy(x, f"input '{spec.name}'"), dtype=_NUMPY[spec.dtype])
+        # (np.asarray with order="C", not np.ascontiguousarray, which makes a rank-0 array 1-D)
+        return np.asarray(_numpy(x, f"input '{spec.name}'"), dtype=_NUMPY[spec.dtype], order="C")
 
     def set_num_threads(self, n: int) -> None:
         """Threads for the kernels' parallel loops (0: one per core; at first,
@@ -167,8 +168,8 @@ class CompiledModel:
             if not _accepts(dtype, t.dtype):
                 raise GptcError(f"state_dict entry '{entry}' has dtype {t.dtype}, "
                                 f"the model has {dtype}")
-            return np.ascontiguousarray(_numpy(t, f"state_dict entry '{entry}'"),
-                                        dtype=_NUMPY[dtype])
+            return np.asarray(_numpy(t, f"state_dict entry '{entry}'"), dtype=_NUMPY[dtype],
+                              order="C")
 
         arrays = {}
         trainable = {a.name for a in self.captured.args if a.trainable}  # params only

@@ -202,15 +202,15 @@ func.func @bool_scalars(%x: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
 
 // -----
 
-// Comparisons: in the wider float operand's type, in f64 against a non-integer scalar,
-// in i64 between integers; bool logic as gpt.where.
+// Comparisons: in PyTorch's promoted type (the wider float tensor's; f32 for an integer
+// tensor against a non-integer scalar; i64 between integers); bool logic as gpt.where.
 // CHECK-LABEL: func.func @comparisons
 // CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
 // CHECK: gpt.compare %arg0, %[[ZERO]] {predicate = "lt"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
 // CHECK: %[[WIDE:.*]] = gpt.convert %arg0 : tensor<4xf32> -> tensor<4xf64>
 // CHECK: gpt.compare %[[WIDE]], %arg1 {predicate = "ge"} : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xi1>
-// CHECK: %[[IDX:.*]] = gpt.convert %arg2 : tensor<4xi64> -> tensor<4xf64>
-// CHECK: %[[HALF:.*]] = gpt.constant dense<2.500000e+00> : tensor<f64>
+// CHECK: %[[IDX:.*]] = gpt.convert %arg2 : tensor<4xi64> -> tensor<4xf32>
+// CHECK: %[[HALF:.*]] = gpt.constant dense<2.500000e+00> : tensor<f32>
 // CHECK: gpt.compare %[[IDX]], %[[HALF]] {predicate = "le"}
 // CHECK: %[[THREE:.*]] = gpt.constant dense<3> : tensor<i64>
 // CHECK: gpt.compare %arg2, %[[THREE]] {predicate = "eq"} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
@@ -231,13 +231,16 @@ func.func @comparisons(%x: tensor<4xf32>, %y: tensor<4xf64>, %i: tensor<4xi64>) 
 
 // -----
 
-// relu(x) = x <= 0 ? 0 : x; silu(x) = x * sigmoid(x); clamp keeps its gradient strictly
-// inside the bounds: x where x > lo, else the held value (the bound, or x at the bound or
-// NaN) through gpt.stop_gradient.
+// relu(x): x <= 0 ? (x < 0 ? 0 : x, without gradient) : x; silu(x) = x * sigmoid(x);
+// clamp keeps its gradient strictly inside the bounds: x where x > lo, else the held value
+// (the bound, or x at the bound or NaN) through gpt.stop_gradient.
 // CHECK-LABEL: func.func @activations
 // CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[LT:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = "lt"}
+// CHECK: %[[HELD:.*]] = gpt.where %[[LT]], %[[ZERO]], %arg0
+// CHECK: %[[STOP:.*]] = gpt.stop_gradient %[[HELD]]
 // CHECK: %[[LE:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = "le"}
-// CHECK: gpt.where %[[LE]], %[[ZERO]], %arg0
+// CHECK: gpt.where %[[LE]], %[[STOP]], %arg0
 // CHECK: %[[S:.*]] = gpt.sigmoid %arg0 : tensor<4xf32>
 // CHECK: gpt.mul %arg0, %[[S]]
 // CHECK: %[[LO:.*]] = gpt.constant dense<-5.000000e-01> : tensor<f32>
