@@ -42,9 +42,6 @@ Value mulScalar(OpBuilder &b, Location loc, Value x, double s) {
   return mul(b, loc, x, scalar(b, loc, s, tt(x).getElementType()));
 }
 
-Value compare(OpBuilder &b, Location loc, Value lhs, Value rhs, StringRef predicate) {
-  return CompareOp::create(b, loc, lhs, rhs, predicate);
-}
 /// cond ? x : y, shaped like `like`.
 Value select(OpBuilder &b, Location loc, Value cond, Value x, Value y, Value like) {
   return WhereOp::create(b, loc, tt(like), cond, x, y);
@@ -150,10 +147,12 @@ static LogicalResult extremumVjp(Operation *op, StringRef loses, ArrayRef<Value>
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Value zero = scalar(b, loc, 0.0, tt(g[0]).getElementType());
-  Value shared = select(b, loc, compare(b, loc, lhs, rhs, "eq"), mulScalar(b, loc, g[0], 0.5),
-                        g[0], g[0]);
-  Value da = select(b, loc, compare(b, loc, lhs, rhs, loses), zero, shared, g[0]);
-  Value db = select(b, loc, compare(b, loc, rhs, lhs, loses), zero, shared, g[0]);
+  Value tie = CompareOp::create(b, loc, lhs, rhs, "eq");
+  Value shared = select(b, loc, tie, mulScalar(b, loc, g[0], 0.5), g[0], g[0]);
+  Value lhsLoses = CompareOp::create(b, loc, lhs, rhs, loses);
+  Value rhsLoses = CompareOp::create(b, loc, rhs, lhs, loses);
+  Value da = select(b, loc, lhsLoses, zero, shared, g[0]);
+  Value db = select(b, loc, rhsLoses, zero, shared, g[0]);
   grads.assign({reduceTo(b, loc, da, tt(lhs)), reduceTo(b, loc, db, tt(rhs))});
   return success();
 }
@@ -176,9 +175,10 @@ LogicalResult AbsOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<V
   Location loc = getLoc();
   Type e = getType().getElementType();
   Value zero = scalar(b, loc, 0.0, e);
-  Value sign = select(b, loc, compare(b, loc, getX(), zero, "lt"), scalar(b, loc, -1.0, e), zero,
-                      getX());
-  sign = select(b, loc, compare(b, loc, getX(), zero, "gt"), scalar(b, loc, 1.0, e), sign, getX());
+  Value negative = CompareOp::create(b, loc, getX(), zero, "lt");
+  Value positive = CompareOp::create(b, loc, getX(), zero, "gt");
+  Value sign = select(b, loc, negative, scalar(b, loc, -1.0, e), zero, getX());
+  sign = select(b, loc, positive, scalar(b, loc, 1.0, e), sign, getX());
   return unaryGrad(*this, mul(b, loc, g[0], sign), grads);
 }
 

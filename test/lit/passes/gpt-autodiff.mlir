@@ -153,15 +153,16 @@ func.func @unreached(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %d:
 // CHECK: %[[Y:.*]] = gpt.sigmoid %arg0
 // CHECK: %[[A:.*]] = gpt.abs %arg0
 // CHECK: %[[M:.*]] = gpt.max %[[Y]], %[[A]]
-// CHECK: %[[HALF:.*]] = gpt.mul %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
 // CHECK: %[[TIE:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "eq"}
+// CHECK: %[[HALF:.*]] = gpt.mul %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
 // CHECK: %[[SHARED:.*]] = gpt.where %[[TIE]], %[[HALF]], %{{.*}}
-// CHECK: %[[LOSES:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "lt"}
-// CHECK: %[[DY:.*]] = gpt.where %[[LOSES]], %{{.*}}, %[[SHARED]]
-// CHECK: %[[WINS:.*]] = gpt.compare %[[A]], %[[Y]] {predicate = "lt"}
-// CHECK: %[[DA:.*]] = gpt.where %[[WINS]], %{{.*}}, %[[SHARED]]
+// CHECK: %[[YLOSES:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "lt"}
+// CHECK: %[[ALOSES:.*]] = gpt.compare %[[A]], %[[Y]] {predicate = "lt"}
+// CHECK: %[[DY:.*]] = gpt.where %[[YLOSES]], %{{.*}}, %[[SHARED]]
+// CHECK: %[[DA:.*]] = gpt.where %[[ALOSES]], %{{.*}}, %[[SHARED]]
 // CHECK: %[[NEG:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "lt"}
 // CHECK: %[[POS:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "gt"}
+// CHECK: gpt.where %[[NEG]]
 // CHECK: %[[SIGN:.*]] = gpt.where %[[POS]]
 // CHECK: gpt.mul %[[DA]], %[[SIGN]]
 // CHECK: %[[ONE:.*]] = gpt.constant dense<1.000000e+00> : tensor<f32>
