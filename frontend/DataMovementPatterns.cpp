@@ -127,6 +127,30 @@ template <int Fill> LogicalResult convertFilled(AtenOp &op, OpBuilder &b, SmallV
   return success();
 }
 
+/// tril(x, k) keeps x[..., i, j] where j - i <= k, triu where j - i >= k, else 0: a mask
+/// compared from two aranges (j - k against i) and gpt.where.
+template <bool Lower> LogicalResult convertTriangle(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  if (type.getRank() < 2)
+    return op.unsupported("needs at least 2 dimensions");
+  int64_t n = type.getDimSize(type.getRank() - 2), m = type.getDimSize(type.getRank() - 1);
+  int64_t k = op.getInt("diagonal").value_or(0);
+  Location loc = op.loc();
+  auto i64 = b.getI64Type();
+  auto arange = [&](int64_t count, int64_t start, ArrayRef<int64_t> shape) {
+    Value r = ArangeOp::create(b, loc, RankedTensorType::get({count}, i64),
+                               b.getI64IntegerAttr(start), b.getI64IntegerAttr(1));
+    return ReshapeOp::create(b, loc, RankedTensorType::get(shape, i64), r);
+  };
+  Value rows = arange(n, 0, {n, 1}), shifted = arange(m, -k, {1, m}); // i, and j - k
+  Value keep = CompareOp::create(b, loc, shifted, rows, Lower ? "le" : "ge");
+  Value x = convertElementType(b, loc, op.operand("self"), type.getElementType());
+  out.push_back(WhereOp::create(b, loc, type, keep, x, splat(b, loc, RankedTensorType::get({}, type.getElementType()), 0.0)));
+  return success();
+}
+
 /// split/split_with_sizes/chunk: the traced result types give the pieces.
 LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
@@ -328,6 +352,8 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.permute.default"] = convertPermute;
   t["aten.t.default"] = convertT;
   t["aten.mT.default"] = convertMT;
+  t["aten.tril.default"] = convertTriangle<true>;
+  t["aten.triu.default"] = convertTriangle<false>;
   for (StringRef n : {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default"})
     t[n] = convertFilled<0>;
   for (StringRef n : {"aten.ones.default", "aten.ones_like.default", "aten.new_ones.default"})

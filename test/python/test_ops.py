@@ -96,6 +96,12 @@ CASES = {
                              lambda r: (torch.randn(rand_shape(r, 4, hi=7)),)),
     "slice_select": (lambda x: x[:, 1::2] + x[0, 1::2] + x[:, -1:],
                      lambda r: (torch.randn(r.randint(1, 9), r.randint(2, 30)),)),
+    "tril_triu": (lambda x: x.tril() + 2 * x.triu(1) + 3 * x.tril(-2) + torch.ones(x.shape[-2:]).tril(),
+                  lambda r: (torch.randn(rand_shape(r, 3, hi=12)),)),
+    "mask_in_forward": (lambda x: x.masked_fill(
+                            ~(torch.arange(x.shape[-2])[:, None] >= torch.arange(x.shape[-1])[None, :]),
+                            float("-inf")).softmax(-1),
+                        lambda r: (lambda t: (torch.randn(2, t, t),))(r.randint(1, 20))),
     "stack": (lambda a, b: torch.stack([a, b * 2, a + b], dim=1) + torch.stack([a, b], dim=-1).sum(-1).unsqueeze(1),
               lambda r: (lambda s: (torch.randn(s), torch.randn(s)))(rand_shape(r, 2))),
     "split_cat": (lambda x: torch.cat(list(reversed(x.split(3, dim=1))), dim=1),
@@ -228,7 +234,8 @@ class Kinks(torch.nn.Module):
              lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign(),
              lambda p: torch.cat([p, p], -1).amax(-1, keepdim=True),  # every maximum a tie
              lambda p: torch.logsumexp(p, -1, keepdim=True),
-             lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False)]
+             lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False),
+             lambda p: p.tril(1) + p.triu(3)]
 
     @staticmethod
     def other(p):  # equal to p in row 1, to 0 in row 2 (where p has a zero too)

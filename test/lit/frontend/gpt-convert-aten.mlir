@@ -310,3 +310,18 @@ func.func @gqa(%q: tensor<1x6x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x
   %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %k, %v) {torch.operands = ["query", "key", "value"], is_causal = true, enable_gqa = true} : (tensor<1x6x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32>
   return %0 : tensor<1x6x5x4xf32>
 }
+
+// -----
+
+// tril(x, 1): x where j - 1 <= i, from two aranges, else 0.
+// CHECK-LABEL: func.func @tril
+// CHECK: %[[I:.*]] = gpt.arange {start = 0 : i64, step = 1 : i64} : tensor<3xi64>
+// CHECK: %[[ROWS:.*]] = gpt.reshape %[[I]] : (tensor<3xi64>) -> tensor<3x1xi64>
+// CHECK: %[[J:.*]] = gpt.arange {start = -1 : i64, step = 1 : i64} : tensor<4xi64>
+// CHECK: %[[COLS:.*]] = gpt.reshape %[[J]] : (tensor<4xi64>) -> tensor<1x4xi64>
+// CHECK: %[[KEEP:.*]] = gpt.compare %[[COLS]], %[[ROWS]] {predicate = "le"} : (tensor<1x4xi64>, tensor<3x1xi64>) -> tensor<3x4xi1>
+// CHECK: gpt.where %[[KEEP]], %arg0, %{{.*}} : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+func.func @tril(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = "torch.aten.tril.default"(%x) {torch.operands = ["self"], diagonal = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
