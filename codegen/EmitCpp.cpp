@@ -668,6 +668,8 @@ std::optional<std::string> Emitter::scalarExpr(Operation *op) {
       })
       .Case([](AbsOp) { return "gptc::abs($0)"; })
       .Case([](SigmoidOp) { return "gptc::sigmoid($0)"; })
+      .Case([](SinOp) { return "gptc::sin($0)"; })
+      .Case([](CosOp) { return "gptc::cos($0)"; })
       .Case([](NegOp) { return "(-$0)"; })
       .Case([](ExpOp) { return "gptc::exp($0)"; })
       .Case([](LogOp) { return "gptc::log($0)"; })

@@ -342,6 +342,8 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
   t["aten.minimum.default"] = binarySelfOther<MinOp>;
   t["aten.abs.default"] = unary<AbsOp>;
   t["aten.sigmoid.default"] = unary<SigmoidOp>;
+  t["aten.sin.default"] = unary<SinOp>;
+  t["aten.cos.default"] = unary<CosOp>;
   t["aten.silu.default"] = convertSilu;
   t["aten.relu.default"] = convertRelu;
   t["aten.leaky_relu.default"] = convertLeakyRelu;

@@ -93,6 +93,22 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   return success();
 }
 
+/// outer(a, b) = a[:, None] * b[None, :].
+LogicalResult convertOuter(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self", "vec2"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  if (type.getRank() != 2)
+    return op.unsupported("needs two 1-D tensors");
+  Type elem = type.getElementType();
+  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
+  Value y = convertElementType(b, op.loc(), op.operand("vec2"), elem);
+  x = ReshapeOp::create(b, op.loc(), RankedTensorType::get({type.getDimSize(0), 1}, elem), x);
+  y = ReshapeOp::create(b, op.loc(), RankedTensorType::get({1, type.getDimSize(1)}, elem), y);
+  out.push_back(MulOp::create(b, op.loc(), type, x, y));
+  return success();
+}
+
 } // namespace
 
 void mlir::gpt::populateLinearPatterns(AtenConverterTable &t) {
@@ -102,4 +118,5 @@ void mlir::gpt::populateLinearPatterns(AtenConverterTable &t) {
   t["aten.bmm.default"] = convertMatmul;
   t["aten.embedding.default"] = convertEmbedding;
   t["aten.scaled_dot_product_attention.default"] = convertAttention;
+  t["aten.outer.default"] = convertOuter;
 }

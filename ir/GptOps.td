@@ -142,6 +142,8 @@ def Gpt_SqrtOp : Gpt_UnaryOp<"sqrt", "square root (IEEE)">;
 def Gpt_RsqrtOp : Gpt_UnaryOp<"rsqrt", "1 / sqrt(x)">;
 def Gpt_AbsOp : Gpt_UnaryOp<"abs", "|x| (the sign bit cleared)">;
 def Gpt_SigmoidOp : Gpt_UnaryOp<"sigmoid", "1 / (1 + e ** -x)">;
+def Gpt_SinOp : Gpt_UnaryOp<"sin", "sine (|x| < 2^28; NaN beyond)">;
+def Gpt_CosOp : Gpt_UnaryOp<"cos", "cosine (|x| < 2^28; NaN beyond)">;
 
 def Gpt_GeluOp : Gpt_Op<"gelu", [SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or tanh-approximated";

@@ -182,6 +182,17 @@ LogicalResult AbsOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<V
   return unaryGrad(*this, mul(b, loc, g[0], sign), grads);
 }
 
+// d sin = g * cos(x); d cos = -g * sin(x)
+LogicalResult SinOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  return unaryGrad(*this, mul(b, getLoc(), g[0], CosOp::create(b, getLoc(), getType(), getX())),
+                   grads);
+}
+
+LogicalResult CosOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  Value s = SinOp::create(b, getLoc(), getType(), getX());
+  return unaryGrad(*this, NegOp::create(b, getLoc(), getType(), mul(b, getLoc(), g[0], s)), grads);
+}
+
 // d sigmoid = g * (1 - y) * y
 LogicalResult SigmoidOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();

@@ -25,8 +25,8 @@ bool mlir::gpt::isFusibleElementwise(Operation *op) {
   if (auto d = dyn_cast<DropoutOp>(op))
     return d.getRng() != nullptr;
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp, NegOp, ExpOp, LogOp,
-             TanhOp, ErfOp, SqrtOp, RsqrtOp, AbsOp, SigmoidOp, GeluOp, GeluGradOp, ConvertOp,
-             WhereOp, MaskedFillOp, BroadcastOp>(op);
+             TanhOp, ErfOp, SqrtOp, RsqrtOp, AbsOp, SigmoidOp, SinOp, CosOp, GeluOp, GeluGradOp,
+             ConvertOp, WhereOp, MaskedFillOp, BroadcastOp>(op);
 }
 
 namespace {

@@ -102,6 +102,15 @@ CASES = {
                             ~(torch.arange(x.shape[-2])[:, None] >= torch.arange(x.shape[-1])[None, :]),
                             float("-inf")).softmax(-1),
                         lambda r: (lambda t: (torch.randn(2, t, t),))(r.randint(1, 20))),
+    "sin_cos": (lambda x: torch.sin(x) + 2 * torch.cos(x),
+                lambda r: (torch.randn(rand_shape(r, 2)) * 10 ** r.randint(0, 6),)),
+    "rotary_in_forward": (lambda x, inv: (lambda f, x1, x2: torch.cat(
+                              (x1 * f.cos() + x2 * f.sin(), x2 * f.cos() - x1 * f.sin()), -1))(
+                              torch.outer(torch.arange(x.shape[1], dtype=torch.float32), inv)[None, :, None, :],
+                              *x.chunk(2, dim=-1)),
+                          lambda r: (lambda t, d: (torch.randn(2, t, 3, 2 * d),
+                                                   1.0 / 10000 ** (torch.arange(d) / d)))(
+                              r.randint(1, 300), r.randint(1, 8))),
     "stack": (lambda a, b: torch.stack([a, b * 2, a + b], dim=1) + torch.stack([a, b], dim=-1).sum(-1).unsqueeze(1),
               lambda r: (lambda s: (torch.randn(s), torch.randn(s)))(rand_shape(r, 2))),
     "split_cat": (lambda x: torch.cat(list(reversed(x.split(3, dim=1))), dim=1),
@@ -235,7 +244,8 @@ class Kinks(torch.nn.Module):
              lambda p: torch.cat([p, p], -1).amax(-1, keepdim=True),  # every maximum a tie
              lambda p: torch.logsumexp(p, -1, keepdim=True),
              lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False),
-             lambda p: p.tril(1) + p.triu(3)]
+             lambda p: p.tril(1) + p.triu(3),
+             lambda p: torch.sin(3 * p) * torch.cos(p)]
 
     @staticmethod
     def other(p):  # equal to p in row 1, to 0 in row 2 (where p has a zero too)

@@ -287,13 +287,15 @@ def test_parameters_no_gradient_reaches_are_left_as_they_are(tmp_path):
 
 class LlamaStyle(nn.Module):
     """A relative of nanoGPT in the style of LLaMA and modded-nanogpt: RMSNorm with and
-    without a weight, no biases, grouped-query attention (4 query heads, 2 key/value
-    heads), a SwiGLU MLP (silu), a ReLU-squared MLP, and logits soft-capped by tanh and
-    clamped."""
+    without a weight, no biases, rotary embeddings computed in the forward, grouped-query
+    attention (4 query heads, 2 key/value heads), a SwiGLU MLP (silu), a ReLU-squared MLP,
+    and logits soft-capped by tanh and clamped."""
 
     def __init__(self, vocab=11, n_embd=16, n_head=4, n_kv_head=2):
         super().__init__()
         self.n_head, self.n_kv_head = n_head, n_kv_head
+        hs = n_embd // n_head
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, hs, 2) / hs))
         self.wte = nn.Embedding(vocab, n_embd)
         self.norm1, self.norm2 = nn.RMSNorm(n_embd), nn.RMSNorm(n_embd)
         self.q = nn.Linear(n_embd, n_embd, bias=False)
@@ -308,9 +310,17 @@ class LlamaStyle(nn.Module):
         x = self.wte(idx)
         B, T, C = x.shape
         h, hs = self.norm1(x), C // self.n_head
-        q = self.q(h).view(B, T, self.n_head, hs).transpose(1, 2)
+        angles = torch.outer(torch.arange(T, dtype=torch.float32), self.inv_freq)
+        cos, sin = angles.cos()[None, None], angles.sin()[None, None]
+
+        def rotary(t):  # computed in the forward, as Hugging Face's LLaMA does
+            t1, t2 = t.chunk(2, dim=-1)
+            return torch.cat((t1 * cos - t2 * sin, t2 * cos + t1 * sin), dim=-1)
+
+        q = rotary(self.q(h).view(B, T, self.n_head, hs).transpose(1, 2))
         k, v = (t.view(B, T, self.n_kv_head, hs).transpose(1, 2)
                 for t in self.kv(h).split(self.n_kv_head * hs, dim=2))
+        k = rotary(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         h = self.norm2(x)
@@ -322,7 +332,7 @@ class LlamaStyle(nn.Module):
 
 
 def test_a_llama_style_relative_trains_as_eager_does(tmp_path):
-    """RMSNorm, GQA, SwiGLU, ReLU squared and soft-capped logits: 5 AdamW steps beside
+    """RMSNorm, rotary, GQA, SwiGLU, ReLU squared, soft-capped logits: 5 AdamW steps beside
     eager's, every parameter reached by a gradient; -O0 (no fusion) gives the same bits."""
     torch.manual_seed(0)
     model = LlamaStyle()

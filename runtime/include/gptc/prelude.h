@@ -5,7 +5,7 @@
 // contract"):
 //   * GPTC_FOR(i, n)            a loop of int64_t i over [0, n)
 //   * GPTC_FOR_SIMD(i, n)       the same, also vectorised (elementwise loops)
-//   * exp/log/tanh/erf          gptc's own elementary functions, float and double, written
+//   * exp/log/tanh/erf/sin/cos  gptc's own elementary functions, float and double, written
 //                               with plain IEEE arithmetic only, so that one source gives the
 //                               same bits on the CPU (-ffp-contract=off) and on CUDA
 //                               (nvcc -fmad=false)
@@ -692,6 +692,41 @@ GPTC_HD GPTC_INLINE float erf_f(float x) {
   return sel(erf_f_is_high(x), erf_f_high(x), erf_f_low(x));
 }
 
+// sin and cos: x = n pi/2 + r, |r| <= pi/4, with pi/2 cut into five 24-bit pieces (Cody and
+// Waite), so that each n * piece is exact for |n| < 2^28 and each subtraction exact where r
+// is small; then fdlibm's polynomials for sin and cos on [-pi/4, pi/4], chosen and signed
+// by n mod 4. Without a Payne-Hanek reduction the range stops at |x| = 2^28: from there on
+// (and for inf) the result is NaN.
+struct SinCos {
+  double s, c;  // sin(x), cos(x)
+};
+GPTC_HD GPTC_INLINE SinCos sincos_d(double x) {
+  const double invpio2 = 6.36619772367581382433e-01;
+  const double p1 = 0x1.921fb4p+0, p2 = 0x1.4442d0p-24, p3 = 0x1.846988p-48,
+               p4 = 0x1.8cc516p-72, p5 = 0x1.01b838p-96;  // pi/2 = p1 + ... + p5 + 1.2e-36
+  const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
+               S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
+               S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+  const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
+               C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
+               C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+  const bool big = !(fabs_d(x) < 268435456.0);  // 2^28, inf or NaN
+  const double xs = sel(big, 0.0, x);
+  const double shifter = 6755399441055744.0;    // 1.5 * 2^52: rounds to the nearest integer
+  const double n = (xs * invpio2 + shifter) - shifter;
+  const double r = ((((xs - n * p1) - n * p2) - n * p3) - n * p4) - n * p5;
+  const double z = r * r;
+  const double sr = r + r * z * (S1 + z * (S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))));
+  const double cr = 1.0 - 0.5 * z + z * z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
+  const int64_t q = (int64_t)n & 3;
+  // n mod 4 = 0: (s, c); 1: (c, -s); 2: (-s, -c); 3: (-c, s).
+  double sn = sel((q & 1) != 0, cr, sr), cs = sel((q & 1) != 0, sr, cr);
+  sn = sel((q & 2) != 0, -sn, sn);
+  cs = sel(((q + 1) & 2) != 0, -cs, cs);
+  const bool tiny = fabs_d(x) < 7.450580596923828125e-09;  // 2^-27: sin x = x (and -0 stays -0)
+  return {sel(big, nan_d(), sel(tiny, x, sn)), sel(big, nan_d(), cs)};
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
@@ -725,6 +760,11 @@ GPTC_HD inline double sqrt(double x) {
 }
 GPTC_HD inline float rsqrt(float x) { return 1.0f / gptc::sqrt(x); }
 GPTC_HD inline double rsqrt(double x) { return 1.0 / gptc::sqrt(x); }
+// sin and cos in double (float: rounded once), detail::sincos_d's range.
+GPTC_HD GPTC_INLINE double sin(double x) { return detail::sincos_d(x).s; }
+GPTC_HD GPTC_INLINE double cos(double x) { return detail::sincos_d(x).c; }
+GPTC_HD GPTC_INLINE float sin(float x) { return (float)detail::sincos_d((double)x).s; }
+GPTC_HD GPTC_INLINE float cos(float x) { return (float)detail::sincos_d((double)x).c; }
 // |x|: the sign bit cleared (|-0| = +0, NaN stays NaN), exact on both targets.
 GPTC_HD inline float abs(float x) { return ::fabsf(x); }
 GPTC_HD inline double abs(double x) { return ::fabs(x); }
