@@ -46,7 +46,7 @@ def test_twenty_steps_match_pytorch(bias, flash, tmp_path):
     step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), grad_clip=1.0,
                                    check_gradients=True, workdir=str(tmp_path))
     opt = torch_adamw(ref, **ADAMW)
-    print(f"\nbias={bias}: {step.num_kernels} kernels per step")
+    print(f"\nbias={bias} flash={flash}: {step.num_kernels} kernels per step")
     if flash:  # the fusion budget (the manual path takes 84: its transposes, mask, softmax)
         assert step.num_kernels <= 25 * cfg.n_layer + 15
     for it, (x, y) in enumerate(data):
