@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
 
+#include <algorithm>
+
 #include <limits>
 
 using namespace mlir;
@@ -136,7 +138,8 @@ template <bool Lower> LogicalResult convertTriangle(AtenOp &op, OpBuilder &b, Sm
   if (type.getRank() < 2)
     return op.unsupported("needs at least 2 dimensions");
   int64_t n = type.getDimSize(type.getRank() - 2), m = type.getDimSize(type.getRank() - 1);
-  int64_t k = op.getInt("diagonal").value_or(0);
+  // Beyond +-(n + m) every element is kept or none is: clamped, j - k cannot overflow.
+  int64_t k = std::clamp<int64_t>(op.getInt("diagonal").value_or(0), -(n + m), n + m);
   Location loc = op.loc();
   auto i64 = b.getI64Type();
   auto arange = [&](int64_t count, int64_t start, ArrayRef<int64_t> shape) {

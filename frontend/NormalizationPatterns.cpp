@@ -218,8 +218,14 @@ template <bool Std> LogicalResult convertVariance(AtenOp &op, OpBuilder &b, Smal
   Value d = SubOp::create(b, loc, xt, *x, mean);
   Value r = DivOp::create(b, loc, kt, sum(MulOp::create(b, loc, xt, d, d)),
                           splat(b, loc, scalar, std::max(0.0, n - correction)));
-  if (Std)
-    r = SqrtOp::create(b, loc, kt, r);
+  if (Std) {
+    // sqrt with PyTorch's gradient where the deviation is 0 (0, not g / 0): the root of 1
+    // there, replaced by 0, so that no gradient reaches the zero.
+    Value zero = CompareOp::create(b, loc, r, splat(b, loc, scalar, 0.0), "eq");
+    Value safe = WhereOp::create(b, loc, kt, zero, splat(b, loc, scalar, 1.0), r);
+    r = WhereOp::create(b, loc, kt, zero, splat(b, loc, scalar, 0.0),
+                        SqrtOp::create(b, loc, kt, safe));
+  }
   if (kt != type)
     r = ReshapeOp::create(b, loc, type, r);
   out.push_back(r);
@@ -243,6 +249,8 @@ void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
   t["aten.mean.default"] = convertReduce<ReduceMeanOp>;
   t["aten.amax.default"] = convertReduce<ReduceMaxOp>;
   t["aten.logsumexp.default"] = convertLogSumExp;
-  t["aten.var.dim"] = t["aten.var.correction"] = convertVariance<false>;
-  t["aten.std.dim"] = t["aten.std.correction"] = convertVariance<true>;
+  for (StringRef n : {"aten.var.default", "aten.var.dim", "aten.var.correction"})
+    t[n] = convertVariance<false>;
+  for (StringRef n : {"aten.std.default", "aten.std.dim", "aten.std.correction"})
+    t[n] = convertVariance<true>;
 }

@@ -79,7 +79,10 @@ def _dtype(t: torch.dtype, where: str) -> str:
 
 def _tensor_type(val, where: str) -> str:
     dt = _dtype(val.dtype, where)
-    dims = "x".join(str(int(d)) for d in val.shape)
+    if not all(isinstance(d, int) for d in val.shape):  # a SymInt: the size depends on data
+        raise CaptureError(f"a tensor whose shape depends on the data ({list(val.shape)}) "
+                           f"{where}; gptc compiles static shapes only")
+    dims = "x".join(str(d) for d in val.shape)
     return f"tensor<{dims}x{dt}>" if dims else f"tensor<{dt}>"
 
 
@@ -149,7 +152,8 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
     try:
         ep = torch.export.export(model, example_inputs)
     except Exception as e:  # torch's own message is the useful part
-        raise CaptureError(f"torch.export failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+        first = (str(e).strip().splitlines() or ["(no message)"])[0]
+        raise CaptureError(f"torch.export failed: {type(e).__name__}: {first}")
 
     from torch.export.graph_signature import InputKind
 

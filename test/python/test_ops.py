@@ -96,7 +96,8 @@ CASES = {
                              lambda r: (torch.randn(rand_shape(r, 4, hi=7)),)),
     "slice_select": (lambda x: x[:, 1::2] + x[0, 1::2] + x[:, -1:],
                      lambda r: (torch.randn(r.randint(1, 9), r.randint(2, 30)),)),
-    "tril_triu": (lambda x: x.tril() + 2 * x.triu(1) + 3 * x.tril(-2) + torch.ones(x.shape[-2:]).tril(),
+    "tril_triu": (lambda x: (x.tril() + 2 * x.triu(1) + 3 * x.tril(-2) + torch.ones(x.shape[-2:]).tril()
+                             + x.triu(-2**63) + x.tril(-2**63) + x.tril(2**63 - 1)),
                   lambda r: (torch.randn(rand_shape(r, 3, hi=12)),)),
     "mask_in_forward": (lambda x: x.masked_fill(
                             ~(torch.arange(x.shape[-2])[:, None] >= torch.arange(x.shape[-1])[None, :]),
@@ -158,7 +159,7 @@ CASES = {
                           *x.chunk(2, dim=-1)),
                       lambda r: (lambda b, t, h, d: (torch.randn(b, t, h, 2 * d), torch.randn(1, t, 1, d).cos(),
                                                      torch.randn(1, t, 1, d).sin()))(*rand_shape(r, 4, hi=9))),
-    "var_std": (lambda x: (x.var(-1, keepdim=True, unbiased=False) + x.std(-1, keepdim=True) + x.var()
+    "var_std": (lambda x: (x.var(-1, keepdim=True, unbiased=False) + x.std(-1, keepdim=True) + x.var(unbiased=False)
                            + torch.var(x, dim=(0, 2), correction=0).sum() + x.std(dim=1).mean()),
                 lambda r: (torch.randn(rand_shape(r, 3)) * 3 + 1,)),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
@@ -243,7 +244,8 @@ class Kinks(torch.nn.Module):
              lambda p: F.rms_norm(p, (p.shape[-1],), eps=1e-6), lambda p: p * p.sign(),
              lambda p: torch.cat([p, p], -1).amax(-1, keepdim=True),  # every maximum a tie
              lambda p: torch.logsumexp(p, -1, keepdim=True),
-             lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False),
+             lambda p: p.var(-1, keepdim=True) + p.std(0, unbiased=False)
+             + (p - p.detach() + 0.5).std(0),  # std 0: gradient 0, as eager's (was NaN)
              lambda p: p.tril(1) + p.triu(3),
              lambda p: torch.sin(3 * p) * torch.cos(p)]
 
@@ -289,10 +291,13 @@ def test_activations_have_gradients():
 
 def test_pow_of_a_half_is_sqrt_at_special_values(tmp_path):
     """x ** 0.5 and x ** -0.5 are PyTorch's sqrt and rsqrt: NaN at -inf (C's pow gives +inf),
-    -0.0 at -0.0; the same bits as eager's everywhere else."""
+    -0.0 at -0.0, and eager's bits at these values. (Elsewhere gptc's sqrt is IEEE's, correctly
+    rounded; this machine's eager sqrt is 1 ulp off in about 15 % of random floats.) Other
+    non-integer powers of -inf are +inf or +0, as in C and eager (they were NaN)."""
     x = torch.tensor([float("-inf"), -0.0, 0.0, -1.0, 4.0, 2.0, 1e-30, float("inf")])
-    model = Fn(lambda a: torch.cat([a ** 0.5, a ** -0.5]))
+    model = Fn(lambda a: torch.cat([a ** 0.5, a ** -0.5, a[:1] ** 1.5, a[:1] ** -1.5, a[:1] ** 0.3]))
     got, expected = gptc.compile(model, (x,), workdir=str(tmp_path))(x), model(x)
+    assert got[-3:].tolist() == [float("inf"), 0.0, float("inf")]
     assert torch.equal(got.isnan(), expected.isnan())
     ok = ~expected.isnan()
     assert torch.equal(got[ok].view(torch.int32), expected[ok].view(torch.int32)), (got, expected)

@@ -816,7 +816,8 @@ GPTC_HD inline double pow(double x, double y) {
   if (ax == 0.0) r = y > 0 ? 0.0 : detail::inf_d();
   else r = detail::exp_d(y * detail::log_d(ax));
   if (x < 0 || (x == 0.0 && (detail::bits(x) >> 63))) {
-    if (!is_int) return x == 0.0 ? r : detail::nan_d();
+    // (-inf) ** y for a y that is not an integer: +inf for y > 0, +0 below (C's and PyTorch's)
+    if (!is_int) return x == 0.0 || x == -detail::inf_d() ? r : detail::nan_d();
     return odd ? -r : r;
   }
   return r;
