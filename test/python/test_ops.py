@@ -348,3 +348,12 @@ def test_rank0_inputs_and_integer_sums(tmp_path):
                                              r"\(integer and bool reductions are not supported\)"):
         gptc.compile(Fn(lambda i: i.sum(0)), (torch.ones(3, 2, dtype=torch.long),),
                      workdir=str(tmp_path / "int"))
+
+
+def test_a_data_dependent_shape_is_one_line(tmp_path):
+    """repeat_interleave with tensor repeats has a shape torch.export leaves symbolic; the
+    capture raised torch's own GuardOnDataDependentSymNode, with an empty message."""
+    with pytest.raises(gptc.GptcError, match=r"^a tensor whose shape depends on the data .* "
+                                             r"gptc compiles static shapes only$"):
+        gptc.compile(Fn(lambda x: x.repeat_interleave(torch.tensor([1, 2]), dim=0)),
+                     (torch.randn(2, 3),), workdir=str(tmp_path))
