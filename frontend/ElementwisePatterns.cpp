@@ -53,6 +53,21 @@ LogicalResult convertPow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) 
                         : Value(RsqrtOp::create(b, op.loc(), type, x)));
     return success();
   }
+  // PyTorch keeps a Python float exponent in double: x ** 0.3 of an f32 x is
+  // pow(double(x), 0.3) rounded once, not pow with 0.3 rounded to f32 (7 ulp apart at
+  // x = 1e-30). Where the exponent is not exact in f32, so does gptc. (A scalar base,
+  // 0.1 ** x, PyTorch rounds to the tensor's type, as convertBinary does.)
+  auto f = op.raw()->getAttrOfType<FloatAttr>("exponent");
+  if (f && type.getElementType().isF32() &&
+      (double)(float)f.getValueAsDouble() != f.getValueAsDouble()) {
+    Type f64 = b.getF64Type();
+    auto base = op.tensorOrScalar(b, "self", f64), exponent = op.tensorOrScalar(b, "exponent", f64);
+    if (failed(base) || failed(exponent))
+      return failure();
+    Value r = PowOp::create(b, op.loc(), type.clone(f64), *base, *exponent);
+    out.push_back(ConvertOp::create(b, op.loc(), type, r));
+    return success();
+  }
   return convertBinary<PowOp>(op, b, out, "self", "exponent");
 }
 

@@ -20,6 +20,8 @@ ReductionOrderAttr canonical(OpBuilder &b) { return orderAttr(b, ReductionOrder:
 FailureOr<SmallVector<int64_t>> reducedDims(AtenOp &op, int64_t rank) {
   SmallVector<int64_t> dims;
   for (int64_t d : op.getInts("dim").value_or(SmallVector<int64_t>{})) {
+    if (rank == 0 && (d == 0 || d == -1))
+      continue; // PyTorch takes dim 0 (or -1) of a scalar as the scalar itself
     auto i = op.dimIndex(d, rank);
     if (failed(i))
       return failure();

@@ -39,6 +39,8 @@ CASES = {
                 lambda r: (lambda s: (torch.randn(s), torch.randn(1, s[1])))(rand_shape(r, 2))),
     "pow_scalar": (lambda a: a ** 3 + a ** 0.5 + a ** 2 + a ** -0.5,
                    lambda r: (positive(rand_shape(r, 2)),)),
+    "pow_inexact_scalar": (lambda a: a ** 0.3 + 0.1 ** a + a ** (1 / 3),
+                           lambda r: (positive(rand_shape(r, 2)) * 10.0 ** r.randint(-30, 30),)),
     "pow_tensor": (lambda a, b: torch.pow(a, b),
                    lambda r: (lambda s: (positive(s), torch.randn(s)))(rand_shape(r, 2))),
     "reciprocal": (lambda a: 2 / a + 1 / a, lambda r: (positive(rand_shape(r, 2)),)),
@@ -298,6 +300,12 @@ def test_pow_of_a_half_is_sqrt_at_special_values(tmp_path):
     model = Fn(lambda a: torch.cat([a ** 0.5, a ** -0.5, a[:1] ** 1.5, a[:1] ** -1.5, a[:1] ** 0.3]))
     got, expected = gptc.compile(model, (x,), workdir=str(tmp_path))(x), model(x)
     assert got[-3:].tolist() == [float("inf"), 0.0, float("inf")]
+    # An exponent not exact in f32 stays in double, as in PyTorch (0.3 rounded to f32 gave
+    # 1e-30 ** 0.3 7 ulp off); a scalar base is rounded to f32 in both.
+    y = torch.tensor([1e-30, 2.0, 12345.678, 0.5, 3e20, 7.0])
+    inexact = Fn(lambda a: torch.cat([a ** 0.3, 0.1 ** a, a ** (1 / 3)]))
+    got_y = gptc.compile(inexact, (y,), workdir=str(tmp_path / "inexact"))(y)
+    assert torch.equal(got_y.view(torch.int32), inexact(y).view(torch.int32)), (got_y, inexact(y))
     assert torch.equal(got.isnan(), expected.isnan())
     ok = ~expected.isnan()
     assert torch.equal(got[ok].view(torch.int32), expected[ok].view(torch.int32)), (got, expected)
@@ -340,10 +348,12 @@ def test_relu_and_clamp_at_signed_zeros_and_nan_bounds(tmp_path):
 
 def test_rank0_inputs_and_integer_sums(tmp_path):
     """A rank-0 input runs (numpy's ascontiguousarray had made it 1-D, and the runtime refused
-    it); an integer sum is one line naming the op, not a verifier's message."""
+    it), and reduces over its dim 0 or -1 as PyTorch allows; an integer sum is one line
+    naming the op, not a verifier's message."""
     x = torch.tensor(0.3)
-    compiled = gptc.compile(Fn(lambda a: a * 2 + 1), (x,), workdir=str(tmp_path / "r0"))
-    assert torch.equal(compiled(x), x * 2 + 1)
+    fn = lambda a: a * 2 + 1 + a.sum(0) + a.amax(-1) + torch.logsumexp(a, 0)  # noqa: E731
+    compiled = gptc.compile(Fn(fn), (x,), workdir=str(tmp_path / "r0"))
+    assert torch.allclose(compiled(x), fn(x))
     with pytest.raises(gptc.GptcError, match=r"^.*unsupported PyTorch op 'aten.sum.dim_IntList' "
                                              r"\(integer and bool reductions are not supported\)"):
         gptc.compile(Fn(lambda i: i.sum(0)), (torch.ones(3, 2, dtype=torch.long),),
