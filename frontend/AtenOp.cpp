@@ -153,6 +153,22 @@ Value mlir::gpt::splat(OpBuilder &b, Location loc, RankedTensorType type, double
   return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a)).getResult();
 }
 
+Value mlir::gpt::scalarOf(OpBuilder &b, Location loc, Type elem, double v) {
+  return splat(b, loc, RankedTensorType::get({}, elem), v);
+}
+
+FailureOr<Value> mlir::gpt::selfAsResult(AtenOp &op, OpBuilder &b) {
+  if (failed(op.require({"self"})))
+    return failure();
+  return convertElementType(b, op.loc(), op.operand("self"), op.resultType().getElementType());
+}
+
+FailureOr<Value> mlir::gpt::floatSelf(AtenOp &op, OpBuilder &b) {
+  if (!isa<FloatType>(op.resultType().getElementType()))
+    return op.unsupported("needs a floating-point tensor");
+  return selfAsResult(op, b);
+}
+
 ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
   return ReductionOrderAttr::get(b.getContext(), order);
 }

@@ -100,6 +100,12 @@ Value convertElementType(OpBuilder &b, Location loc, Value v, Type elemType);
 /// A constant of `type` whose every element is `v` (an integer type truncates it; i1 is
 /// v != 0). Rank 0 for a scalar that broadcasts.
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double v);
+/// The rank-0 splat of `v` in `elem`.
+Value scalarOf(OpBuilder &b, Location loc, Type elem, double v);
+/// The operand `self` in the op's result element type, or an `unsupported` error.
+FailureOr<Value> selfAsResult(AtenOp &op, OpBuilder &b);
+/// The same, for ops whose result must be floating point.
+FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b);
 ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order);
 /// x with each element repeated `repeats` times in place along `dim` (reshape, broadcast,
 /// reshape): repeat_interleave, and the key/value heads of grouped-query attention.

@@ -80,29 +80,20 @@ LogicalResult convertRsub(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out)
 
 /// reciprocal(self) = 1 / self (what `2 / x` and `1 / x` capture as).
 LogicalResult convertReciprocal(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto x = floatSelf(op, b);
+  if (failed(x))
     return failure();
   RankedTensorType type = op.resultType();
-  if (!isa<FloatType>(type.getElementType()))
-    return op.unsupported("needs a floating-point result");
-  auto scalar = RankedTensorType::get({}, type.getElementType());
-  Value one = ConstantOp::create(
-      b, op.loc(), scalar,
-      DenseElementsAttr::get(scalar, b.getFloatAttr(type.getElementType(), 1.0).getValue()));
-  Value x = convertElementType(b, op.loc(), op.operand("self"), type.getElementType());
-  out.push_back(DivOp::create(b, op.loc(), type, one, x));
+  Value one = scalarOf(b, op.loc(), type.getElementType(), 1.0);
+  out.push_back(DivOp::create(b, op.loc(), type, one, *x));
   return success();
 }
 
 template <typename Op> LogicalResult unary(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  Value x = op.operand("self");
-  if (!x)
-    return op.unsupported("missing input");
-  RankedTensorType type = op.resultType();
-  if (!isa<FloatType>(type.getElementType()))
-    return op.unsupported("needs a floating-point tensor");
-  x = convertElementType(b, op.loc(), x, type.getElementType());
-  out.push_back(Op::create(b, op.loc(), type, x));
+  auto x = floatSelf(op, b);
+  if (failed(x))
+    return failure();
+  out.push_back(Op::create(b, op.loc(), op.resultType(), *x));
   return success();
 }
 
@@ -137,23 +128,6 @@ LogicalResult convertMaskedFill(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value>
   out.push_back(MaskedFillOp::create(b, op.loc(), op.resultType(), op.operand("self"),
                                      op.operand("mask"), b.getF64FloatAttr(*value)));
   return success();
-}
-
-Value scalarOf(OpBuilder &b, Location loc, Type elem, double v) {
-  return splat(b, loc, RankedTensorType::get({}, elem), v);
-}
-
-/// `self` in the result's element type.
-FailureOr<Value> selfAsResult(AtenOp &op, OpBuilder &b) {
-  if (failed(op.require({"self"})))
-    return failure();
-  return convertElementType(b, op.loc(), op.operand("self"), op.resultType().getElementType());
-}
-
-FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b) {
-  if (!isa<FloatType>(op.resultType().getElementType()))
-    return op.unsupported("needs a floating-point tensor");
-  return selfAsResult(op, b);
 }
 
 /// The element type PyTorch compares self and other in: its type promotion over the bool,

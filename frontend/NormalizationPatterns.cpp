@@ -41,15 +41,6 @@ RankedTensorType keptType(RankedTensorType type, ArrayRef<int64_t> dims) {
   return type.clone(kept);
 }
 
-/// `self` in the result's floating-point element type, or an unsupported error.
-FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b) {
-  if (failed(op.require({"self"})))
-    return failure();
-  Type elem = op.resultType().getElementType();
-  if (!isa<FloatType>(elem))
-    return op.unsupported("needs a floating-point tensor");
-  return convertElementType(b, op.loc(), op.operand("self"), elem);
-}
 
 LogicalResult convertLayerNorm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"input"})))
