@@ -157,6 +157,9 @@ def main():
                     "shakespeare 3)")
     ap.add_argument("--batch", type=int, help="sequences per step, for every size (default: "
                     "tiny 8, shakespeare 4)")
+    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                    help="the model's attention, for every framework: "
+                    "scaled_dot_product_attention (default) or nanoGPT's spelled-out form")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     for name, known in (("sizes", STEPS), ("frameworks", FRAMEWORKS)):
@@ -175,7 +178,7 @@ def main():
         ap.error(f"--out: no directory {out_dir} to write {os.path.basename(args.out)} in")
     refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)  # gptc: last
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
-               "dropout": args.dropout,
+               "dropout": args.dropout, "attention": args.attention,
                "machine": machine(), "steps": []}
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
@@ -192,7 +195,7 @@ def main():
                               # Many short tiny steps after a long warm-up: on this shared
                               # machine the first ~70 tiny steps of any framework run slower.
                               "--steps", str(timed), "--warmup", str(warmup),
-                              "--dropout", str(args.dropout),
+                              "--dropout", str(args.dropout), "--attention", args.attention,
                               *(["--batch", str(args.batch)] if args.batch else [])])
                 r.setdefault("framework", fw)
                 r.setdefault("size", size)

@@ -111,6 +111,8 @@ def judge(results) -> dict:
                if steps[(s, "gptc")]["batch"] != SIZES[s]["batch"]]
     if results.get("dropout"):
         setting.append(f"dropout {results['dropout']:g}")
+    if results.get("attention", "sdpa") != "sdpa":
+        setting.append(f"{results['attention']} attention")
     cell["setting"] = ", ".join(setting) or "default"
     shakespeare = ratio("shakespeare", "eager")
     judged = shakespeare is not None and not setting
@@ -162,7 +164,7 @@ def check(results) -> None:
         raise ValueError("not a JSON object, so not a results file of bench/run.py")
     need(results, "steps", lambda v: isinstance(v, list), "a list")
     for key, ok, what in (("finished", text, "a string"), ("machine", text, "a string"),
-                          ("dropout", number, "a number"),
+                          ("dropout", number, "a number"), ("attention", text, "a string"),
                           ("matmul", lambda v: isinstance(v, dict), "an object")):
         need(results, key, ok, what, optional=True)
     if (results.get("matmul") or {}).get("gflops"):

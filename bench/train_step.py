@@ -78,6 +78,9 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
+    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                    help="scaled_dot_product_attention (nanoGPT's flash path, the default) or "
+                    "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
     args = ap.parse_args()
     refuse_below(ap, args, threads=1, steps=1, warmup=0, batch=1)
     refuse_dropout(ap, args.dropout)
@@ -88,13 +91,15 @@ def main():
     batch = cfg_args.pop("batch")
     batch = args.batch or batch
     torch.manual_seed(0)
-    cfg = TinyGPTConfig(dropout=args.dropout, bias=False, **cfg_args)
+    cfg = TinyGPTConfig(dropout=args.dropout, bias=False, flash=args.attention == "sdpa",
+                        **cfg_args)
     model = TinyGPT(cfg).train()
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     out = dict(framework=args.framework, size=args.size, batch=batch,
                block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
+               attention=args.attention,
                params=sum(p.numel() for p in model.parameters()))
 
     t0 = time.perf_counter()

@@ -55,6 +55,36 @@ def PlanMemory : Pass<"gpt-plan-memory", "mlir::func::FuncOp"> {
   ];
 }
 
+def RaiseAttention : Pass<"gpt-raise-attention", "mlir::func::FuncOp"> {
+  let summary = "Make attention spelled out with a causal mask buffer one gpt.attention";
+  let description = [{
+    nanoGPT's attention without flash (minGPT's too): softmax of the scaled
+    scores masked with -inf where a tril(ones) buffer is 0, perhaps dropped
+    out, times v. When the buffer's argument carries `gpt.tril_ones` (the
+    capture checked its value) and no intermediate has another reader, the
+    ops become one causal `gpt.attention` with the constant scale, the
+    dropout's p and id and its rng. The raised op sums in attention's own
+    order, so the pass runs at every -O level, right after the conversion.
+
+    Before:
+    ```mlir
+    %kt = gpt.transpose %k {perm = array<i64: 0, 1, 3, 2>}
+    %s = gpt.matmul %q, %kt {...}
+    %a = gpt.mul %s, %c              // %c = gpt.constant dense<0.125> : tensor<f32>
+    %m = gpt.compare %bias, %zero {predicate = "eq"}
+    %f = gpt.masked_fill %a, %m {value = 0xFFF0000000000000 : f64}
+    %p = gpt.softmax %f {dim = 3 : i64, ...}
+    %d = gpt.dropout %p, %rng {id = 1 : i64, p = 1.000000e-01 : f64, train = true}
+    %y = gpt.matmul %d, %v {...}
+    ```
+    After:
+    ```mlir
+    %y, %stats = gpt.attention %q, %k, %v, %rng {dropout_p = 1.000000e-01 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 1.250000e-01 : f64}
+    ```
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def Autodiff : Pass<"gpt-autodiff", "mlir::func::FuncOp"> {
   let summary = "Append the gradient of the loss with respect to every parameter";
   let description = [{

@@ -11,6 +11,9 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   using Mode = PipelineOptions::Mode;
   // aten -> gpt: every captured torch op becomes gpt ops, or a located error.
   pm.addPass(createConvertAtenToGpt());
+  // Attention spelled out with a causal mask buffer becomes gpt.attention (at every -O
+  // level: the raised op sums in its own order).
+  pm.addNestedPass<func::FuncOp>(createRaiseAttention());
   // The f64 twin of the model, for gradient checks.
   if (options.promoteF64)
     pm.addNestedPass<func::FuncOp>(createPromoteF64());

@@ -57,6 +57,10 @@ class TensorSpec:
     # parameters and lifted constants are params too (the weights file holds them) but are
     # never differentiated, updated, clipped or checked for gradient flow.
     trainable: bool = False
+    # A buffer holding tril(ones(N, N)) (nanoGPT's causal mask `bias`): its argument is
+    # marked `gpt.tril_ones`, so that gpt-raise-attention may make the attention it masks
+    # one causal kernel. The compiled model refuses a state_dict that changes it.
+    tril_ones: bool = False
 
 
 @dataclass
@@ -75,6 +79,15 @@ def _dtype(t: torch.dtype, where: str) -> str:
     if t not in _DTYPES:
         raise CaptureError(f"unsupported dtype {t} {where}")
     return _DTYPES[t]
+
+
+def is_tril_ones(t: torch.Tensor) -> bool:
+    """Whether `t` is tril(ones(N, N)), perhaps viewed with leading dims of size 1."""
+    if t.dim() < 2 or t.shape[-1] != t.shape[-2] or any(d != 1 for d in t.shape[:-2]):
+        return False
+    n = t.shape[-1]
+    return bool(torch.equal(t.detach().reshape(n, n).to(torch.float64).cpu(),
+                            torch.tril(torch.ones(n, n, dtype=torch.float64))))
 
 
 def _tensor_type(val, where: str) -> str:
@@ -208,10 +221,12 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
         ty = _tensor_type(val, f"for input '{name}'")
         values[node_name] = [f"%arg{i}"]
         frozen = kind == "param" and not trainable[node_name]
+        tril = frozen and is_tril_ones(weights[name])
         arg_text.append(f'%arg{i}: {ty} {{gpt.kind = "{kind}", gpt.name = "{_escape(name)}"'
-                        + (", gpt.trainable = false" if frozen else "") + "}")
+                        + (", gpt.trainable = false" if frozen else "")
+                        + (", gpt.tril_ones" if tril else "") + "}")
         arg_specs.append(TensorSpec(name, kind, _DTYPES[val.dtype], tuple(val.shape),
-                                    trainable=kind == "param" and not frozen))
+                                    trainable=kind == "param" and not frozen, tril_ones=tril))
     for alias, first in aliases.items():
         values[alias] = values[first]
     tied = {}

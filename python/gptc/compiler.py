@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .capture import Captured, GptcError, capture_in_child, save
+from .capture import Captured, GptcError, capture_in_child, is_tril_ones, save
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -173,11 +173,17 @@ class CompiledModel:
 
         arrays = {}
         trainable = {a.name for a in self.captured.args if a.trainable}  # params only
+
         for n in names:
             if n in state:
                 arrays[n] = array(n, n)
             elif n in trainable:  # a buffer or constant may be missing: torch's state_dict
                 raise GptcError(f"state_dict has no entry '{n}'")  # leaves non-persistent out
+        for a in self.captured.args:  # a causal mask buffer may have been compiled away
+            if getattr(a, "tril_ones", False) and a.name in arrays and not is_tril_ones(
+                    torch.from_numpy(arrays[a.name])):
+                raise GptcError(f"state_dict entry '{a.name}' is not the causal mask "
+                                "(tril of ones) the model was compiled with; recompile it")
 
         for alias, n in self.captured.tied.items():
             if alias in state and n in arrays and not np.array_equal(

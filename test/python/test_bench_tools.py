@@ -105,7 +105,7 @@ def test_bench_refuses_bad_arguments_before_running_anything(tmp_path):
 def test_bench_targets_judges_each_target_at_its_threshold():
     """bench/targets.py, the per-run verdicts of README's targets table: each one flips at its
     threshold, a ratio just under one is not rounded up to it, and only default runs (no
-    dropout, the size's own batch) count toward the Shakespeare-size tally."""
+    dropout, the size's own batch, SDPA) count toward the Shakespeare-size tally."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     from targets import judge, tally
 
@@ -136,8 +136,10 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     assert judge(results(gptc_mib=1000.0))["cell"]["memory"] == "**1000 vs 1000**, **1000 vs 1000**"
     assert judge(results(kernels=165))["cell"]["kernels"] == "54, 165"
     assert judge(results(kernels=166))["cell"]["kernels"] == "54, **166**"
-    for other in (results(batch=16), results(dropout=0.2)):
+    for other in (results(batch=16), results(dropout=0.2), dict(results(), attention="manual")):
         assert not judge(other)["judged"]
+    assert judge(dict(results(), attention="manual"))["cell"]["setting"] == "manual attention"
+    assert judge(dict(results(), attention="sdpa"))["judged"]
     runs = [("a", results()), ("b", results(shakespeare_eager=519.8)),
             ("c", results(batch=16)), ("d", results(dropout=0.2))]
     assert tally(runs) == ["- AVX-512: Shakespeare size at 1.3× eager in 1 of 2 runs by median, "

@@ -37,7 +37,8 @@ def lr_at(it, total=20):
 @pytest.mark.parametrize("bias,flash", [(True, True), (False, True), (True, False)])
 def test_twenty_steps_match_pytorch(bias, flash, tmp_path):
     """flash=False: nanoGPT's manual attention (q k^T scaled, masked_fill where a tril
-    buffer == 0, softmax, dropout, @ v) in place of scaled_dot_product_attention."""
+    buffer == 0, softmax, dropout, @ v) in place of scaled_dot_product_attention, raised
+    to the same attention kernel."""
     torch.manual_seed(0)
     cfg = TinyGPTConfig(bias=bias, dropout=0.0, flash=flash)
     model = TinyGPT(cfg).train()
@@ -47,8 +48,7 @@ def test_twenty_steps_match_pytorch(bias, flash, tmp_path):
                                    check_gradients=True, workdir=str(tmp_path))
     opt = torch_adamw(ref, **ADAMW)
     print(f"\nbias={bias} flash={flash}: {step.num_kernels} kernels per step")
-    if flash:  # the fusion budget (the manual path takes 84: its transposes, mask, softmax)
-        assert step.num_kernels <= 25 * cfg.n_layer + 15
+    assert step.num_kernels <= 25 * cfg.n_layer + 15  # the fusion budget
     for it, (x, y) in enumerate(data):
         lr = lr_at(it)
         loss = step(x, y, lr=lr).item()
@@ -351,22 +351,36 @@ def test_a_llama_style_relative_trains_as_eager_does(tmp_path):
     assert all(torch.equal(t, su[n]) for n, t in fused.state_dict().items())
 
 
-def test_nanogpts_manual_attention_is_bitwise_the_same_unfused(tmp_path):
+def test_nanogpts_manual_attention_is_the_flash_kernel(tmp_path):
     """nanoGPT's attention without flash, at dropout 0.1 (on the attention weights too):
-    -O0 and -O3 give the same losses and parameters over 4 steps; the tril buffer is left
-    as it is."""
+    gpt-raise-attention makes it scaled_dot_product_attention's one causal kernel, so the
+    manual model takes the flash model's kernels and gives its bits, at -O0 and -O3 alike,
+    over 4 steps; the tril buffer is left as it is, and a state_dict that changes it is
+    refused (the compiled step no longer reads it)."""
     torch.manual_seed(0)
     cfg = TinyGPTConfig(flash=False, dropout=0.1)
     model = TinyGPT(cfg).train()
+    flash = TinyGPT(TinyGPTConfig(flash=True, dropout=0.1)).train()
+    masks = {n for n in model.state_dict() if n.endswith(".attn.bias")}
+    assert len(masks) == cfg.n_layer
+    flash.load_state_dict({n: t for n, t in model.state_dict().items() if n not in masks})
     data = batches(4, cfg)
-    steps = [gptc.compile_train_step(model, data[0], workdir=str(tmp_path / f"o{o}"), fuse=o == 3)
-             for o in (0, 3)]
+    steps = [gptc.compile_train_step(m, data[0], workdir=str(tmp_path / name), fuse=fuse)
+             for name, m, fuse in (("o0", model, False), ("o3", model, True),
+                                   ("flash", flash, True))]
+    assert steps[1].num_kernels == steps[2].num_kernels <= 25 * cfg.n_layer + 15
     assert steps[1].num_kernels < steps[0].num_kernels
     for x, y in data:
-        assert torch.equal(steps[0](x, y), steps[1](x, y))
-    unfused, fused = (s.state_dict() for s in steps)
-    assert all(torch.equal(t, unfused[n]) for n, t in fused.items())
-    assert torch.equal(fused["transformer.h.0.attn.bias"], model.transformer.h[0].attn.bias)
+        losses = [s(x, y) for s in steps]
+        assert all(torch.equal(loss, losses[2]) for loss in losses), losses
+    unfused, fused, by_flash = (s.state_dict() for s in steps)
+    assert all(torch.equal(t, unfused[n]) and torch.equal(t, fused[n]) for n, t in by_flash.items())
+    mask = "transformer.h.0.attn.bias"
+    assert torch.equal(fused[mask], model.transformer.h[0].attn.bias)
+    steps[1].load_state_dict(fused)  # the mask as it was: accepted
+    changed = dict(fused, **{mask: torch.ones_like(fused[mask])})
+    with pytest.raises(gptc.GptcError, match=f"'{mask}' is not the causal mask"):
+        steps[1].load_state_dict(changed)
 
 
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
