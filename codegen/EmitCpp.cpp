@@ -474,12 +474,18 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   return success();
 }
 
-/// Inside a loop whose linear index over `shape` is `i`: loads each input of `op`
-/// (broadcast) and evaluates the body's elementwise ops as scalars, in order. Stops at a
-/// trailing gpt.reduce_sum. Returns the C name of every body value it computed.
+/// Inside a loop whose linear index over `shape` is `i`: loads inputs of `op` (broadcast)
+/// and evaluates body ops as scalars, in order. Without `epilogue`, the ops before a
+/// gpt.reduce_sum (or all of them), loading every input but those only the ops after the
+/// sum read; with `epilogue`, the ops after the sum, loading the inputs they read, with
+/// `names` holding the sum's C name. Returns the C name of every body value it computed.
 FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
-                                                               raw_ostream &os, StringRef indent) {
+                                                               raw_ostream &os, StringRef indent,
+                                                               bool epilogue,
+                                                               DenseMap<Value, std::string> names) {
   Block &body = op.getBody().front();
+  ReduceSumOp red = op.getReduction();
+  auto afterSum = [&](Operation *u) { return red && red->isBeforeInBlock(u); };
   // A dropout's [seed, step] is read whole by the dropout, not element by element.
   auto isRng = [](BlockArgument arg) {
     return llvm::all_of(arg.getUsers(), [&](Operation *u) {
@@ -490,13 +496,15 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
   SmallVector<Access> accesses;
   SmallVector<unsigned> loaded; // the inputs read element by element
   for (auto [j, v] : llvm::enumerate(op.getInputs())) {
-    if (isRng(body.getArgument(j)))
+    BlockArgument arg = body.getArgument(j);
+    bool onlyAfter = !arg.use_empty() && llvm::all_of(arg.getUsers(), afterSum);
+    bool readAfter = llvm::any_of(arg.getUsers(), afterSum);
+    if (isRng(arg) || (epilogue ? !readAfter : onlyAfter))
       continue;
     loaded.push_back(j);
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
   }
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
-  DenseMap<Value, std::string> names;
   for (BlockArgument arg : body.getArguments())
     names[arg] = "in" + std::to_string(arg.getArgNumber());
   for (auto [j, off] : llvm::zip(loaded, offs)) {
@@ -506,9 +514,16 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
        << "];\n";
   }
   int64_t next = 0;
+  bool on = !epilogue;
   for (Operation &inner : body.without_terminator()) {
-    if (isa<ReduceSumOp>(inner))
-      break;
+    if (isa<ReduceSumOp>(inner)) {
+      if (on)
+        break;
+      on = true;
+      continue;
+    }
+    if (!on)
+      continue;
     std::optional<std::string> expr = scalarExpr(&inner);
     if (!expr)
       return inner.emitError("internal: '") << inner.getName() << "' inside gpt.fused", failure();
@@ -524,12 +539,12 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
 }
 
 /// One loop over the elements, the body evaluated per element, the yielded values stored;
-/// or, for a body that ends in gpt.reduce_sum, the reduction's loop with the body as the
-/// element it sums (the canonical order, as the unfused reduce_sum).
+/// or, for a body with a gpt.reduce_sum, the reduction's loop with the ops before it as
+/// the element it sums (the canonical order, as the unfused reduce_sum).
 LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   Block &body = op.getBody().front();
   Operation *yield = body.getTerminator();
-  if (auto red = yield->getOperand(0).getDefiningOp<ReduceSumOp>())
+  if (ReduceSumOp red = op.getReduction())
     return emitFusedReduce(op, red, os);
   ArrayRef<int64_t> shape = ttype(op.getResult(0)).getShape();
   int64_t n = ttype(op.getResult(0)).getNumElements();
@@ -613,13 +628,21 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   std::string T = elemType(red.getResult());
   ReduceSplit r = splitReduce(x, red.getDims());
   bool lanes = r.columns;
+  Operation *yield = op.getBody().front().getTerminator();
+  // The sum is the kernel's one result, stored as it is; or the ops after it (its
+  // epilogue) compute the results from it, output by output.
+  bool epilogue = yield->getNumOperands() != 1 || yield->getOperand(0) != red.getResult();
+  std::string into = !epilogue ? "out0" : lanes ? "sum16" : "";
   os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
   os << "    const int64_t base = " << base[0] << ";\n";
+  if (lanes && epilogue)
+    os << "    alignas(64) " << T << " sum16[16];\n";
   if (lanes)
     os << "    gptc::reduce_sum16<" << T << ">(" << r.redN << ", [&](int64_t i, int64_t l) {\n";
   else
-    os << "    out0[i] = gptc::reduce_sum<" << T << ">(" << r.redN << ", [&](int64_t i) {\n";
+    os << "    " << (epilogue ? "const " + T + " sum = " : "out0[i] = ") << "gptc::reduce_sum<"
+       << T << ">(" << r.redN << ", [&](int64_t i) {\n";
   SmallVector<std::string> inner = emitOffsets(os, r.redShape, {{"", 0, r.redStrides}}, "      ");
   os << "      const int64_t e = base + " << inner[0] << (lanes ? " + l" : "") << ";\n"
      << "      {\n        const int64_t i = e;\n";
@@ -627,7 +650,25 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   if (failed(names))
     return failure();
   os << "        return " << names->lookup(red.getX()) << ";\n      }\n    }"
-     << (lanes ? ", out0 + i" : "") << ");\n  }\n";
+     << (lanes ? ", " + into + (epilogue ? "" : " + i") : "") << ");\n";
+  if (epilogue) {
+    // Each output from its sum, in a block of its own (the loop's index names are reused).
+    std::string indent = "      ";
+    if (lanes)
+      os << "    for (int64_t l = 0; l < 16; ++l) {\n      const int64_t i = ib * 16 + l;\n";
+    else
+      os << "    {\n";
+    DenseMap<Value, std::string> sum;
+    sum[red.getResult()] = lanes ? "sum16[l]" : "sum";
+    auto after = emitFusedBody(op, ttype(red.getResult()).getShape(), os, indent,
+                               /*epilogue=*/true, sum);
+    if (failed(after))
+      return failure();
+    for (auto [j, v] : llvm::enumerate(yield->getOperands()))
+      os << indent << "out" << j << "[i] = " << after->lookup(v) << ";\n";
+    os << "    }\n";
+  }
+  os << "  }\n";
   return success();
 }
 

@@ -143,7 +143,9 @@ private:
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
   FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
-                                                        raw_ostream &os, StringRef indent);
+                                                        raw_ostream &os, StringRef indent,
+                                                        bool epilogue = false,
+                                                        DenseMap<Value, std::string> names = DenseMap<Value, std::string>());
   void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                     const Access &src);
   LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);

@@ -44,14 +44,15 @@ int64_t flopsOf(Operation *op) {
         return pairs * (8 * q.getDimSize(3) + 4 * a.getV().getType().getDimSize(3) + 8);
       })
       .Case([](FusedOp f) {
-        // Once per element of the result or, for a body that ends in a sum, per element
-        // summed.
-        Block &body = f.getBody().front();
-        int64_t perElement = 0;
-        for (Operation &inner : body.without_terminator())
-          perElement += isa<BroadcastOp, ConvertOp>(inner) ? 0 : 1;
-        auto sum = body.getTerminator()->getOperand(0).getDefiningOp<ReduceSumOp>();
-        return perElement * (sum ? elements(sum.getX()) : elements(f.getResult(0)));
+        // Once per element of the result or, for the ops before a sum in the body, per
+        // element summed.
+        ReduceSumOp sum = f.getReduction();
+        int64_t total = 0;
+        for (Operation &inner : f.getBody().front().without_terminator())
+          if (!isa<BroadcastOp, ConvertOp, ReduceSumOp>(inner))
+            total += sum && inner.isBeforeInBlock(sum) ? elements(sum.getX())
+                                                       : elements(f.getResult(0));
+        return total + (sum ? elements(sum.getX()) : 0);
       })
       .Case([](HorizontalOp h) {
         int64_t total = 0;

@@ -586,37 +586,65 @@ static LogicalResult verifyKernelRegion(Operation *op, Block &body, ValueRange i
   return success();
 }
 
+ReduceSumOp FusedOp::getReduction() {
+  for (Operation &op : getBody().front().without_terminator())
+    if (auto red = dyn_cast<ReduceSumOp>(op))
+      return red;
+  return {};
+}
+
 LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
   if (failed(verifyKernelRegion(*this, body, getInputs())))
     return failure();
-  auto yield = cast<YieldOp>(body.getTerminator());
   for (Type t : getResultTypes())
     if (cast<RankedTensorType>(t).getShape() != cast<RankedTensorType>(getResultTypes()[0]).getShape())
       return emitOpError("results must share one shape");
-  // A body may end in one gpt.reduce_sum (the kernel's only result); all else is
-  // elementwise over one shape.
+  // The body is elementwise over one shape, or holds one gpt.reduce_sum: the ops before
+  // it over the summed operand's shape (the element the sum adds), the ops after it
+  // over the sum's shape, which the results have.
   ArrayRef<int64_t> space = cast<RankedTensorType>(getResultTypes()[0]).getShape();
-  for (Operation &op : body.without_terminator())
-    if (auto red = dyn_cast<ReduceSumOp>(op)) {
-      if (getNumResults() != 1 || yield.getValues()[0] != red.getResult())
-        return emitOpError("a reduce_sum in the body must be the only result");
-      space = tensorType(red.getX()).getShape();
-    }
+  ReduceSumOp red = getReduction();
+  if (llvm::count_if(body.without_terminator(), [](Operation &op) { return isa<ReduceSumOp>(op); }) > 1)
+    return emitOpError("a body holds one reduce_sum at most");
+  if (red) {
+    if (tensorType(red.getResult()).getShape() != space)
+      return emitOpError("results must have the shape of the reduce_sum in the body");
+    space = tensorType(red.getX()).getShape();
+  }
+  // The prologue's values are elements of the sum: nothing after it reads them.
+  llvm::SmallPtrSet<Operation *, 16> prologue;
+  auto readsPrologue = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      return v.getDefiningOp() && prologue.contains(v.getDefiningOp());
+    });
+  };
+  bool summed = false;
   // The code generator computes each body op one element of `space` at a time, and draws
   // a dropout's mask from the kernel's rng input.
   for (Operation &op : body.without_terminator()) {
     if (op.getNumRegions() || isa<MatmulOp, AttentionOp, ConstantOp>(op))
       return emitOpError("'") << op.getName() << "' cannot be computed one element at a time";
-    if (!isa<ReduceSumOp>(op))
-      for (Type t : op.getResultTypes())
-        if (cast<RankedTensorType>(t).getShape() != space)
-          return emitOpError("body op '") << op.getName() << "' has shape "
-                                          << shapeStr(cast<RankedTensorType>(t).getShape())
-                                          << ", not the kernel's " << shapeStr(space);
+    if (isa<ReduceSumOp>(op)) {
+      summed = true;
+      space = tensorType(red.getResult()).getShape();
+      continue;
+    }
+    if (red && !summed)
+      prologue.insert(&op);
+    else if (readsPrologue(&op))
+      return emitOpError("body op '") << op.getName() << "' after the reduce_sum reads an "
+                                         "element of the sum";
+    for (Type t : op.getResultTypes())
+      if (cast<RankedTensorType>(t).getShape() != space)
+        return emitOpError("body op '") << op.getName() << "' has shape "
+                                        << shapeStr(cast<RankedTensorType>(t).getShape())
+                                        << ", not the kernel's " << shapeStr(space);
     if (auto d = dyn_cast<DropoutOp>(op); d && d.getRng() && !isa<BlockArgument>(d.getRng()))
       return emitOpError("a dropout's rng must be one of the kernel's inputs");
   }
+  if (readsPrologue(body.getTerminator()))
+    return emitOpError("yields an element of the sum");
   return success();
 }
 

@@ -625,9 +625,12 @@ def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
   let description = [{
     The body's ops all produce tensors of one shape; block arguments are the
     operands, read with numpy broadcasting; the yielded values are the
-    results. A body may end in one gpt.reduce_sum, then the kernel's only
-    result: the body is the element the (canonical) sum adds. Each element is computed by the same scalar expressions, in
-    the same order, as the unfused ops, so fusion never changes a bit.
+    results. A body may hold one gpt.reduce_sum: the ops before it (its
+    prologue, of the reduced operand's shape) are the element the (canonical)
+    sum adds, and the ops after it (its epilogue, of the sum's shape) are
+    computed from each finished sum; the results then have the sum's shape.
+    Each element is computed by the same scalar expressions, in the same
+    order, as the unfused ops, so fusion never changes a bit.
 
     ```mlir
     %r = gpt.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
@@ -643,6 +646,10 @@ def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results) $body";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The body's gpt.reduce_sum, if it has one.
+    ReduceSumOp getReduction();
+  }];
 }
 
 def Gpt_HorizontalOp : Gpt_Op<"horizontal", [IsolatedFromAbove]> {

@@ -2,7 +2,10 @@
 //
 // Greedy over program order: a run of consecutive fusible ops with one result
 // shape becomes one gpt.fused op. Consecutive runs only, so moving the ops into
-// a region never reorders anything against the rest of the function.
+// a region never reorders anything against the rest of the function. A
+// reduce_sum joins the run that computes its operand (when nothing else reads
+// the run), and the ops right after it of the sum's shape join it too (its
+// epilogue: RMSNorm's rsqrt of the mean square, say).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -94,27 +97,33 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
     });
     SmallVector<SmallVector<Operation *>> runs;
     SmallVector<Operation *> run;
+    // Set while `run` ends in a reduce_sum: the ops after it that compute from its sum
+    // (its epilogue) join the run while they have the sum's shape.
+    ReduceSumOp sum;
     auto flush = [&] {
       if (run.size() >= 2)
         runs.push_back(run);
       run.clear();
+      sum = {};
     };
     for (Operation &op : getOperation().getBody().front()) {
       // A sum over the run's last value, when nothing else of the run is used elsewhere:
       // the run becomes the element the reduction sums (no intermediate in memory).
-      if (auto red = dyn_cast<ReduceSumOp>(op); red && !run.empty() &&
-                                                red.getX().getDefiningOp() == run.back() &&
-                                                onlyFeeds(run, red)) {
+      // Otherwise the sum starts a run of its own, which its epilogue may join.
+      if (auto red = dyn_cast<ReduceSumOp>(op)) {
+        if (run.empty() || sum || red.getX().getDefiningOp() != run.back() || !onlyFeeds(run, red))
+          flush();
         run.push_back(&op);
-        runs.push_back(run);
-        run.clear();
+        sum = red;
         continue;
       }
       if (!isFusibleElementwise(&op)) {
         flush();
         continue;
       }
-      if (!run.empty() && shapeOf(run.front()) != shapeOf(&op))
+      ArrayRef<int64_t> shape = sum ? shapeOf(sum) : run.empty() ? shapeOf(&op)
+                                                                           : shapeOf(run.front());
+      if (shapeOf(&op) != shape)
         flush();
       run.push_back(&op);
     }

@@ -110,7 +110,7 @@ FusedOp elementwiseReader(Value r, BlockArgument arg) {
       if (user != fused)
         return nullptr;
   }
-  if (!fused || isa<ReduceSumOp>(fused.getBody().front().getTerminator()->getOperand(0).getDefiningOp()))
+  if (!fused || fused.getReduction())
     return nullptr;
   if (llvm::count(fused.getInputs(), operand) != 1 ||
       cast<RankedTensorType>(operand.getType()) != cast<RankedTensorType>(r.getType()))

@@ -5,6 +5,7 @@ result; shapes are drawn from a seeded generator so a failure reproduces.
 """
 import random
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -367,3 +368,40 @@ def test_a_data_dependent_shape_is_one_line(tmp_path):
                                              r"gptc compiles static shapes only$"):
         gptc.compile(Fn(lambda x: x.repeat_interleave(torch.tensor([1, 2]), dim=0)),
                      (torch.randn(2, 3),), workdir=str(tmp_path))
+
+
+class SumEpilogues(torch.nn.Module):
+    """RMSNorm's rsqrt of the mean square (a row sum), a column sum's tanh (16 sums per
+    call), and the epilogue of a sum whose operand is read elsewhere."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(48))
+
+    def forward(self, x):
+        rms = F.rms_norm(x, (x.shape[-1],), self.w)
+        y = x * 2
+        col = torch.tanh(y.sum(0, keepdim=True) * 0.25 + 1)
+        return ((rms + y + col) ** 2).sum()
+
+
+def test_sums_with_an_epilogue_are_bitwise_the_unfused_ones(tmp_path):
+    """gpt-fuse-elementwise puts the ops computed from a finished sum into the sum's
+    kernel; -O3 gives -O0's bits, the loss and the gradient, with fewer kernels."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(0)
+    model, x = SumEpilogues(), torch.randn(5, 48) * 3
+    runs = {}
+    for opt in ("-O0", "-O3"):
+        c = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / opt), "epi-", opt,
+                                               "--grad"))
+        rt = c.runtime
+        runs[opt] = c.num_kernels, dict(zip([r[0] for r in rt.results],
+                                            rt.run([c.input_array("x", x)])))
+    (k0, out0), (k3, out3) = runs["-O0"], runs["-O3"]
+    assert k3 < k0 and set(out0) == set(out3) and "grad.w" in out3
+    for name, value in out0.items():
+        assert np.array_equal(value, out3[name]), name
+    loss = model(x)
+    loss.backward()
+    assert torch.allclose(torch.from_numpy(out3["grad.w"]), model.w.grad, rtol=1e-4, atol=1e-4)

@@ -336,3 +336,43 @@ func.func @fused_matmul(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
   }
   return %y : tensor<4x4xf32>
 }
+
+// -----
+
+func.func @fused_epilogue_reads_prologue(%x: tensor<4x1xf32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{body op 'gpt.add' after the reduce_sum reads an element of the sum}}
+  %y = gpt.fused %x : (tensor<4x1xf32>) -> tensor<4x1xf32> {
+  ^bb0(%a: tensor<4x1xf32>):
+    %p = gpt.mul %a, %a : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+    %s = gpt.reduce_sum %p {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x1xf32>) -> tensor<4x1xf32>
+    %e = gpt.add %s, %p : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+    gpt.yield %e : tensor<4x1xf32>
+  }
+  return %y : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @fused_two_sums(%x: tensor<4x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{a body holds one reduce_sum at most}}
+  %y = gpt.fused %x : (tensor<4x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %s = gpt.reduce_sum %a {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4xf32>
+    %t = gpt.reduce_sum %s {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
+    gpt.yield %t : tensor<f32>
+  }
+  return %y : tensor<f32>
+}
+
+// -----
+
+func.func @fused_sum_result_shape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{results must have the shape of the reduce_sum in the body}}
+  %y = gpt.fused %x : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %s = gpt.reduce_sum %a {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %e = gpt.add %a, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    gpt.yield %e : tensor<4x8xf32>
+  }
+  return %y : tensor<4x8xf32>
+}

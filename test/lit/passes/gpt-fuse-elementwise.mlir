@@ -148,3 +148,51 @@ func.func @clamp_min(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) 
   %6 = gpt.stop_gradient %x : tensor<4x8xf32>
   return %5, %6 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that the ops right after a sum, of the sum's shape, join its kernel (its
+// epilogue: RMSNorm's rsqrt of the mean square), with their scalar operands as inputs;
+// the first op of another shape (the scaling of x) starts a kernel of its own.
+// CHECK-LABEL: func.func @rms_epilogue
+// CHECK: %[[R:.*]] = gpt.fused %arg0, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> tensor<4x1xf32> {
+// CHECK:   gpt.mul
+// CHECK:   gpt.reduce_sum
+// CHECK:   gpt.div
+// CHECK:   gpt.add
+// CHECK:   gpt.rsqrt
+// CHECK:   gpt.yield
+// CHECK: %[[Y:.*]] = gpt.fused %arg0, %[[R]], %arg1
+// CHECK:   gpt.mul
+// CHECK:   gpt.mul
+// CHECK: return %[[Y]]
+func.func @rms_epilogue(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %n = gpt.constant dense<8.000000e+00> : tensor<f32>
+  %eps = gpt.constant dense<1.000000e-05> : tensor<f32>
+  %0 = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %2 = gpt.div %1, %n : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %3 = gpt.add %2, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %4 = gpt.rsqrt %3 : tensor<4x1xf32>
+  %5 = gpt.mul %x, %4 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %6 = gpt.mul %5, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %6 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a sum whose operand is read elsewhere (no prologue) still takes its
+// epilogue, and that the sum and an epilogue value used later are both results.
+// CHECK-LABEL: func.func @bare_sum_epilogue
+// CHECK: %[[Y:.*]] = gpt.mul %arg0, %arg0
+// CHECK-NEXT: %[[F:.*]]:2 = gpt.fused %[[Y]] : (tensor<4x8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+// CHECK:   gpt.reduce_sum
+// CHECK:   gpt.tanh
+// CHECK:   gpt.yield
+// CHECK: return %[[Y]], %[[F]]#0, %[[F]]#1
+func.func @bare_sum_epilogue(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %2 = gpt.tanh %1 : tensor<8xf32>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
