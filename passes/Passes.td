@@ -216,7 +216,10 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     A run whose last value only feeds a gpt.reduce_sum (and nothing else of the
     run is used elsewhere) takes the reduction in as the kernel's result: the
     body becomes the element the canonical sum adds, so the order of the sum is
-    the unfused one. The fused program is bitwise identical to the unfused one
+    the unfused one. The ops right after a reduce_sum (fused or not) that have
+    its shape join its kernel as its epilogue, computed from each finished sum
+    (RMSNorm's rsqrt of the mean square). The fused program is bitwise
+    identical to the unfused one
     (gptc compile -O0 skips this pass). gpt.stop_gradient, which only
     gpt-autodiff reads, is dropped first (unless returned) so that it does not
     cut a run.
