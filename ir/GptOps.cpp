@@ -490,6 +490,35 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
+namespace {
+/// reshape(reduce_sum(x) {keepdim = false}) to the kept shape is reduce_sum(x) {keepdim =
+/// true}: the same sums (the same order, the same row-major layout), with the reduced
+/// dims kept as 1 so that the ops after the sum can join its kernel (gpt-fuse-elementwise's
+/// epilogue; a reshape would end the run).
+struct KeepReducedDims : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter &rewriter) const override {
+    auto sum = op.getX().getDefiningOp<ReduceSumOp>();
+    if (!sum || sum.getKeepdim() || !sum->hasOneUse())
+      return failure();
+    SmallVector<int64_t> kept(sum.getX().getType().getShape());
+    for (int64_t d : sum.getDims())
+      kept[d] = 1;
+    if (op.getType().getShape() != ArrayRef<int64_t>(kept))
+      return failure();
+    rewriter.replaceOpWithNewOp<ReduceSumOp>(op, op.getType(), sum.getX(), sum.getDimsAttr(),
+                                             rewriter.getBoolAttr(true), sum.getOrderAttr());
+    rewriter.eraseOp(sum);
+    return success();
+  }
+};
+} // namespace
+
+void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<KeepReducedDims>(ctx);
+}
+
 LogicalResult TransposeOp::verify() {
   auto x = getX().getType(), r = getType();
   ArrayRef<int64_t> perm = getPerm();

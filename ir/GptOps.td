@@ -433,6 +433,7 @@ def Gpt_ReshapeOp : Gpt_Op<"reshape"> {
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpt_TransposeOp : Gpt_Op<"transpose"> {

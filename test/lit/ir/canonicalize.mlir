@@ -30,3 +30,24 @@ func.func @attention_result_used_directly(%q: tensor<2x5x3x4xf32>, %k: tensor<2x
   %3:2 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
   return %3#0 : tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// Tests that a sum without kept dims, reshaped to the kept shape, keeps its dims (the
+// same sums), and that a sum read elsewhere or reshaped otherwise is left as it is.
+// CHECK-LABEL: func.func @keep_reduced_dims
+// CHECK-NEXT: %[[S:.*]] = gpt.reduce_sum %arg0 {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT: %[[T:.*]] = gpt.reduce_sum %arg0 {dims = array<i64: 1>, keepdim = false
+// CHECK-NEXT: %[[R:.*]] = gpt.reshape %[[T]] : (tensor<4xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT: %[[U:.*]] = gpt.reduce_sum %arg0 {dims = array<i64: 0>, keepdim = false
+// CHECK-NEXT: %[[V:.*]] = gpt.reshape %[[U]] : (tensor<8xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT: return %[[S]], %[[R]], %[[T]], %[[V]]
+func.func @keep_reduced_dims(%x: tensor<4x8xf32>) -> (tensor<4x1xf32>, tensor<4x1xf32>, tensor<4xf32>, tensor<2x4xf32>) {
+  %0 = gpt.reduce_sum %x {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %1 = gpt.reshape %0 : (tensor<4xf32>) -> tensor<4x1xf32>
+  %2 = gpt.reduce_sum %x {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %3 = gpt.reshape %2 : (tensor<4xf32>) -> tensor<4x1xf32>
+  %4 = gpt.reduce_sum %x {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %5 = gpt.reshape %4 : (tensor<8xf32>) -> tensor<2x4xf32>
+  return %1, %3, %2, %5 : tensor<4x1xf32>, tensor<4x1xf32>, tensor<4xf32>, tensor<2x4xf32>
+}
