@@ -474,18 +474,23 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   return success();
 }
 
-/// Inside a loop whose linear index over `shape` is `i`: loads inputs of `op` (broadcast)
-/// and evaluates body ops as scalars, in order. Without `epilogue`, the ops before a
-/// gpt.reduce_sum (or all of them), loading every input but those only the ops after the
-/// sum read; with `epilogue`, the ops after the sum, loading the inputs they read, with
-/// `names` holding the sum's C name. Returns the C name of every body value it computed.
+/// Inside a loop whose linear index over `shape` is `i`: loads the inputs of `op` that
+/// the body ops of `phase` read (broadcast) and evaluates those ops as scalars, in order;
+/// `names` holds the C names of values computed before (the sum, the epilogue's). Names
+/// loaded inputs `<argPrefix>j` and computed values `<valPrefix>n`. The prologue (every op
+/// of a body without a sum) loads every input but those only later phases read. Returns
+/// the C name of every body value known after it.
 FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
                                                                raw_ostream &os, StringRef indent,
-                                                               bool epilogue,
-                                                               DenseMap<Value, std::string> names) {
+                                                               FusedOp::Phase phase,
+                                                               DenseMap<Value, std::string> names,
+                                                               StringRef argPrefix,
+                                                               StringRef valPrefix) {
+  using Phase = FusedOp::Phase;
   Block &body = op.getBody().front();
-  ReduceSumOp red = op.getReduction();
-  auto afterSum = [&](Operation *u) { return red && red->isBeforeInBlock(u); };
+  auto inPhase = [&](Operation *u) {
+    return !isa<ReduceSumOp, YieldOp>(u) && op.phaseOf(u) == phase;
+  };
   // A dropout's [seed, step] is read whole by the dropout, not element by element.
   auto isRng = [](BlockArgument arg) {
     return llvm::all_of(arg.getUsers(), [&](Operation *u) {
@@ -497,32 +502,30 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
   SmallVector<unsigned> loaded; // the inputs read element by element
   for (auto [j, v] : llvm::enumerate(op.getInputs())) {
     BlockArgument arg = body.getArgument(j);
-    bool onlyAfter = !arg.use_empty() && llvm::all_of(arg.getUsers(), afterSum);
-    bool readAfter = llvm::any_of(arg.getUsers(), afterSum);
-    if (isRng(arg) || (epilogue ? !readAfter : onlyAfter))
+    bool read = phase == Phase::Prologue
+                    ? arg.use_empty() || llvm::any_of(arg.getUsers(), [&](Operation *u) {
+                        return isa<ReduceSumOp>(u) || inPhase(u);
+                      })
+                    : llvm::any_of(arg.getUsers(), inPhase);
+    if (isRng(arg) || !read)
       continue;
     loaded.push_back(j);
     accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
   }
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
   for (BlockArgument arg : body.getArguments())
-    names[arg] = "in" + std::to_string(arg.getArgNumber());
+    if (!names.count(arg))
+      names[arg] = "in" + std::to_string(arg.getArgNumber());
   for (auto [j, off] : llvm::zip(loaded, offs)) {
     BlockArgument arg = body.getArgument(j);
-    names[arg] = "a" + std::to_string(j);
-    os << indent << "const " << elemType(arg) << " a" << j << " = in" << j << "[" << off
+    std::string name = (argPrefix + Twine(j)).str();
+    names[arg] = name;
+    os << indent << "const " << elemType(arg) << " " << name << " = in" << j << "[" << off
        << "];\n";
   }
   int64_t next = 0;
-  bool on = !epilogue;
   for (Operation &inner : body.without_terminator()) {
-    if (isa<ReduceSumOp>(inner)) {
-      if (on)
-        break;
-      on = true;
-      continue;
-    }
-    if (!on)
+    if (!inPhase(&inner))
       continue;
     std::optional<std::string> expr = scalarExpr(&inner);
     if (!expr)
@@ -530,7 +533,7 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
     SmallVector<std::string> operands;
     for (Value v : inner.getOperands())
       operands.push_back(names.lookup(v));
-    std::string name = "v" + std::to_string(next++);
+    std::string name = (valPrefix + Twine(next++)).str();
     names[inner.getResult(0)] = name;
     os << indent << "const " << elemType(inner.getResult(0)) << " " << name << " = "
        << substitute(*expr, operands) << ";\n";
@@ -624,14 +627,26 @@ std::string Emitter::outputLoop(int64_t outN, bool blocksOf16) const {
 }
 
 LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os) {
+  using Phase = FusedOp::Phase;
   auto x = red.getX().getType();
   std::string T = elemType(red.getResult());
   ReduceSplit r = splitReduce(x, red.getDims());
   bool lanes = r.columns;
-  Operation *yield = op.getBody().front().getTerminator();
+  Block &body = op.getBody().front();
+  Operation *yield = body.getTerminator();
+  auto phaseOfValue = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def == red.getOperation() ? Phase::Epilogue : op.phaseOf(def);
+  };
   // The sum is the kernel's one result, stored as it is; or the ops after it (its
-  // epilogue) compute the results from it, output by output.
-  bool epilogue = yield->getNumOperands() != 1 || yield->getOperand(0) != red.getResult();
+  // epilogue) compute results from it, output by output; and after a row's sum, the ops
+  // of the row's shape (post) compute results for each element of the row.
+  bool post = llvm::any_of(body.without_terminator(), [&](Operation &o) {
+    return !isa<ReduceSumOp>(o) && op.phaseOf(&o) == Phase::Post;
+  });
+  if (post && (lanes || !FusedOp::sumsRows(red)))
+    return op.emitError("internal: ops after a sum that is not a row's"), failure();
+  bool epilogue = post || yield->getNumOperands() != 1 || yield->getOperand(0) != red.getResult();
   std::string into = !epilogue ? "out0" : lanes ? "sum16" : "";
   os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
@@ -661,11 +676,25 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     DenseMap<Value, std::string> sum;
     sum[red.getResult()] = lanes ? "sum16[l]" : "sum";
     auto after = emitFusedBody(op, ttype(red.getResult()).getShape(), os, indent,
-                               /*epilogue=*/true, sum);
+                               Phase::Epilogue, sum);
     if (failed(after))
       return failure();
     for (auto [j, v] : llvm::enumerate(yield->getOperands()))
-      os << indent << "out" << j << "[i] = " << after->lookup(v) << ";\n";
+      if (phaseOfValue(v) == Phase::Epilogue)
+        os << indent << "out" << j << "[i] = " << after->lookup(v) << ";\n";
+    if (post) {
+      // The row's elements, base + j: each from the row's finished sum and epilogue.
+      os << indent << "GPTC_SIMD for (int64_t j = 0; j < " << r.redN << "; ++j) {\n"
+         << indent << "  const int64_t i = base + j;\n";
+      std::string rowIndent = indent + "  ";
+      auto row = emitFusedBody(op, x.getShape(), os, rowIndent, Phase::Post, *after, "b", "w");
+      if (failed(row))
+        return failure();
+      for (auto [j, v] : llvm::enumerate(yield->getOperands()))
+        if (phaseOfValue(v) == Phase::Post)
+          os << rowIndent << "out" << j << "[i] = " << row->lookup(v) << ";\n";
+      os << indent << "}\n";
+    }
     os << "    }\n";
   }
   os << "  }\n";

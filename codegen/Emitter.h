@@ -142,10 +142,11 @@ private:
   DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask array, in a block loop
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
-  FailureOr<DenseMap<Value, std::string>> emitFusedBody(FusedOp op, ArrayRef<int64_t> shape,
-                                                        raw_ostream &os, StringRef indent,
-                                                        bool epilogue = false,
-                                                        DenseMap<Value, std::string> names = DenseMap<Value, std::string>());
+  FailureOr<DenseMap<Value, std::string>>
+  emitFusedBody(FusedOp op, ArrayRef<int64_t> shape, raw_ostream &os, StringRef indent,
+                FusedOp::Phase phase = FusedOp::Phase::Prologue,
+                DenseMap<Value, std::string> names = DenseMap<Value, std::string>(),
+                StringRef argPrefix = "a", StringRef valPrefix = "v");
   void emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Access &dst,
                     const Access &src);
   LogicalResult emitMatmul(MatmulOp op, raw_ostream &os);

@@ -622,58 +622,85 @@ ReduceSumOp FusedOp::getReduction() {
   return {};
 }
 
+FusedOp::Phase FusedOp::phaseOf(Operation *op) {
+  ReduceSumOp red = getReduction();
+  if (!red || op == red || op->isBeforeInBlock(red))
+    return Phase::Prologue;
+  ArrayRef<int64_t> x = tensorType(red.getX()).getShape();
+  return x != tensorType(red.getResult()).getShape() &&
+                 tensorType(op->getResult(0)).getShape() == x
+             ? Phase::Post
+             : Phase::Epilogue;
+}
+
+bool FusedOp::sumsRows(ReduceSumOp red) {
+  int64_t rank = tensorType(red.getX()).getRank();
+  ArrayRef<int64_t> dims = red.getDims();
+  for (auto [k, d] : llvm::enumerate(dims))
+    if (d != rank - (int64_t)dims.size() + (int64_t)k)
+      return false;
+  return red.getKeepdim();
+}
+
 LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
   if (failed(verifyKernelRegion(*this, body, getInputs())))
     return failure();
-  for (Type t : getResultTypes())
-    if (cast<RankedTensorType>(t).getShape() != cast<RankedTensorType>(getResultTypes()[0]).getShape())
-      return emitOpError("results must share one shape");
-  // The body is elementwise over one shape, or holds one gpt.reduce_sum: the ops before
-  // it over the summed operand's shape (the element the sum adds), the ops after it
-  // over the sum's shape, which the results have.
-  ArrayRef<int64_t> space = cast<RankedTensorType>(getResultTypes()[0]).getShape();
-  ReduceSumOp red = getReduction();
   if (llvm::count_if(body.without_terminator(), [](Operation &op) { return isa<ReduceSumOp>(op); }) > 1)
     return emitOpError("a body holds one reduce_sum at most");
-  if (red) {
-    if (tensorType(red.getResult()).getShape() != space)
-      return emitOpError("results must have the shape of the reduce_sum in the body");
-    space = tensorType(red.getX()).getShape();
+  ReduceSumOp red = getReduction();
+  if (!red) {
+    // Elementwise over one shape, the results'.
+    ArrayRef<int64_t> space = cast<RankedTensorType>(getResultTypes()[0]).getShape();
+    for (Type t : getResultTypes())
+      if (cast<RankedTensorType>(t).getShape() != space)
+        return emitOpError("results must share one shape");
   }
-  // The prologue's values are elements of the sum: nothing after it reads them.
-  llvm::SmallPtrSet<Operation *, 16> prologue;
-  auto readsPrologue = [&](Operation *op) {
-    return llvm::any_of(op->getOperands(), [&](Value v) {
-      return v.getDefiningOp() && prologue.contains(v.getDefiningOp());
-    });
+  // With a reduce_sum: the ops before it over the summed operand's shape (the element
+  // the sum adds), the ops after it over the sum's shape, then (a row's sum only) ops
+  // over the operand's shape again. Results have the sum's shape, or the operand's for
+  // values of that last phase.
+  auto spaceOf = [&](Operation *op) {
+    if (!red)
+      return cast<RankedTensorType>(getResultTypes()[0]).getShape();
+    return phaseOf(op) == Phase::Epilogue ? tensorType(red.getResult()).getShape()
+                                          : tensorType(red.getX()).getShape();
   };
-  bool summed = false;
-  // The code generator computes each body op one element of `space` at a time, and draws
-  // a dropout's mask from the kernel's rng input.
+  bool post = false;
+  // The code generator computes each body op one element of its space at a time, and
+  // draws a dropout's mask from the kernel's rng input.
   for (Operation &op : body.without_terminator()) {
     if (op.getNumRegions() || isa<MatmulOp, AttentionOp, ConstantOp>(op))
       return emitOpError("'") << op.getName() << "' cannot be computed one element at a time";
-    if (isa<ReduceSumOp>(op)) {
-      summed = true;
-      space = tensorType(red.getResult()).getShape();
+    if (isa<ReduceSumOp>(op))
       continue;
-    }
-    if (red && !summed)
-      prologue.insert(&op);
-    else if (readsPrologue(&op))
-      return emitOpError("body op '") << op.getName() << "' after the reduce_sum reads an "
-                                         "element of the sum";
+    Phase phase = red ? phaseOf(&op) : Phase::Prologue;
+    if (phase == Phase::Post && !sumsRows(red))
+      return emitOpError("body op '") << op.getName() << "' after the reduce_sum has the summed "
+                                         "shape, but the sum is not over kept trailing dims";
+    if (phase == Phase::Epilogue && post)
+      return emitOpError("body op '") << op.getName() << "' of the sum's shape follows ops of "
+                                         "the summed shape";
+    post |= phase == Phase::Post;
+    if (phase != Phase::Prologue)
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp(); def && def != red && phaseOf(def) == Phase::Prologue)
+          return emitOpError("body op '") << op.getName() << "' after the reduce_sum reads an "
+                                             "element of the sum";
     for (Type t : op.getResultTypes())
-      if (cast<RankedTensorType>(t).getShape() != space)
+      if (cast<RankedTensorType>(t).getShape() != spaceOf(&op))
         return emitOpError("body op '") << op.getName() << "' has shape "
                                         << shapeStr(cast<RankedTensorType>(t).getShape())
-                                        << ", not the kernel's " << shapeStr(space);
+                                        << ", not the kernel's " << shapeStr(spaceOf(&op));
     if (auto d = dyn_cast<DropoutOp>(op); d && d.getRng() && !isa<BlockArgument>(d.getRng()))
       return emitOpError("a dropout's rng must be one of the kernel's inputs");
   }
-  if (readsPrologue(body.getTerminator()))
-    return emitOpError("yields an element of the sum");
+  if (red)
+    for (Value v : body.getTerminator()->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!def || (def != red && phaseOf(def) == Phase::Prologue))
+        return emitOpError("yields an element of the sum");
+    }
   return success();
 }
 

@@ -629,7 +629,11 @@ def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
     results. A body may hold one gpt.reduce_sum: the ops before it (its
     prologue, of the reduced operand's shape) are the element the (canonical)
     sum adds, and the ops after it (its epilogue, of the sum's shape) are
-    computed from each finished sum; the results then have the sum's shape.
+    computed from each finished sum; the results then have the sum's shape. A
+    sum over the trailing dims that keeps them (a row's sum) may be followed,
+    after its epilogue, by ops of the summed operand's shape (computed for each
+    element of the row from the row's finished sum and epilogue: a
+    normalisation's scaling), whose results have that shape.
     Each element is computed by the same scalar expressions, in the same
     order, as the unfused ops, so fusion never changes a bit.
 
@@ -650,6 +654,14 @@ def Gpt_FusedOp : Gpt_Op<"fused", [IsolatedFromAbove]> {
   let extraClassDeclaration = [{
     /// The body's gpt.reduce_sum, if it has one.
     ReduceSumOp getReduction();
+    /// Where a body op is computed: before the sum (every op of a body without one),
+    /// after it at the sum's shape (from each finished sum), or after it at the summed
+    /// operand's shape (each element of a summed row, from that row's finished sum).
+    enum class Phase { Prologue, Epilogue, Post };
+    Phase phaseOf(Operation *op);
+    /// Whether `red` sums its operand's trailing dims and keeps them as 1: each sum is a
+    /// contiguous row of the operand (a body may then end in ops of the row's shape).
+    static bool sumsRows(ReduceSumOp red);
   }];
 }
 

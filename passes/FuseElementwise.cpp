@@ -5,7 +5,8 @@
 // a region never reorders anything against the rest of the function. A
 // reduce_sum joins the run that computes its operand (when nothing else reads
 // the run), and the ops right after it of the sum's shape join it too (its
-// epilogue: RMSNorm's rsqrt of the mean square, say).
+// epilogue: RMSNorm's rsqrt of the mean square, say); after a row's sum, so do
+// the ops of the summed shape that follow (RMSNorm's scaling of x by it).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -83,6 +84,18 @@ bool onlyFeeds(ArrayRef<Operation *> run, Operation *red) {
   return true;
 }
 
+/// Whether `op` reads a value of `run` computed before `red` (an element of the sum).
+bool readsPrologue(Operation *op, ArrayRef<Operation *> run, ReduceSumOp red) {
+  for (Operation *before : run) {
+    if (before == red)
+      return false;
+    for (Value r : before->getResults())
+      if (llvm::is_contained(op->getOperands(), r))
+        return true;
+  }
+  return false;
+}
+
 struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     if (getOperation().isExternal())
@@ -97,14 +110,17 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
     });
     SmallVector<SmallVector<Operation *>> runs;
     SmallVector<Operation *> run;
-    // Set while `run` ends in a reduce_sum: the ops after it that compute from its sum
-    // (its epilogue) join the run while they have the sum's shape.
+    // Set while `run` ends in a reduce_sum and what follows it: the ops after it that
+    // compute from its sum (its epilogue) join the run while they have the sum's shape;
+    // after a row's sum (trailing dims, kept) then ops of the summed shape (`post`).
     ReduceSumOp sum;
+    bool post = false;
     auto flush = [&] {
       if (run.size() >= 2)
         runs.push_back(run);
       run.clear();
       sum = {};
+      post = false;
     };
     for (Operation &op : getOperation().getBody().front()) {
       // A sum over the run's last value, when nothing else of the run is used elsewhere:
@@ -121,9 +137,19 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
         flush();
         continue;
       }
-      ArrayRef<int64_t> shape = sum ? shapeOf(sum) : run.empty() ? shapeOf(&op)
-                                                                           : shapeOf(run.front());
-      if (shapeOf(&op) != shape)
+      if (sum) {
+        bool ofSum = shapeOf(&op) == shapeOf(sum);
+        bool ofRow = !ofSum && shapeOf(&op) == sum.getX().getType().getShape() &&
+                     FusedOp::sumsRows(sum) &&
+                     !readsPrologue(&op, run, sum);
+        if ((ofSum && !post) || ofRow) {
+          post |= ofRow;
+          run.push_back(&op);
+          continue;
+        }
+        flush();
+      }
+      if (!run.empty() && shapeOf(&op) != shapeOf(run.front()))
         flush();
       run.push_back(&op);
     }

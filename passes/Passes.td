@@ -218,7 +218,9 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     body becomes the element the canonical sum adds, so the order of the sum is
     the unfused one. The ops right after a reduce_sum (fused or not) that have
     its shape join its kernel as its epilogue, computed from each finished sum
-    (RMSNorm's rsqrt of the mean square). The fused program is bitwise
+    (RMSNorm's rsqrt of the mean square); after a row's sum (trailing dims,
+    kept), so do the ops of the row's shape that follow, computed per element
+    from the row's sum (RMSNorm's scaling). The fused program is bitwise
     identical to the unfused one
     (gptc compile -O0 skips this pass). gpt.stop_gradient, which only
     gpt-autodiff reads, is dropped first (unless returned) so that it does not

@@ -366,13 +366,27 @@ func.func @fused_two_sums(%x: tensor<4x8xf32>) -> tensor<f32> {
 
 // -----
 
-func.func @fused_sum_result_shape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{results must have the shape of the reduce_sum in the body}}
+func.func @fused_post_needs_rows(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{body op 'gpt.mul' after the reduce_sum has the summed shape, but the sum is not over kept trailing dims}}
   %y = gpt.fused %x : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
-    %s = gpt.reduce_sum %a {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-    %e = gpt.add %a, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %s = gpt.reduce_sum %a {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+    %e = gpt.mul %a, %s : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
     gpt.yield %e : tensor<4x8xf32>
   }
   return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fused_epilogue_after_post(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>) {
+  // expected-error @+1 {{body op 'gpt.exp' of the sum's shape follows ops of the summed shape}}
+  %y:2 = gpt.fused %x : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    %s = gpt.reduce_sum %a {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %e = gpt.mul %a, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %f = gpt.exp %s : tensor<4x1xf32>
+    gpt.yield %e, %f : tensor<4x8xf32>, tensor<4x1xf32>
+  }
+  return %y#0, %y#1 : tensor<4x8xf32>, tensor<4x1xf32>
 }

@@ -152,21 +152,23 @@ func.func @clamp_min(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) 
 // -----
 
 // Tests that the ops right after a sum, of the sum's shape, join its kernel (its
-// epilogue: RMSNorm's rsqrt of the mean square), with their scalar operands as inputs;
-// the first op of another shape (the scaling of x) starts a kernel of its own.
+// epilogue: RMSNorm's rsqrt of the mean square), with their scalar operands as inputs,
+// and that after a row's sum (trailing dims, kept) so do the ops of the row's shape that
+// follow (the scaling of x): RMSNorm is one kernel, whose results are the rsqrt (read
+// later) and the output. An op of the sum's shape after those ends the kernel.
 // CHECK-LABEL: func.func @rms_epilogue
-// CHECK: %[[R:.*]] = gpt.fused %arg0, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> tensor<4x1xf32> {
+// CHECK: %[[F:.*]]:2 = gpt.fused %arg0, %{{.*}}, %{{.*}}, %arg1 : (tensor<4x8xf32>, tensor<f32>, tensor<f32>, tensor<8xf32>) -> (tensor<4x1xf32>, tensor<4x8xf32>) {
 // CHECK:   gpt.mul
 // CHECK:   gpt.reduce_sum
 // CHECK:   gpt.div
 // CHECK:   gpt.add
 // CHECK:   gpt.rsqrt
+// CHECK:   gpt.mul
+// CHECK:   gpt.mul
 // CHECK:   gpt.yield
-// CHECK: %[[Y:.*]] = gpt.fused %arg0, %[[R]], %arg1
-// CHECK:   gpt.mul
-// CHECK:   gpt.mul
-// CHECK: return %[[Y]]
-func.func @rms_epilogue(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK: %[[E:.*]] = gpt.exp %[[F]]#0
+// CHECK: return %[[F]]#1, %[[E]]
+func.func @rms_epilogue(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>) {
   %n = gpt.constant dense<8.000000e+00> : tensor<f32>
   %eps = gpt.constant dense<1.000000e-05> : tensor<f32>
   %0 = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -176,7 +178,25 @@ func.func @rms_epilogue(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf3
   %4 = gpt.rsqrt %3 : tensor<4x1xf32>
   %5 = gpt.mul %x, %4 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
   %6 = gpt.mul %5, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  return %6 : tensor<4x8xf32>
+  %7 = gpt.exp %4 : tensor<4x1xf32>
+  return %6, %7 : tensor<4x8xf32>, tensor<4x1xf32>
+}
+
+// -----
+
+// Tests that after a column sum (not a row's) an op of the summed shape starts a kernel
+// of its own.
+// CHECK-LABEL: func.func @column_sum_then_scale
+// CHECK: %[[S:.*]] = gpt.fused %arg0 : (tensor<4x8xf32>) -> tensor<1x8xf32>
+// CHECK: %[[Y:.*]] = gpt.fused %arg0, %[[S]]
+// CHECK:   gpt.mul
+// CHECK: return %[[Y]]
+func.func @column_sum_then_scale(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %2 = gpt.mul %x, %1 : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %3 = gpt.exp %2 : tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
 }
 
 // -----
