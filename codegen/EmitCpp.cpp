@@ -488,8 +488,18 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
                                                                StringRef valPrefix) {
   using Phase = FusedOp::Phase;
   Block &body = op.getBody().front();
+  // The ops of the row's shape recompute the values of the sum's elements they read (the
+  // same expressions of the same element: the same bits), and what those read in turn.
+  llvm::SmallPtrSet<Operation *, 16> again;
+  if (phase == Phase::Post)
+    for (Operation &o : llvm::reverse(body.without_terminator()))
+      if (!isa<ReduceSumOp>(o) && (op.phaseOf(&o) == Phase::Post || again.contains(&o)))
+        for (Value v : o.getOperands())
+          if (Operation *def = v.getDefiningOp();
+              def && !isa<ReduceSumOp>(def) && op.phaseOf(def) == Phase::Prologue)
+            again.insert(def);
   auto inPhase = [&](Operation *u) {
-    return !isa<ReduceSumOp, YieldOp>(u) && op.phaseOf(u) == phase;
+    return !isa<ReduceSumOp, YieldOp>(u) && (op.phaseOf(u) == phase || again.contains(u));
   };
   // A dropout's [seed, step] is read whole by the dropout, not element by element.
   auto isRng = [](BlockArgument arg) {

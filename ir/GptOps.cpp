@@ -682,7 +682,8 @@ LogicalResult FusedOp::verify() {
       return emitOpError("body op '") << op.getName() << "' of the sum's shape follows ops of "
                                          "the summed shape";
     post |= phase == Phase::Post;
-    if (phase != Phase::Prologue)
+    // (The ops of the row's shape may read them: the code generator computes them again.)
+    if (phase == Phase::Epilogue)
       for (Value v : op.getOperands())
         if (Operation *def = v.getDefiningOp(); def && def != red && phaseOf(def) == Phase::Prologue)
           return emitOpError("body op '") << op.getName() << "' after the reduce_sum reads an "

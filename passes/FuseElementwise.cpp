@@ -73,24 +73,24 @@ void fuse(ArrayRef<Operation *> run) {
     op->erase();
 }
 
-/// Whether every value of `run` is used only inside `run` or by `red`.
-bool onlyFeeds(ArrayRef<Operation *> run, Operation *red) {
+/// Whether every value of `ops` is used only by ops of `run`.
+bool usedOnlyIn(ArrayRef<Operation *> ops, ArrayRef<Operation *> run) {
   llvm::SmallPtrSet<Operation *, 16> inside(run.begin(), run.end());
-  inside.insert(red);
-  for (Operation *op : run)
+  for (Operation *op : ops)
     for (Operation *user : op->getUsers())
       if (!inside.contains(user))
         return false;
   return true;
 }
 
-/// Whether `op` reads a value of `run` computed before `red` (an element of the sum).
-bool readsPrologue(Operation *op, ArrayRef<Operation *> run, ReduceSumOp red) {
+/// Whether `op` reads a value that an op of `run` before `red` computes (an element of
+/// the sum).
+bool readsElementOf(Operation *op, ArrayRef<Operation *> run, ReduceSumOp red) {
   for (Operation *before : run) {
     if (before == red)
       return false;
-    for (Value r : before->getResults())
-      if (llvm::is_contained(op->getOperands(), r))
+    for (Value v : op->getOperands())
+      if (v.getDefiningOp() == before)
         return true;
   }
   return false;
@@ -110,24 +110,34 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
     });
     SmallVector<SmallVector<Operation *>> runs;
     SmallVector<Operation *> run;
-    // Set while `run` ends in a reduce_sum and what follows it: the ops after it that
-    // compute from its sum (its epilogue) join the run while they have the sum's shape;
-    // after a row's sum (trailing dims, kept) then ops of the summed shape (`post`).
+    // Set while `run` holds a reduce_sum: the ops after it that compute from its sum (its
+    // epilogue) join the run while they have the sum's shape; after a row's sum (trailing
+    // dims, kept), then the ops of the row's shape (`post`), which may also read the
+    // values the sum adds (the code generator computes them again for each element).
     ReduceSumOp sum;
     bool post = false;
     auto flush = [&] {
-      if (run.size() >= 2)
-        runs.push_back(run);
+      // The ops before the sum are the element it adds, computed in the sum's loop and
+      // never stored: if one of their values is read after the kernel, they are a kernel
+      // of their own, and the sum starts another.
+      auto at = sum ? llvm::find(run, sum.getOperation()) : run.end();
+      SmallVector<SmallVector<Operation *>> parts;
+      if (at != run.begin() && at != run.end() && !usedOnlyIn(ArrayRef(run.begin(), at), run))
+        parts = {SmallVector<Operation *>(run.begin(), at), SmallVector<Operation *>(at, run.end())};
+      else
+        parts = {run};
+      for (auto &part : parts)
+        if (part.size() >= 2)
+          runs.push_back(part);
       run.clear();
       sum = {};
       post = false;
     };
     for (Operation &op : getOperation().getBody().front()) {
-      // A sum over the run's last value, when nothing else of the run is used elsewhere:
-      // the run becomes the element the reduction sums (no intermediate in memory).
-      // Otherwise the sum starts a run of its own, which its epilogue may join.
+      // A sum over the run's last value takes the run in as the element it adds (no
+      // intermediate in memory); otherwise it starts a run of its own.
       if (auto red = dyn_cast<ReduceSumOp>(op)) {
-        if (run.empty() || sum || red.getX().getDefiningOp() != run.back() || !onlyFeeds(run, red))
+        if (run.empty() || sum || red.getX().getDefiningOp() != run.back())
           flush();
         run.push_back(&op);
         sum = red;
@@ -140,9 +150,8 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
       if (sum) {
         bool ofSum = shapeOf(&op) == shapeOf(sum);
         bool ofRow = !ofSum && shapeOf(&op) == sum.getX().getType().getShape() &&
-                     FusedOp::sumsRows(sum) &&
-                     !readsPrologue(&op, run, sum);
-        if ((ofSum && !post) || ofRow) {
+                     FusedOp::sumsRows(sum);
+        if ((ofSum && !post && !readsElementOf(&op, run, sum)) || ofRow) {
           post |= ofRow;
           run.push_back(&op);
           continue;

@@ -371,8 +371,9 @@ def test_a_data_dependent_shape_is_one_line(tmp_path):
 
 
 class SumEpilogues(torch.nn.Module):
-    """RMSNorm's rsqrt of the mean square (a row sum), a column sum's tanh (16 sums per
-    call), and the epilogue of a sum whose operand is read elsewhere."""
+    """RMSNorm (a row sum of squares, its rsqrt, the scaling of the row), a column sum's
+    tanh (16 sums per call), the epilogue of a sum whose operand is read elsewhere, and a
+    softmax by hand (the exponentials the sum adds computed again for the division)."""
 
     def __init__(self):
         super().__init__()
@@ -382,26 +383,30 @@ class SumEpilogues(torch.nn.Module):
         rms = F.rms_norm(x, (x.shape[-1],), self.w)
         y = x * 2
         col = torch.tanh(y.sum(0, keepdim=True) * 0.25 + 1)
-        return ((rms + y + col) ** 2).sum()
+        e = torch.exp(x * self.w - (x * self.w).amax(-1, keepdim=True))
+        soft = e / e.sum(-1, keepdim=True)
+        return ((rms + y + col + soft) ** 2).sum()
 
 
 def test_sums_with_an_epilogue_are_bitwise_the_unfused_ones(tmp_path):
     """gpt-fuse-elementwise puts the ops computed from a finished sum into the sum's
-    kernel; -O3 gives -O0's bits, the loss and the gradient, with fewer kernels."""
+    kernel; -O3 gives -O0's bits, the loss alone (where the softmax's exponentials are
+    computed again after its sum) and with the gradient, with fewer kernels."""
     from gptc.compiler import CompiledModel, capture_and_compile
     torch.manual_seed(0)
     model, x = SumEpilogues(), torch.randn(5, 48) * 3
-    runs = {}
-    for opt in ("-O0", "-O3"):
-        c = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / opt), "epi-", opt,
-                                               "--grad"))
-        rt = c.runtime
-        runs[opt] = c.num_kernels, dict(zip([r[0] for r in rt.results],
-                                            rt.run([c.input_array("x", x)])))
-    (k0, out0), (k3, out3) = runs["-O0"], runs["-O3"]
-    assert k3 < k0 and set(out0) == set(out3) and "grad.w" in out3
-    for name, value in out0.items():
-        assert np.array_equal(value, out3[name]), name
+    for grad in ((), ("--grad",)):
+        runs = {}
+        for opt in ("-O0", "-O3"):
+            c = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / (opt + ("-grad" if grad else ""))),
+                                                   "epi-", opt, *grad))
+            rt = c.runtime
+            runs[opt] = c.num_kernels, dict(zip([r[0] for r in rt.results],
+                                                rt.run([c.input_array("x", x)])))
+        (k0, out0), (k3, out3) = runs["-O0"], runs["-O3"]
+        assert k3 < k0 and set(out0) == set(out3) and ("grad.w" in out3) == bool(grad)
+        for name, value in out0.items():
+            assert np.array_equal(value, out3[name]), name
     loss = model(x)
     loss.backward()
     assert torch.allclose(torch.from_numpy(out3["grad.w"]), model.w.grad, rtol=1e-4, atol=1e-4)

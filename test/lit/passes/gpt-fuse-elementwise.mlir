@@ -216,3 +216,39 @@ func.func @bare_sum_epilogue(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x
   %2 = gpt.tanh %1 : tensor<8xf32>
   return %0, %1, %2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that the ops after a row's sum may read the values it adds (softmax spelled out:
+// the exponentials, summed, then divided by the sum): one kernel, which yields only the
+// quotient (the code generator computes the exponentials again for it).
+// CHECK-LABEL: func.func @softmax_by_hand
+// CHECK: %[[F:.*]] = gpt.fused %arg0 : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK:   %[[E:.*]] = gpt.exp
+// CHECK:   %[[S:.*]] = gpt.reduce_sum %[[E]]
+// CHECK:   %[[Q:.*]] = gpt.div %[[E]], %[[S]]
+// CHECK:   gpt.yield %[[Q]]
+// CHECK: return %[[F]]
+func.func @softmax_by_hand(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gpt.exp %x : tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %2 = gpt.div %0, %1 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that when a value the sum adds is read after the kernel, the ops before the sum
+// are a kernel of their own (a lone op stays as it is) and the sum starts another.
+// CHECK-LABEL: func.func @element_read_later
+// CHECK: %[[P:.*]] = gpt.mul %arg0, %arg0
+// CHECK-NEXT: %[[F:.*]] = gpt.fused %[[P]] : (tensor<4x8xf32>) -> tensor<4x1xf32> {
+// CHECK:   gpt.reduce_sum
+// CHECK:   gpt.rsqrt
+// CHECK: return %[[P]], %[[F]]
+func.func @element_read_later(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>) {
+  %0 = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %2 = gpt.rsqrt %1 : tensor<4x1xf32>
+  return %0, %2 : tensor<4x8xf32>, tensor<4x1xf32>
+}
