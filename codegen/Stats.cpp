@@ -44,15 +44,17 @@ int64_t flopsOf(Operation *op) {
         return pairs * (8 * q.getDimSize(3) + 4 * a.getV().getType().getDimSize(3) + 8);
       })
       .Case([](FusedOp f) {
-        // Once per element of the result or, for the ops before a sum in the body, per
-        // element summed.
+        // Once per element of the result or, with a sum in the body, per element summed
+        // (the sum and the ops before it, and after it those of the summed shape) or per
+        // sum (its epilogue).
         ReduceSumOp sum = f.getReduction();
         int64_t total = 0;
         for (Operation &inner : f.getBody().front().without_terminator())
-          if (!isa<BroadcastOp, ConvertOp, ReduceSumOp>(inner))
-            total += sum && inner.isBeforeInBlock(sum) ? elements(sum.getX())
-                                                       : elements(f.getResult(0));
-        return total + (sum ? elements(sum.getX()) : 0);
+          if (!isa<BroadcastOp, ConvertOp>(inner))
+            total += !sum ? elements(f.getResult(0))
+                     : f.phaseOf(&inner) == FusedOp::Phase::Epilogue ? elements(sum.getResult())
+                                                                      : elements(sum.getX());
+        return total;
       })
       .Case([](HorizontalOp h) {
         int64_t total = 0;

@@ -3,10 +3,11 @@
 // Greedy over program order: a run of consecutive fusible ops with one result
 // shape becomes one gpt.fused op. Consecutive runs only, so moving the ops into
 // a region never reorders anything against the rest of the function. A
-// reduce_sum joins the run that computes its operand (when nothing else reads
-// the run), and the ops right after it of the sum's shape join it too (its
-// epilogue: RMSNorm's rsqrt of the mean square, say); after a row's sum, so do
-// the ops of the summed shape that follow (RMSNorm's scaling of x by it).
+// reduce_sum joins the run that computes its operand (unless something after
+// the kernel reads the run's values), and the ops right after it of the sum's
+// shape join it too (its epilogue: RMSNorm's rsqrt of the mean square, say);
+// after a row's sum, so do the ops of the summed shape that follow (RMSNorm's
+// scaling of x by it).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
