@@ -157,6 +157,9 @@ def main():
                     "shakespeare 3)")
     ap.add_argument("--batch", type=int, help="sequences per step, for every size (default: "
                     "tiny 8, shakespeare 4)")
+    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
+                    help="nanoGPT's GPT (default) or a LLaMA-style relative "
+                    "(gptc.testing.llama_style), for every framework")
     ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
                     help="the model's attention, for every framework: "
                     "scaled_dot_product_attention (default) or nanoGPT's spelled-out form")
@@ -168,6 +171,8 @@ def main():
             shown = ", ".join(v or '""' for v in unknown)  # --sizes tiny, names ""
             ap.error(f"--{name}: unknown {shown} (known: {', '.join(known)})")
     refuse_dropout(ap, args.dropout)
+    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
+        ap.error("--model llama: no dropout, and SDPA attention only")
     if args.batch:
         refuse_huge_batch(ap, args.batch, args.sizes.split(","))
     # Now, not after the minutes of the run, whose results would then be lost.
@@ -178,7 +183,7 @@ def main():
         ap.error(f"--out: no directory {out_dir} to write {os.path.basename(args.out)} in")
     refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)  # gptc: last
     results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
-               "dropout": args.dropout, "attention": args.attention,
+               "dropout": args.dropout, "attention": args.attention, "model": args.model,
                "machine": machine(), "steps": []}
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
@@ -196,6 +201,7 @@ def main():
                               # machine the first ~70 tiny steps of any framework run slower.
                               "--steps", str(timed), "--warmup", str(warmup),
                               "--dropout", str(args.dropout), "--attention", args.attention,
+                              "--model", args.model,
                               *(["--batch", str(args.batch)] if args.batch else [])])
                 r.setdefault("framework", fw)
                 r.setdefault("size", size)

@@ -111,6 +111,8 @@ def judge(results) -> dict:
                if steps[(s, "gptc")]["batch"] != SIZES[s]["batch"]]
     if results.get("dropout"):
         setting.append(f"dropout {results['dropout']:g}")
+    if results.get("model", "gpt") != "gpt":
+        setting.append(f"{results['model']} model")
     if results.get("attention", "sdpa") != "sdpa":
         setting.append(f"{results['attention']} attention")
     cell["setting"] = ", ".join(setting) or "default"
@@ -165,6 +167,7 @@ def check(results) -> None:
     need(results, "steps", lambda v: isinstance(v, list), "a list")
     for key, ok, what in (("finished", text, "a string"), ("machine", text, "a string"),
                           ("dropout", number, "a number"), ("attention", text, "a string"),
+                          ("model", text, "a string"),
                           ("matmul", lambda v: isinstance(v, dict), "an object")):
         need(results, key, ok, what, optional=True)
     if (results.get("matmul") or {}).get("gflops"):

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "python"))
 import gptc  # noqa: E402
 from gptc.parity import torch_adamw  # noqa: E402
+from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from _cli import Parser, refuse_below, refuse_dropout  # noqa: E402 (beside this file)
 from run import HYPER, SIZES, refuse_huge_batch  # noqa: E402 (bench/run.py, beside this file)
@@ -78,6 +79,9 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
+    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
+                    help="nanoGPT's GPT (the default) or a LLaMA-style relative (RMSNorm, "
+                    "rotary, grouped-query attention with 2 key/value heads, SwiGLU)")
     ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
                     help="scaled_dot_product_attention (nanoGPT's flash path, the default) or "
                     "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
@@ -91,15 +95,21 @@ def main():
     batch = cfg_args.pop("batch")
     batch = args.batch or batch
     torch.manual_seed(0)
-    cfg = TinyGPTConfig(dropout=args.dropout, bias=False, flash=args.attention == "sdpa",
-                        **cfg_args)
-    model = TinyGPT(cfg).train()
+    if args.model == "llama":
+        if args.dropout or args.attention != "sdpa":
+            ap.error("--model llama: no dropout, and SDPA attention only")
+        cfg = LlamaConfig(n_kv_head=2, **cfg_args)
+        model = LlamaStyle(cfg).train()
+    else:
+        cfg = TinyGPTConfig(dropout=args.dropout, bias=False, flash=args.attention == "sdpa",
+                            **cfg_args)
+        model = TinyGPT(cfg).train()
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     out = dict(framework=args.framework, size=args.size, batch=batch,
                block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
-               attention=args.attention,
+               attention=args.attention, model=args.model,
                params=sum(p.numel() for p in model.parameters()))
 
     t0 = time.perf_counter()

@@ -105,7 +105,7 @@ def test_bench_refuses_bad_arguments_before_running_anything(tmp_path):
 def test_bench_targets_judges_each_target_at_its_threshold():
     """bench/targets.py, the per-run verdicts of README's targets table: each one flips at its
     threshold, a ratio just under one is not rounded up to it, and only default runs (no
-    dropout, the size's own batch, SDPA) count toward the Shakespeare-size tally."""
+    dropout, the size's own batch, SDPA, the GPT) count toward the Shakespeare-size tally."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     from targets import judge, tally
 
@@ -136,8 +136,10 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     assert judge(results(gptc_mib=1000.0))["cell"]["memory"] == "**1000 vs 1000**, **1000 vs 1000**"
     assert judge(results(kernels=165))["cell"]["kernels"] == "54, 165"
     assert judge(results(kernels=166))["cell"]["kernels"] == "54, **166**"
-    for other in (results(batch=16), results(dropout=0.2), dict(results(), attention="manual")):
+    for other in (results(batch=16), results(dropout=0.2), dict(results(), attention="manual"),
+                  dict(results(), model="llama")):
         assert not judge(other)["judged"]
+    assert judge(dict(results(), model="llama"))["cell"]["setting"] == "llama model"
     assert judge(dict(results(), attention="manual"))["cell"]["setting"] == "manual attention"
     assert judge(dict(results(), attention="sdpa"))["judged"]
     runs = [("a", results()), ("b", results(shakespeare_eager=519.8)),
@@ -191,6 +193,10 @@ def test_bench_tools_refuse_bad_arguments_in_one_line(tmp_path, monkeypatch, cap
             ("train_step", [*tiny, "--batch", str(10**12)],
              f"--batch {10**12} at tiny size needs at least "),
             ("run", ["--dropout", "nan"], "--dropout must be in [0, 1), got nan"),
+            ("run", ["--model", "llama", "--attention", "manual"],
+             "--model llama: no dropout, and SDPA attention only"),
+            ("train_step", [*tiny, "--model", "llama", "--dropout", "0.1"],
+             "--model llama: no dropout, and SDPA attention only"),
             ("run", ["--threads", str(most + 1)], f"--threads must be at most {most}, got {most + 1}"),
             ("run", ["--batch", str(10**12), "--sizes", "shakespeare"],
              f"--batch {10**12} at shakespeare size needs at least "),
