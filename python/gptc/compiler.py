@@ -173,7 +173,6 @@ class CompiledModel:
 
         arrays = {}
         trainable = {a.name for a in self.captured.args if a.trainable}  # params only
-
         for n in names:
             if n in state:
                 arrays[n] = array(n, n)
