@@ -133,6 +133,24 @@ def check_losses(results, dropout):
     return lines
 
 
+def model_arguments(ap):
+    """--model and --attention: which model every framework times (train_step.py's too)."""
+    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
+                    help="nanoGPT's GPT (the default) or a LLaMA-style relative "
+                    "(gptc.testing.llama_style: RMSNorm, rotary, grouped-query attention "
+                    "with 2 key/value heads, SwiGLU), for every framework")
+    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                    help="the GPT's attention, for every framework: "
+                    "scaled_dot_product_attention (nanoGPT's flash path, the default) or "
+                    "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
+
+
+def refuse_model_options(ap, args):
+    """ap.error for options the LLaMA-style model does not take (train_step.py's too)."""
+    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
+        ap.error("--model llama: no dropout, and SDPA attention only")
+
+
 def refuse_huge_batch(ap, batch, sizes):
     """ap.error for a --batch whose step at one of `sizes` cannot fit in the machine's memory:
     its activations hold at least a float per token and channel. train_step.py's too."""
@@ -157,12 +175,7 @@ def main():
                     "shakespeare 3)")
     ap.add_argument("--batch", type=int, help="sequences per step, for every size (default: "
                     "tiny 8, shakespeare 4)")
-    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
-                    help="nanoGPT's GPT (default) or a LLaMA-style relative "
-                    "(gptc.testing.llama_style), for every framework")
-    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
-                    help="the model's attention, for every framework: "
-                    "scaled_dot_product_attention (default) or nanoGPT's spelled-out form")
+    model_arguments(ap)
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
     for name, known in (("sizes", STEPS), ("frameworks", FRAMEWORKS)):
@@ -171,8 +184,7 @@ def main():
             shown = ", ".join(v or '""' for v in unknown)  # --sizes tiny, names ""
             ap.error(f"--{name}: unknown {shown} (known: {', '.join(known)})")
     refuse_dropout(ap, args.dropout)
-    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
-        ap.error("--model llama: no dropout, and SDPA attention only")
+    refuse_model_options(ap, args)
     if args.batch:
         refuse_huge_batch(ap, args.batch, args.sizes.split(","))
     # Now, not after the minutes of the run, whose results would then be lost.

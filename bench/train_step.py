@@ -22,7 +22,8 @@ from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from _cli import Parser, refuse_below, refuse_dropout  # noqa: E402 (beside this file)
-from run import HYPER, SIZES, refuse_huge_batch  # noqa: E402 (bench/run.py, beside this file)
+from run import (HYPER, SIZES, model_arguments,  # noqa: E402 (bench/run.py, beside this file)
+                 refuse_huge_batch, refuse_model_options)
 
 
 def count_eager_kernels(model, opt, x, y):
@@ -79,15 +80,11 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="the model's dropout (nanoGPT's shakespeare_char trains with 0.2)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the size's)")
-    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
-                    help="nanoGPT's GPT (the default) or a LLaMA-style relative (RMSNorm, "
-                    "rotary, grouped-query attention with 2 key/value heads, SwiGLU)")
-    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
-                    help="scaled_dot_product_attention (nanoGPT's flash path, the default) or "
-                    "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
+    model_arguments(ap)
     args = ap.parse_args()
     refuse_below(ap, args, threads=1, steps=1, warmup=0, batch=1)
     refuse_dropout(ap, args.dropout)
+    refuse_model_options(ap, args)
     if args.batch:
         refuse_huge_batch(ap, args.batch, [args.size])
     torch.set_num_threads(args.threads)
@@ -96,8 +93,6 @@ def main():
     batch = args.batch or batch
     torch.manual_seed(0)
     if args.model == "llama":
-        if args.dropout or args.attention != "sdpa":
-            ap.error("--model llama: no dropout, and SDPA attention only")
         cfg = LlamaConfig(n_kv_head=2, **cfg_args)
         model = LlamaStyle(cfg).train()
     else:

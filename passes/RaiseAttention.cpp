@@ -91,7 +91,7 @@ bool isCausalMask(Value mask, int64_t t) {
     bias = eq.getRhs();
   else if (splatValue(eq.getRhs()) != 0.0)
     return false;
-  // Leading blocks of the buffer: slices from 0 by 1 (on a dim of size 1, any slice).
+  // A leading block of the buffer: slices from 0 by 1.
   while (auto s = bias.getDefiningOp<SliceOp>()) {
     if (s.getStart() != 0 || s.getStep() != 1)
       return false;
