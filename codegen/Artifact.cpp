@@ -263,9 +263,14 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     auto kindAttr = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
     std::string name = nameAttr ? nameAttr.getValue().str() : "arg" + std::to_string(i);
     std::string kind = kindAttr ? kindAttr.getValue().str() : std::string("input");
-    signatureLine(kind, name, arg.getType());
+    // A causal mask that gpt-raise-attention compiled into attention: the kernels no longer
+    // read it, so the runtime checks that it still holds tril(ones) (docs/artifact.md).
+    const bool trilOnes = kind == "param" && fn.getArgAttr(i, "gpt.tril_ones");
+    signatureLine(trilOnes ? kind + "+tril_ones" : kind, name, arg.getType());
     llvm::json::Object spec = tensorSpec(name, arg.getType());
     spec["kind"] = kind;
+    if (trilOnes)
+      spec["tril_ones"] = true;
     args.push_back(std::move(spec));
   }
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {

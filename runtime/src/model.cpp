@@ -173,6 +173,45 @@ void* dlopen_private(const std::string& bytes, const std::string& path, const st
   return lib;
 }
 
+// Where `data` (a tensor of `spec`) is not tril(ones) over its last two dims, which a
+// tril_ones param must hold: "element [i, j] is not 1"; empty where it is that.
+std::string not_tril_ones(const TensorSpec& spec, const void* data) {
+  if (spec.shape.size() < 2) return "it has rank " + std::to_string(spec.shape.size());
+  const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back();
+  const int64_t mats = rows * cols ? spec.numel / (rows * cols) : 0;
+  // Index of the first element that is not what tril(ones) holds there, or -1.
+  auto first_wrong = [&](auto at) -> int64_t {
+    for (int64_t m = 0, k = 0; m < mats; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j, ++k)
+          if (at(k) != (j <= i ? 1.0 : 0.0)) return k;
+    return -1;
+  };
+  int64_t k = -1;
+  if (spec.dtype == "f32") {
+    k = first_wrong([p = static_cast<const float*>(data)](int64_t e) { return double(p[e]); });
+  } else if (spec.dtype == "f64") {
+    k = first_wrong([p = static_cast<const double*>(data)](int64_t e) { return p[e]; });
+  } else if (spec.dtype == "bf16") {  // the upper half of an f32
+    k = first_wrong([p = static_cast<const uint16_t*>(data)](int64_t e) {
+      const uint32_t bits = uint32_t(p[e]) << 16;
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      return double(f);
+    });
+  } else if (spec.dtype == "i64") {
+    k = first_wrong([p = static_cast<const int64_t*>(data)](int64_t e) { return double(p[e]); });
+  } else {  // i1: one byte
+    k = first_wrong([p = static_cast<const uint8_t*>(data)](int64_t e) { return double(p[e]); });
+  }
+  if (k < 0) return "";
+  std::vector<int64_t> index(spec.shape.size());
+  for (size_t d = index.size(), rest = size_t(k); d-- > 0; rest /= size_t(spec.shape[d]))
+    index[d] = int64_t(rest % size_t(spec.shape[d]));
+  const bool one = index.back() <= index[index.size() - 2];
+  return "element " + shape_str(index) + " is not " + (one ? "1" : "0");
+}
+
 // The manifest's arena, arguments and results (gptc/signature.h's lines) against those the
 // library was built for, where it says (gptc_signature; libraries from before it existed
 // do not): the first line that differs is the error.
@@ -288,6 +327,11 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     TensorSpec s = parse_spec(a, where, mpath);
     const bool hasKind = a.is_object() && a.contains("kind") && a["kind"].is_string();
     const std::string kind = hasKind ? a["kind"].get<std::string>() : "";
+    if (a.is_object() && a.contains("tril_ones")) {
+      if (!a["tril_ones"].is_boolean() || kind != "param")
+        throw bad(where + ": \"tril_ones\" must be a boolean of a \"param\"");
+      s.tril_ones = a["tril_ones"].get<bool>();
+    }
     if (kind == "param" || kind == "state") {
       // Both persist between runs; "state" (optimizer moments) starts at zero when the
       // weights file does not hold it.
@@ -357,9 +401,13 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (int v = abi(); v != 1)
     throw Error(lpath + ": entry ABI version " + std::to_string(v) + ", this runtime needs 1");
   std::vector<std::string> kinds;  // each argument's, in the manifest's order
-  for (size_t a = 0; a < impl.arg_is_param.size(); ++a)
-    kinds.push_back(!impl.arg_is_param[a] ? "input"
-                    : impl.param_is_state[impl.arg_index[a]] ? "state" : "param");
+  for (size_t a = 0; a < impl.arg_is_param.size(); ++a) {
+    const size_t i = impl.arg_index[a];
+    kinds.push_back(!impl.arg_is_param[a]       ? "input"
+                    : impl.param_is_state[i]    ? "state"
+                    : model->params_[i].tril_ones ? "param+tril_ones"
+                                                : "param");
+  }
   check_signature(*model, kinds, impl.lib, mpath, lpath);
 
   // --- weights.safetensors -------------------------------------------------------------
@@ -391,14 +439,19 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
       impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
       double* wide = static_cast<double*>(impl.param_bufs.back().get());
       for (int64_t k = 0; k < p.numel; ++k) wide[k] = narrow[k];
-      continue;
+    } else {
+      if (t->dtype != want)
+        throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
+                    " but the manifest says " + p.dtype + " (" + want + ")");
+      if (verifyOnly) continue;
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
+      reader.read(*t, impl.param_bufs.back().get());
     }
-    if (t->dtype != want)
-      throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
-                  " but the manifest says " + p.dtype + " (" + want + ")");
-    if (verifyOnly) continue;
-    impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
-    reader.read(*t, impl.param_bufs.back().get());
+    if (p.tril_ones)
+      if (std::string why = not_tril_ones(p, impl.param_bufs.back().get()); !why.empty())
+        throw Error(reader.path() + ": tensor '" + p.name + "' is not the causal mask "
+                    "tril(ones) the model's attention was compiled for (" + why +
+                    "); compile the model again with these weights");
   }
 
   if (!verifyOnly) impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
@@ -424,6 +477,14 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
     args[a] = impl.arg_is_param[a] ? impl.param_bufs[impl.arg_index[a]].get()
                                    : const_cast<void*>(inputs[impl.arg_index[a]]);
   std::lock_guard<std::mutex> lock(impl.run_mutex);
+  // The attention kernels assume a tril_ones param's value and do not read it: one that a
+  // caller has overwritten since the load is refused, not silently ignored.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].tril_ones)
+      if (std::string why = not_tril_ones(params_[i], impl.param_bufs[i].get()); !why.empty())
+        throw Error(dir_ + ": run: param '" + params_[i].name + "' no longer holds the causal "
+                    "mask tril(ones) the model's attention was compiled for (" + why +
+                    "); restore it, or compile the model again with the new mask");
   if (const char* problem = impl.entry(args.data(), results.data(), impl.arena.get()))
     throw Error(std::string("run failed: ") + problem);
 }

@@ -45,7 +45,9 @@ def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     assert all(r["batch"] == 4 for r in steps.values()), steps
     assert steps["gptc"]["tokens_per_s"] == approx(4 * 64 / (steps["gptc"]["ms_median"] / 1e3))
     assert steps["gptc"]["kernels_per_step"] <= 25 * 2 + 15
-    assert steps["gptc"]["first_loss"] == steps["compile"]["first_loss"]
+    # torch.compile's kernels round as the host's vector width has them: equal to gptc's first
+    # loss on the kind's Zen 3s and Zen 4s, one ulp apart on a Zen 2 (4.1904664 vs 4.1904659).
+    assert steps["gptc"]["first_loss"] == approx(steps["compile"]["first_loss"], rel=1e-6)
     assert results["matmul"]["gflops"] > 0 and results["sgemm_openblas"]["gflops"] > 0
     # Which machine: the kind's Zen 3s and Zen 4s differ in the kernels' vector forms.
     flags = open("/proc/cpuinfo").read()

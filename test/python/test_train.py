@@ -1,6 +1,7 @@
 """Training steps compiled by gptc: parity with PyTorch, determinism, checkpoints,
 gradient checks and the gradient-flow arbiter."""
 import copy
+import json
 import os
 import platform
 import subprocess
@@ -398,6 +399,18 @@ def test_nanogpts_manual_attention_is_the_flash_kernel(tmp_path):
     changed = dict(fused, **{mask: torch.ones_like(fused[mask])})
     with pytest.raises(gptc.GptcError, match=f"'{mask}' is not the causal mask"):
         steps[1].load_state_dict(changed)
+    # Below the Python API, in the runtime's own buffer (as a deployment binary could): the
+    # manifest marks the masks, and the runtime refuses the run before any kernel.
+    with open(os.path.join(steps[1].artifact_dir, "manifest.json")) as f:
+        marked = {a["name"] for a in json.load(f)["args"] if a.get("tril_ones")}
+    assert marked == masks
+    steps[1].model.set_param(mask, np.ones(tuple(fused[mask].shape), dtype=np.float32))
+    with pytest.raises(gptc.GptcError, match=f"run: param '{mask}' no longer holds the causal "
+                       r"mask tril\(ones\).*\(element \[0, 0, 0, 1\] is not 0\)"):
+        steps[1](*data[0])
+    assert steps[1].num_steps == len(data)
+    steps[1].model.set_param(mask, fused[mask].numpy())
+    steps[1](*data[0])
 
 
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):

@@ -61,6 +61,16 @@ void spit(const fs::path& p, const std::string& s) {
   f << s;
 }
 
+// Builds <d>/kernels.cpp into <d>/kernels.so as the code generator does; the command, or
+// empty on success.
+std::string compile_kernels(const fs::path& d) {
+  std::string cmd = std::string(GPTC_TEST_CXX) +
+                    " -std=c++17 -O2 -shared -fPIC -ffp-contract=off -I" +
+                    GPTC_TEST_RUNTIME_INCLUDE + " " + (d / "kernels.cpp").string() + " -o " +
+                    (d / "kernels.so").string();
+  return std::system(cmd.c_str()) == 0 ? "" : cmd;
+}
+
 // One compiled artifact shared by all tests (compiling takes a second).
 class RuntimeTest : public ::testing::Test {
  protected:
@@ -72,11 +82,7 @@ class RuntimeTest : public ::testing::Test {
     spit(d / "manifest.json", kManifest);
     std::vector<float> w = {1, 2, 3, 4, 5, 6};
     st::write((d / "weights.safetensors").string(), {{"w", "F32", {2, 3}, w.data()}});
-    std::string cmd = std::string(GPTC_TEST_CXX) +
-                      " -std=c++17 -O2 -shared -fPIC -ffp-contract=off -I" +
-                      GPTC_TEST_RUNTIME_INCLUDE + " " + (d / "kernels.cpp").string() + " -o " +
-                      (d / "kernels.so").string();
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ASSERT_EQ(compile_kernels(d), "");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -418,4 +424,85 @@ TEST_F(RuntimeTest, OneInPlaceModelPerLibrary) {
   // With private copies, any number.
   auto a = gptc::rt::Model::load(dir_->string()), b = gptc::rt::Model::load(dir_->string());
   EXPECT_NE(a->symbol("gptc_entry"), b->symbol("gptc_entry"));
+}
+
+// A causal mask that gpt-raise-attention compiled into attention is a param the kernels no
+// longer read ("tril_ones" in the manifest): weights, or a caller's write through
+// param_data, that change it would otherwise be silently ignored.
+TEST(RuntimeMask, TrilOnesParamChecked) {
+  char tmpl[] = "/tmp/gptc_rt_maskXXXXXX";
+  const fs::path d = mkdtemp(tmpl);
+  spit(d / "kernels.cpp", R"(#include "gptc/prelude.h"
+GPTC_EXPORT int gptc_entry_abi(void) { return 1; }
+GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, void*) {
+  *(float*)results[0] = *(const float*)args[1];  // the mask is compiled in: not read
+  return nullptr;
+}
+GPTC_EXPORT const char* gptc_signature(void) {
+  return "arena 0\nparam+tril_ones f32 [1, 3, 3] mask\ninput f32 [1] x\nresult f32 [1] y";
+}
+)");
+  ASSERT_EQ(compile_kernels(d), "");
+  const std::string manifest = R"({"format": "gptc-artifact", "version": 1, "arena_bytes": 0,
+  "args": [ {"name": "mask", "kind": "param", "dtype": "f32", "shape": [1, 3, 3], "tril_ones": true},
+            {"name": "x", "kind": "input", "dtype": "f32", "shape": [1]} ],
+  "results": [ {"name": "y", "dtype": "f32", "shape": [1]} ]})";
+  spit(d / "manifest.json", manifest);
+  std::vector<float> tril = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+  auto weights = [&](const std::vector<float>& mask) {
+    st::write((d / "weights.safetensors").string(), {{"mask", "F32", {1, 3, 3}, mask.data()}});
+  };
+  auto error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const gptc::rt::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  weights(tril);
+  auto m = gptc::rt::Model::load(d.string());
+  EXPECT_TRUE(m->params()[0].tril_ones);
+  float x = 5, y = 0;
+  m->run({&x}, {&y});
+  EXPECT_EQ(y, 5.0f);
+
+  // Overwritten after the load: every run refuses it until it is tril(ones) again.
+  float* mask = static_cast<float*>(m->param_data("mask"));
+  mask[1] = 1;  // [0, 0, 1], above the diagonal
+  std::string e = error_of([&] { m->run({&x}, {&y}); });
+  EXPECT_NE(e.find(d.string() + ": run: param 'mask' no longer holds the causal mask tril(ones) "
+                   "the model's attention was compiled for (element [0, 0, 1] is not 0); "
+                   "restore it, or compile the model again with the new mask"),
+            std::string::npos) << e;
+  mask[1] = -0.0f;  // the value 0, as torch.equal sees it
+  mask[8] = 0.5f;
+  e = error_of([&] { m->run({&x}, {&y}); });
+  EXPECT_NE(e.find("(element [0, 2, 2] is not 1)"), std::string::npos) << e;
+  mask[8] = 1;
+  EXPECT_NO_THROW(m->run({&x}, {&y}));
+
+  // In the weights file.
+  std::vector<float> upper = tril;
+  upper[3] = 0;  // [0, 1, 0]
+  weights(upper);
+  e = error_of([&] { gptc::rt::Model::load(d.string()); });
+  EXPECT_NE(e.find("weights.safetensors: tensor 'mask' is not the causal mask tril(ones) the "
+                   "model's attention was compiled for (element [0, 1, 0] is not 1); compile "
+                   "the model again with these weights"), std::string::npos) << e;
+  weights(tril);
+
+  // A manifest that drops the flag is not the library's; one that spells it wrong is refused.
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = manifest;
+    text.replace(text.find(from), from.size(), to);
+    spit(d / "manifest.json", text);
+    return error_of([&] { gptc::rt::Model::load(d.string()); });
+  };
+  e = edited(", \"tril_ones\": true", "");
+  EXPECT_NE(e.find("says 'param f32 [1, 3, 3] mask' where " + (d / "kernels.so").string() +
+                   " was built for 'param+tril_ones f32 [1, 3, 3] mask'"), std::string::npos) << e;
+  e = edited("\"tril_ones\": true", "\"tril_ones\": 1");
+  EXPECT_NE(e.find("args[0]: \"tril_ones\" must be a boolean of a \"param\""), std::string::npos) << e;
+  fs::remove_all(d);
 }

@@ -33,6 +33,10 @@ struct TensorSpec {
   std::vector<int64_t> shape;  // [] for a scalar
   int64_t numel = 1;           // product of shape (1 for a scalar)
   size_t nbytes = 0;           // numel * dtype_size(dtype)
+  // A param the kernels assume holds tril(ones) over its last two dims: a causal mask that
+  // gpt-raise-attention compiled into attention, which no longer reads it. The runtime
+  // refuses weights, and runs, where it holds anything else.
+  bool tril_ones = false;
 };
 
 // Bytes per element of a manifest dtype; throws Error for an unknown one.
@@ -72,8 +76,9 @@ class Model {
   void set_num_threads(int n);
 
   // The runtime-owned buffer of a parameter (64-byte aligned, params()[i].nbytes long);
-  // read or overwrite it between runs (not while another thread runs this Model). Throws
-  // Error for an unknown name.
+  // read or overwrite it between runs (not while another thread runs this Model; a
+  // tril_ones param must keep its value, or run() refuses). Throws Error for an unknown
+  // name.
   void* param_data(const std::string& name);
   const void* param_data(const std::string& name) const;
 

@@ -25,7 +25,8 @@ inline std::string shape_text(const std::vector<int64_t>& shape) {
 
 inline std::string signature_arena(uint64_t bytes) { return "arena " + std::to_string(bytes); }
 
-// role: an argument's kind ("param", "state", "input") or "result".
+// role: an argument's kind ("param", "state", "input") or "result"; a param that must hold
+// a causal mask (the manifest's "tril_ones") is "param+tril_ones".
 inline std::string signature_tensor(const std::string& role, const std::string& dtype,
                                     const std::vector<int64_t>& shape, const std::string& name) {
   return role + " " + dtype + " " + shape_text(shape) + " " + name;
