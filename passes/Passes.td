@@ -60,7 +60,9 @@ def RaiseAttention : Pass<"gpt-raise-attention", "mlir::func::FuncOp"> {
   let description = [{
     nanoGPT's attention without flash (minGPT's too): softmax of the scaled
     scores masked with -inf where a tril(ones) buffer is 0, perhaps dropped
-    out, times v. When the buffer's argument carries `gpt.tril_ones` (the
+    out, times v, at rank 4 ([B, H, T, D]) or, one head of a model whose heads
+    are modules (Karpathy's lecture GPT), at rank 3 ([B, T, D]: attention on
+    [B, 1, T, D] between reshapes). When the buffer's argument carries `gpt.tril_ones` (the
     capture checked its value) and no intermediate has another reader, the
     ops become one causal `gpt.attention` with the constant scale, the
     dropout's p and id and its rng. The raised op sums in attention's own

@@ -17,6 +17,10 @@
 //   %d = gpt.dropout %p, %rng {id, p}   (optional)
 //   %y = gpt.matmul %d, %v
 //
+// Karpathy's lecture GPT spells it per head, with q, k, v of [B, T, D] and a
+// [N, N] buffer (`wei = q @ k.transpose(-2, -1) * C**-0.5`, `tril[:T, :T] == 0`):
+// the same ops at rank 3, raised to attention on [B, 1, T, D] between reshapes.
+//
 // This pass makes it the one op it means, gpt.attention {is_causal, scale = c,
 // dropout_p = p, id}, which the code generator runs as one tiled online-softmax
 // kernel (and its gradient as one more) instead of the [B, H, T, T] scores,
@@ -151,29 +155,51 @@ LogicalResult raise(MatmulOp pv) {
     return failure();
   dead.push_back(qk);
   Value q = qk.getLhs(), k = qk.getRhs(), v = pv.getRhs();
+  auto qt = cast<RankedTensorType>(q.getType());
+  const int64_t rank = qt.getRank();
+  if (rank != 3 && rank != 4)
+    return failure();
   if (!qk.getTransposeRhs()) {
     auto t = k.getDefiningOp<TransposeOp>();
-    if (!t || t.getPerm() != ArrayRef<int64_t>{0, 1, 3, 2})
+    if (!t || t.getPerm() != (rank == 4 ? ArrayRef<int64_t>{0, 1, 3, 2}
+                                        : ArrayRef<int64_t>{0, 2, 1}))
       return failure();
     if (t->hasOneUse())
       dead.push_back(t);
     k = t.getX();
   }
-  auto qt = cast<RankedTensorType>(q.getType());
   auto kt = cast<RankedTensorType>(k.getType());
   auto vt = cast<RankedTensorType>(v.getType());
-  if (qt.getRank() != 4 || kt.getShape() != qt.getShape() || vt.getRank() != 4 ||
-      vt.getShape().take_front(3) != qt.getShape().take_front(3) ||
-      !isCausalMask(fill.getMask(), qt.getDimSize(2)))
+  if (kt.getShape() != qt.getShape() || vt.getRank() != rank ||
+      vt.getShape().drop_back() != qt.getShape().drop_back() ||
+      !isCausalMask(fill.getMask(), qt.getDimSize(rank - 2)))
     return failure();
   Operation *maskOp = fill.getMask().getDefiningOp();
 
+  // One head's q, k, v [B, T, D] (a model whose heads are modules of their own, as in
+  // Karpathy's lecture GPT) are attention's [B, 1, T, D]: reshapes, which move nothing.
   OpBuilder b(pv);
+  auto headType = [&](Type type) {
+    auto t = cast<RankedTensorType>(type);
+    return rank == 4 ? t
+                     : RankedTensorType::get({t.getDimSize(0), 1, t.getDimSize(1),
+                                              t.getDimSize(2)}, t.getElementType());
+  };
+  auto oneHead = [&](Value x) -> Value {
+    return rank == 4 ? x : ReshapeOp::create(b, pv.getLoc(), headType(x.getType()), x);
+  };
+  q = oneHead(q);
+  k = oneHead(k);
+  v = oneHead(v);
+  auto yType = headType(pv.getType());
   auto attention = AttentionOp::create(
-      b, pv.getLoc(), pv.getType(), AttentionOp::statsType(qt), q, k, v, rng,
-      b.getBoolAttr(true), b.getF64FloatAttr(dropoutP), b.getF64FloatAttr(scale),
+      b, pv.getLoc(), yType, AttentionOp::statsType(cast<RankedTensorType>(q.getType())), q, k,
+      v, rng, b.getBoolAttr(true), b.getF64FloatAttr(dropoutP), b.getF64FloatAttr(scale),
       b.getI64IntegerAttr(id), orderAttr(b, ReductionOrder::OnlineBlock32), /*bthd=*/nullptr);
-  pv.getResult().replaceAllUsesWith(attention.getResult());
+  Value y = attention.getResult();
+  if (rank == 3)
+    y = ReshapeOp::create(b, pv.getLoc(), pv.getType(), y);
+  pv.getResult().replaceAllUsesWith(y);
   for (Operation *op : dead) // users first
     op->erase();
   if (maskOp->use_empty()) // the mask is shared by every layer: the last one takes it

@@ -413,6 +413,93 @@ def test_nanogpts_manual_attention_is_the_flash_kernel(tmp_path):
     steps[1](*data[0])
 
 
+class LectureGPT(nn.Module):
+    """Karpathy's GPT of the "Let's build GPT" lecture (its gpt.py): every head a module of
+    its own, with its own key, query, value and tril buffer; q @ k^T scaled by C**-0.5 (C
+    the model's width, as the lecture has it), masked_fill where tril[:T, :T] == 0,
+    softmax, dropout, @ v; the heads concatenated and projected; a ReLU MLP; pre-LayerNorm
+    blocks; positions from torch.arange."""
+
+    class Head(nn.Module):
+        def __init__(self, n_embd, head_size, block_size, dropout):
+            super().__init__()
+            self.key = nn.Linear(n_embd, head_size, bias=False)
+            self.query = nn.Linear(n_embd, head_size, bias=False)
+            self.value = nn.Linear(n_embd, head_size, bias=False)
+            self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            k, q = self.key(x), self.query(x)
+            wei = q @ k.transpose(-2, -1) * C**-0.5
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+            wei = self.dropout(F.softmax(wei, dim=-1))
+            return wei @ self.value(x)
+
+    class Block(nn.Module):
+        def __init__(self, n_embd, n_head, block_size, dropout):
+            super().__init__()
+            self.heads = nn.ModuleList(LectureGPT.Head(n_embd, n_embd // n_head, block_size,
+                                                       dropout) for _ in range(n_head))
+            self.proj = nn.Linear(n_embd, n_embd)
+            self.ffwd = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.ReLU(),
+                                      nn.Linear(4 * n_embd, n_embd), nn.Dropout(dropout))
+            self.drop = nn.Dropout(dropout)
+            self.ln1, self.ln2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
+
+        def forward(self, x):
+            h = self.ln1(x)
+            x = x + self.drop(self.proj(torch.cat([head(h) for head in self.heads], dim=-1)))
+            return x + self.ffwd(self.ln2(x))
+
+    def __init__(self, vocab=11, n_embd=16, n_head=2, n_layer=2, block_size=32, dropout=0.0):
+        super().__init__()
+        self.token_embedding_table = nn.Embedding(vocab, n_embd)
+        self.position_embedding_table = nn.Embedding(block_size, n_embd)
+        self.blocks = nn.Sequential(*[LectureGPT.Block(n_embd, n_head, block_size, dropout)
+                                      for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.token_embedding_table(idx) + self.position_embedding_table(torch.arange(T))
+        logits = self.lm_head(self.ln_f(self.blocks(x)))
+        return logits, F.cross_entropy(logits.view(B * T, -1), targets.view(B * T),
+                                       ignore_index=-1)  # the tests' batches have some
+
+
+def test_the_lecture_gpts_heads_are_attention_kernels(tmp_path):
+    """Karpathy's lecture GPT, whose heads are modules of their own with q, k, v of [B, T,
+    D]: gpt-raise-attention makes each head's spelled-out attention one attention kernel
+    (its scores, mask, softmax and dropout are no tensors of their own). 5 AdamW steps
+    beside eager's without dropout; with dropout 0.1 (the attention weights' included),
+    -O0 and -O3 give the same bits over 4 steps."""
+    torch.manual_seed(0)
+    model = LectureGPT()
+    ref = copy.deepcopy(model)
+    step = train_beside_eager(model, ref, 5, tmp_path / "eager", check_gradients=True)
+    assert worst_param_difference(step.state_dict(), ref) <= 1e-3
+    with open(os.path.join(step.artifact_dir, "kernels.cpp")) as f:
+        source = f.read()
+    heads = 2 * 2  # n_layer * n_head: one attention and one attention gradient each
+    assert source.count("gptc::attention_rows(") == heads
+    assert source.count("gptc::attention_grad_rows(") == heads
+
+    torch.manual_seed(0)
+    dropped = LectureGPT(dropout=0.1).train()
+    data = batches(4, TinyGPTConfig(vocab_size=11))
+    steps = [gptc.compile_train_step(dropped, data[0], workdir=str(tmp_path / name), fuse=fuse)
+             for name, fuse in (("o0", False), ("o3", True))]
+    assert steps[1].num_kernels < steps[0].num_kernels
+    for x, y in data:
+        losses = [s(x, y) for s in steps]
+        assert torch.equal(losses[0], losses[1]), losses
+    unfused, fused = (s.state_dict() for s in steps)
+    assert all(torch.equal(t, unfused[n]) for n, t in fused.items())
+
+
 def test_a_step_with_an_index_out_of_range_fails_whole(tmp_path):
     """A target or token id out of range fails the step before any kernel runs: the
     kernels' own checks came after AdamW had updated every parameter and moment (from row

@@ -97,3 +97,51 @@ func.func @kept(%q: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>,
   %y4 = gpt.matmul %p4, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
   return %y0, %y1, %y2, %p2, %y3, %y4 : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
 }
+
+// -----
+
+// Tests one head of Karpathy's lecture GPT: q, k, v of [B, T, D], k transposed at rank 3,
+// a [N, N] buffer sliced to [T, T]. The attention runs on [B, 1, T, D] between reshapes.
+// CHECK-LABEL: func.func @one_head
+// CHECK-DAG: %[[Q:.*]] = gpt.reshape %arg0 : (tensor<2x8x16xf32>) -> tensor<2x1x8x16xf32>
+// CHECK-DAG: %[[K:.*]] = gpt.reshape %arg1 : (tensor<2x8x16xf32>) -> tensor<2x1x8x16xf32>
+// CHECK-DAG: %[[V:.*]] = gpt.reshape %arg2 : (tensor<2x8x4xf32>) -> tensor<2x1x8x4xf32>
+// CHECK: %[[A:.*]], %{{.*}} = gpt.attention %[[Q]], %[[K]], %[[V]], %arg4 {dropout_p = 2.000000e-01 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x4xf32>, tensor<2xi64>) -> (tensor<2x1x8x4xf32>, tensor<2x1x8x2xf32>)
+// CHECK: %[[Y:.*]] = gpt.reshape %[[A]] : (tensor<2x1x8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NOT: gpt.softmax
+// CHECK-NOT: gpt.transpose
+// CHECK: return %[[Y]]
+func.func @one_head(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x4xf32>,
+                    %tril: tensor<16x16xf32> {gpt.kind = "param", gpt.name = "tril", gpt.trainable = false, gpt.tril_ones},
+                    %rng: tensor<2xi64>) -> tensor<2x8x4xf32> {
+  %kt = gpt.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x8x16xf32>) -> tensor<2x16x8xf32>
+  %s = gpt.matmul %q, %kt {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<2x8x16xf32>, tensor<2x16x8xf32>) -> tensor<2x8x8xf32>
+  %c = gpt.constant dense<5.000000e-01> : tensor<f32>
+  %a = gpt.mul %s, %c : (tensor<2x8x8xf32>, tensor<f32>) -> tensor<2x8x8xf32>
+  %t1 = gpt.slice %tril {dim = 0 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<16x16xf32>) -> tensor<8x16xf32>
+  %t2 = gpt.slice %t1 {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<8x16xf32>) -> tensor<8x8xf32>
+  %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
+  %m = gpt.compare %t2, %zero {predicate = "eq"} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
+  %f = gpt.masked_fill %a, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x8x8xf32>, tensor<8x8xi1>) -> tensor<2x8x8xf32>
+  %p = gpt.softmax %f {dim = 2 : i64, order = #gpt.order<canonical>} : tensor<2x8x8xf32>
+  %d = gpt.dropout %p, %rng {id = 1 : i64, p = 2.000000e-01 : f64, train = true} : (tensor<2x8x8xf32>, tensor<2xi64>) -> tensor<2x8x8xf32>
+  %y = gpt.matmul %d, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<2x8x8xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
+}
+
+// -----
+
+// Tests that q and k of rank 2 (no batch) are left as they are.
+// CHECK-LABEL: func.func @rank_two
+// CHECK-NOT: gpt.attention
+// CHECK: gpt.softmax
+func.func @rank_two(%q: tensor<8x16xf32>, %v: tensor<8x4xf32>,
+                    %tril: tensor<8x8xf32> {gpt.kind = "param", gpt.name = "tril", gpt.trainable = false, gpt.tril_ones}) -> tensor<8x4xf32> {
+  %s = gpt.matmul %q, %q {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
+  %m = gpt.compare %tril, %zero {predicate = "eq"} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
+  %f = gpt.masked_fill %s, %m {value = 0xFFF0000000000000 : f64} : (tensor<8x8xf32>, tensor<8x8xi1>) -> tensor<8x8xf32>
+  %p = gpt.softmax %f {dim = 1 : i64, order = #gpt.order<canonical>} : tensor<8x8xf32>
+  %y = gpt.matmul %p, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
