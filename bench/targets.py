@@ -14,6 +14,7 @@ import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -67,10 +68,29 @@ def finished(path: str, results) -> str:
     return time.strftime(STAMP, time.gmtime(seconds))
 
 
+def zen(family: int, model: int):
+    """The Zen generation of an AMD CPU family and model (as /proc/cpuinfo gives them), or
+    None: this kind of machine has been a Zen 2, a Zen 3 and a Zen 4, whose speeds differ
+    with the same vector forms (the Zen 2's and the Zen 3's AVX2)."""
+    if family == 23:
+        return "Zen 2" if model >= 0x30 else "Zen"
+    if family == 25:
+        return "Zen 4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF else "Zen 3"
+    if family == 26:
+        return "Zen 5"
+    return None
+
+
 def cpu(results) -> str:
-    """The vector width run.py recorded ("... AVX-512"); early runs recorded only cores."""
+    """The CPU run.py recorded, as its Zen generation (where its family and model name one)
+    and its widest vector forms, "Zen 4, AVX-512"; early runs recorded only cores."""
     machine = results.get("machine") or ""
-    return machine.rsplit("), ", 1)[1] if "), " in machine else "not recorded"
+    if "), " not in machine:
+        return "not recorded"
+    width = machine.rsplit("), ", 1)[1]
+    amd = re.search(r"AMD .*\(family (\d+), model (\d+)\)", machine)
+    generation = amd and zen(int(amd[1]), int(amd[2]))
+    return f"{generation}, {width}" if generation else width
 
 
 def judge(results) -> dict:

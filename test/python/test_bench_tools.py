@@ -109,7 +109,7 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     threshold, a ratio just under one is not rounded up to it, and only default runs (no
     dropout, the size's own batch, SDPA, the GPT) count toward the Shakespeare-size tally."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
-    from targets import judge, tally
+    from targets import cpu, judge, tally
 
     def results(shakespeare_eager=520.0, tiny_eager=8.0, fraction=0.9, gptc_mib=900.0,
                 kernels=126, batch=4, dropout=0.0):
@@ -146,8 +146,14 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     assert judge(dict(results(), attention="sdpa"))["judged"]
     runs = [("a", results()), ("b", results(shakespeare_eager=519.8)),
             ("c", results(batch=16)), ("d", results(dropout=0.2))]
-    assert tally(runs) == ["- AVX-512: Shakespeare size at 1.3× eager in 1 of 2 runs by median, "
+    assert tally(runs) == ["- Zen 4, AVX-512: Shakespeare size at 1.3× eager in 1 of 2 runs by median, "
                            "1 by the fastest steps"]
+    # The tally is per CPU: this kind of machine has been a Zen 2, a Zen 3 and a Zen 4.
+    for machine, said in (("2 cores, AMD EPYC (family 23, model 49), AVX2", "Zen 2, AVX2"),
+                          ("2 cores, AMD EPYC 7B13 (family 25, model 1), AVX2", "Zen 3, AVX2"),
+                          ("2 cores, Intel(R) Xeon(R) (family 6, model 143), AVX-512", "AVX-512"),
+                          ("2 cores", "not recorded")):
+        assert cpu({"machine": machine}) == said
 
 
 BENCH = os.path.join(REPO, "bench")
