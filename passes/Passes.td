@@ -62,10 +62,11 @@ def RaiseAttention : Pass<"gpt-raise-attention", "mlir::func::FuncOp"> {
     scores masked with -inf where a tril(ones) buffer is 0, perhaps dropped
     out, times v, at rank 4 ([B, H, T, D]) or, one head of a model whose heads
     are modules (Karpathy's lecture GPT), at rank 3 ([B, T, D]: attention on
-    [B, 1, T, D] between reshapes). When the buffer's argument carries `gpt.tril_ones` (the
-    capture checked its value) and no intermediate has another reader, the
-    ops become one causal `gpt.attention` with the constant scale, the
-    dropout's p and id and its rng. The raised op sums in attention's own
+    [B, 1, T, D] between reshapes). When the buffer's argument carries
+    `gpt.tril_ones` (the capture checked its value) and no intermediate has
+    another reader, the ops become one causal `gpt.attention` with the
+    constant scale (1 / d for scores divided by a constant d), the dropout's
+    p and id and its rng. The raised op sums in attention's own
     order, so the pass runs at every -O level, right after the conversion.
 
     Before:

@@ -10,7 +10,8 @@
 //
 //   %s = gpt.matmul %q, %kt            (%kt = transpose of k's last two dims, or
 //                                        transpose_rhs on k itself)
-//   %a = gpt.mul %s, %c                (a scalar constant; optional)
+//   %a = gpt.mul %s, %c                (a scalar constant; optional; or gpt.div
+//                                        %s, %d, the scale then 1 / d)
 //   %m = gpt.compare %bias, %zero {predicate = "eq"}   (bias sliced to [.., T, T])
 //   %f = gpt.masked_fill %a, %m {value = -inf}
 //   %p = gpt.softmax %f {dim = last}
@@ -30,8 +31,10 @@
 // The mask is causal only if `bias` holds tril(ones): the Python capture marks
 // such a buffer's argument `gpt.tril_ones` after checking its value, and refuses
 // a later state_dict that changes it. Nothing else is raised: another mask, a
-// fill other than -inf, a division by the scale, or an intermediate that
-// anything else reads (attention weights returned, say) leave the ops as they are.
+// fill other than -inf (-1e9 and finfo.min included: the softmax would give those
+// keys exactly 0 only while every row's scores stay far above the fill), or an
+// intermediate that anything else reads (attention weights returned, say) leave
+// the ops as they are.
 //
 // The raised op sums in its own documented order (online softmax over key blocks
 // of 32) rather than the softmax's, so the bits differ from the ops spelled out;
@@ -148,6 +151,16 @@ LogicalResult raise(MatmulOp pv) {
     scale = *c;
     dead.push_back(mul);
     scores = s;
+  } else if (auto div = scores.getDefiningOp<DivOp>()) {
+    // `att / math.sqrt(d)`: the scale is 1 / d, rounded once (the same as the division
+    // where d is a power of 2, within an ulp of each score otherwise).
+    std::optional<double> c = splatValue(div.getRhs());
+    if (!c || *c == 0.0 || !std::isfinite(*c) || !div->hasOneUse() ||
+        !div.getLhs().getDefiningOp<MatmulOp>() || div.getType() != div.getLhs().getType())
+      return failure();
+    scale = 1.0 / *c;
+    dead.push_back(div);
+    scores = div.getLhs();
   }
   auto qk = scores.getDefiningOp<MatmulOp>();
   if (!qk || !qk->hasOneUse() || qk.getTransposeLhs() || qk.getBias() || qk.getRng() ||

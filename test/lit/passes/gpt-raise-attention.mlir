@@ -145,3 +145,31 @@ func.func @rank_two(%q: tensor<8x16xf32>, %v: tensor<8x4xf32>,
   %y = gpt.matmul %p, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
+
+// -----
+
+// Tests scores divided by a constant (`att / math.sqrt(d)`): the scale is 1 / d. Divided
+// by a value that is not a constant, they are left as they are.
+// CHECK-LABEL: func.func @divided
+// CHECK: gpt.attention %arg0, %arg1, %arg2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 1.250000e-01 : f64}
+// CHECK-NOT: gpt.div
+// CHECK: gpt.div %{{.*}}, %arg4
+// CHECK: gpt.softmax
+func.func @divided(%q: tensor<1x2x4x64xf32>, %k: tensor<1x2x4x64xf32>, %v: tensor<1x2x4x8xf32>,
+                   %bias: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "mask", gpt.trainable = false, gpt.tril_ones},
+                   %d: tensor<f32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
+  %m = gpt.compare %bias, %zero {predicate = "eq"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %eight = gpt.constant dense<8.000000e+00> : tensor<f32>
+  %s = gpt.matmul %q, %k {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x2x4x64xf32>, tensor<1x2x4x64xf32>) -> tensor<1x2x4x4xf32>
+  %a = gpt.div %s, %eight : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %f = gpt.masked_fill %a, %m {value = 0xFFF0000000000000 : f64} : (tensor<1x2x4x4xf32>, tensor<4x4xi1>) -> tensor<1x2x4x4xf32>
+  %p = gpt.softmax %f {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x2x4x4xf32>
+  %y = gpt.matmul %p, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %s2 = gpt.matmul %q, %k {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x2x4x64xf32>, tensor<1x2x4x64xf32>) -> tensor<1x2x4x4xf32>
+  %a2 = gpt.div %s2, %d : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %f2 = gpt.masked_fill %a2, %m {value = 0xFFF0000000000000 : f64} : (tensor<1x2x4x4xf32>, tensor<4x4xi1>) -> tensor<1x2x4x4xf32>
+  %p2 = gpt.softmax %f2 {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x2x4x4xf32>
+  %y2 = gpt.matmul %p2, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %y, %y2 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+}
