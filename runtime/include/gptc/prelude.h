@@ -2589,21 +2589,22 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 
 // The blocked order (BLIS's): k in blocks of at most kBlockDepth (one block up to K = 512);
 // per block, all of B's panels packed by the region's threads together (at most 512 x N
-// floats, in L3; where B's rows are contiguous, a row at a time into every panel), then each thread takes a contiguous share of A's rows, in blocks of
-// kBlockRows: it copies the block into 6-row micro-panels (kRows x depth, k-major: 192 KB
-// at most, in L2) and runs every panel (depth x 16, at most 32 KB) over them. A tile past
-// the first block continues from the sums C holds (matmul_tile's Carry): every output is
-// still one k = 0..K-1 fma chain from zero, the same bits as the panel-task order above;
-// the epilogue runs in the last block. The panel-task order reads all of A once per
-// 16-column panel (for q/k/v at Shakespeare size, 72 times 1.5 MB) from the L3 that the
-// machine's other tenants share; this order reads A once per k block and B once per row
-// block. (Measured on Zen 3, the 12 products of a Shakespeare-size layer alternating with
-// the panel-task order in one process: 0.90x its time on one thread, 0.92x on two, sums
-// of the medians: 0.76-0.90x with one k block, 0.88-1.09x with several. bench/NOTES.md
-// has the rest.) It is AVX2's order only: with AVX-512's 32-column panels the panel-task
-// order reads A half as often, and on Zen 4 (1 MB of L2 a core) it was the faster one
-// for every one of those 12 products and for the 384x1536x2048 one (0.88-0.95x the
-// blocked order's time on two threads, 0.96x on one), so AVX-512 builds keep it.
+// floats, in L3; where B's rows are contiguous, a row at a time into every panel), then
+// each thread takes a contiguous share of A's rows, in blocks of kBlockRows: it copies the
+// block into 6-row micro-panels (kRows x depth, k-major: 192 KB at most, in L2) and runs
+// every panel (depth x 16, at most 32 KB) over them. A tile past the first block continues
+// from the sums C holds (matmul_tile's Carry): every output is still one k = 0..K-1 fma
+// chain from zero, the same bits as the panel-task order above; the epilogue runs in the
+// last block. The panel-task order reads all of A once per 16-column panel (for q/k/v at
+// Shakespeare size, 72 times 1.5 MB) from the L3 that the machine's other tenants share;
+// this order reads A once per k block and B once per row block. (Measured on Zen 3, the 12
+// products of a Shakespeare-size layer alternating with the panel-task order in one
+// process: 0.90x its time on one thread, 0.92x on two, sums of the medians: 0.76-0.90x with
+// one k block, 0.88-1.09x with several. bench/NOTES.md has the rest.) It is AVX2's order
+// only: with AVX-512's 32-column panels the panel-task order reads A half as often, and on
+// Zen 4 (1 MB of L2 a core) it was the faster one for every one of those 12 products and
+// for the 384x1536x2048 one (0.88-0.95x the blocked order's time on two threads, 0.96x on
+// one), so AVX-512 builds keep it.
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
 constexpr bool kBlockedOrder = kPanel == 16;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
