@@ -266,7 +266,7 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     // A causal mask that gpt-raise-attention compiled into attention: the kernels no longer
     // read it, so the runtime checks that it still holds tril(ones) (docs/artifact.md).
     const bool trilOnes = kind == "param" && fn.getArgAttr(i, "gpt.tril_ones");
-    signatureLine(trilOnes ? kind + "+tril_ones" : kind, name, arg.getType());
+    signatureLine(gptc::signature_kind(kind, trilOnes), name, arg.getType());
     llvm::json::Object spec = tensorSpec(name, arg.getType());
     spec["kind"] = kind;
     if (trilOnes)

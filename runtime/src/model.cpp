@@ -178,7 +178,7 @@ void* dlopen_private(const std::string& bytes, const std::string& path, const st
 std::string not_tril_ones(const TensorSpec& spec, const void* data) {
   if (spec.shape.size() < 2) return "it has rank " + std::to_string(spec.shape.size());
   const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back();
-  const int64_t mats = rows * cols ? spec.numel / (rows * cols) : 0;
+  const int64_t mats = rows > 0 && cols > 0 ? spec.numel / (rows * cols) : 0;
   // Index of the first element that is not what tril(ones) holds there, or -1.
   auto first_wrong = [&](auto at) -> int64_t {
     for (int64_t m = 0, k = 0; m < mats; ++m)
@@ -403,10 +403,9 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   std::vector<std::string> kinds;  // each argument's, in the manifest's order
   for (size_t a = 0; a < impl.arg_is_param.size(); ++a) {
     const size_t i = impl.arg_index[a];
-    kinds.push_back(!impl.arg_is_param[a]       ? "input"
-                    : impl.param_is_state[i]    ? "state"
-                    : model->params_[i].tril_ones ? "param+tril_ones"
-                                                : "param");
+    kinds.push_back(!impl.arg_is_param[a]    ? "input"
+                    : impl.param_is_state[i] ? "state"
+                                             : gptc::signature_kind("param", model->params_[i].tril_ones));
   }
   check_signature(*model, kinds, impl.lib, mpath, lpath);
 

@@ -429,7 +429,7 @@ TEST_F(RuntimeTest, OneInPlaceModelPerLibrary) {
 // A causal mask that gpt-raise-attention compiled into attention is a param the kernels no
 // longer read ("tril_ones" in the manifest): weights, or a caller's write through
 // param_data, that change it would otherwise be silently ignored.
-TEST(RuntimeMask, TrilOnesParamChecked) {
+TEST_F(RuntimeTest, TrilOnesParamChecked) {
   char tmpl[] = "/tmp/gptc_rt_maskXXXXXX";
   const fs::path d = mkdtemp(tmpl);
   spit(d / "kernels.cpp", R"(#include "gptc/prelude.h"
@@ -486,23 +486,23 @@ GPTC_EXPORT const char* gptc_signature(void) {
   std::vector<float> upper = tril;
   upper[3] = 0;  // [0, 1, 0]
   weights(upper);
-  e = error_of([&] { gptc::rt::Model::load(d.string()); });
+  e = load_error(d);
   EXPECT_NE(e.find("weights.safetensors: tensor 'mask' is not the causal mask tril(ones) the "
                    "model's attention was compiled for (element [0, 1, 0] is not 1); compile "
                    "the model again with these weights"), std::string::npos) << e;
   weights(tril);
 
   // A manifest that drops the flag is not the library's; one that spells it wrong is refused.
-  auto edited = [&](const std::string& from, const std::string& to) {
+  auto with = [&](const std::string& from, const std::string& to) {
     std::string text = manifest;
     text.replace(text.find(from), from.size(), to);
     spit(d / "manifest.json", text);
-    return error_of([&] { gptc::rt::Model::load(d.string()); });
+    return load_error(d);
   };
-  e = edited(", \"tril_ones\": true", "");
+  e = with(", \"tril_ones\": true", "");
   EXPECT_NE(e.find("says 'param f32 [1, 3, 3] mask' where " + (d / "kernels.so").string() +
                    " was built for 'param+tril_ones f32 [1, 3, 3] mask'"), std::string::npos) << e;
-  e = edited("\"tril_ones\": true", "\"tril_ones\": 1");
+  e = with("\"tril_ones\": true", "\"tril_ones\": 1");
   EXPECT_NE(e.find("args[0]: \"tril_ones\" must be a boolean of a \"param\""), std::string::npos) << e;
   fs::remove_all(d);
 }

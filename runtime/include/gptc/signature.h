@@ -23,6 +23,12 @@ inline std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// An argument's role in its line: its kind, and for a param the kernels assume holds a
+// causal mask (the manifest's "tril_ones") "param+tril_ones".
+inline std::string signature_kind(const std::string& kind, bool trilOnes) {
+  return trilOnes ? kind + "+tril_ones" : kind;
+}
+
 inline std::string signature_arena(uint64_t bytes) { return "arena " + std::to_string(bytes); }
 
 // role: an argument's kind ("param", "state", "input") or "result"; a param that must hold
