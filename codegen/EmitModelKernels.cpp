@@ -239,7 +239,7 @@ static void emitLaneRowsKeep(raw_ostream &os, const AttentionShape &a) {
 }
 
 /// The forward's head `bh` on AVX-512 and AVX2 (float) in blocks of gptc::kAttentionRows
-/// query rows, each a lane (gptc::attention_rows: 16 or 8), then `#else` for the other
+/// query rows (16), each a lane (gptc::attention_rows), then `#else` for the other
 /// builds' code.
 static void emitAttentionLaneRows(raw_ostream &os, const AttentionShape &a) {
   os << "#if defined(GPTC_VECTOR_FORMS)\n"

@@ -285,10 +285,13 @@ struct AttentionCase {
 };
 
 // Rows past a multiple of 16 (and of 8), keys past a multiple of 16 and fewer than 16, widths
-// off the 16-lane edge, causal and not, with and without keep factors.
-const AttentionCase kAttentionCases[] = {{37, 37, 64, 64, true, false}, {20, 45, 24, 3, false, true},
-                                         {5, 3, 2, 2, false, false},    {64, 64, 16, 40, true, true},
-                                         {33, 80, 17, 33, true, false}};
+// off the 16-lane edge, causal and not, with and without keep factors; on AVX2, sequences
+// below gptc::kWideRowsFrom keys (rows in halves of 8) and from it on (16 as two ymm, whose
+// tiles of 6 and 5 keys or columns the widths 64, 40, 33, 17 and 3 split differently).
+const AttentionCase kAttentionCases[] = {
+    {37, 37, 64, 64, true, false},  {20, 45, 24, 3, false, true},  {5, 3, 2, 2, false, false},
+    {64, 64, 16, 40, true, true},   {33, 80, 17, 33, true, false}, {133, 133, 64, 40, true, true},
+    {21, 150, 17, 3, false, false}, {130, 130, 33, 64, true, false}};
 
 // `rows` rows `pitch` apart of normal values (the pitch's padding too).
 std::vector<float> randomRows(int64_t rows, int64_t pitch, std::mt19937& rng) {
@@ -390,8 +393,8 @@ TEST(AttentionHelpers, GradLaneRowsSameBitsAsThePerRowOrder) {
     std::vector<float> st(a.T * 2), yr(a.Dv), dq(a.T * dqs, -7.0f);
     for (int64_t t = 0; t < a.T; ++t)
       attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), &st[2 * t]);
-    alignas(64) static float dST[128 * 32], PKT[128 * 32];
-    ASSERT_LE(Sp, 128);
+    alignas(64) static float dST[160 * 32], PKT[160 * 32];
+    ASSERT_LE(Sp, 160);
     for (int64_t t0 = 0; t0 < a.T; t0 += gptc::kAttentionRows) {
       const int64_t nr = std::min<int64_t>(gptc::kAttentionRows, a.T - t0);
       int64_t vis[gptc::kAttentionRows];

@@ -1604,40 +1604,43 @@ inline void axpy_rows4_cols(int64_t n, const float* w, int64_t wj, int64_t wi,
 }  // namespace detail
 #elif defined(GPTC_AVX2)
 namespace detail {
-// axpy_rows4 on columns [c0, c0 + 16): 4 outputs x 2 vectors of accumulators, each loaded
-// row used 4 times; masked past D unless Full.
-template <bool Full>
-inline void axpy_rows4_cols16(int64_t n, const float* w, int64_t wj, int64_t wi,
-                              const float* rows, int64_t rs, int64_t D, int64_t c0, float* acc,
-                              int64_t as) {
-  const __m256i mask[2] = {lanes_mask8(D - c0), lanes_mask8(D - c0 - 8)};
-  __m256 a[4][2];
+// axpy_rows4 on columns [c0, c0 + 8 * V): 4 outputs x V vectors of accumulators (12 for
+// V = 3, which keeps the FMA units from waiting on the chains' latency), each loaded row
+// used 4 times; masked past D unless Full.
+template <int V, bool Full>
+inline void axpy_rows4_cols8(int64_t n, const float* w, int64_t wj, int64_t wi,
+                             const float* rows, int64_t rs, int64_t D, int64_t c0, float* acc,
+                             int64_t as) {
+  __m256i mask[V];
+#pragma GCC unroll 3
+  for (int v = 0; v < V; ++v) mask[v] = lanes_mask8(D - c0 - 8 * v);
+  __m256 a[4][V];
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
       const float* p = acc + i * as + c0 + 8 * v;
       a[i][v] = Full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask[v]);
     }
   for (int64_t j = 0; j < n; ++j) {
     const float* row = rows + j * rs + c0;
-    __m256 r[2];
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
+    __m256 r[V];
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
       r[v] = Full ? _mm256_loadu_ps(row + 8 * v) : _mm256_maskload_ps(row + 8 * v, mask[v]);
       hold(r[v]);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m256 wij = _mm256_broadcast_ss(w + j * wj + i * wi);
-      a[i][0] = _mm256_fmadd_ps(wij, r[0], a[i][0]);
-      a[i][1] = _mm256_fmadd_ps(wij, r[1], a[i][1]);
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) a[i][v] = _mm256_fmadd_ps(wij, r[v], a[i][v]);
     }
   }
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
       float* p = acc + i * as + c0 + 8 * v;
       if (Full)
         _mm256_storeu_ps(p, a[i][v]);
@@ -1667,12 +1670,15 @@ inline void axpy_rows4(int64_t n, const T* w, int64_t wj, int64_t wi, const T* r
   }
 #elif defined(GPTC_AVX2)
   if constexpr (sizeof(T) == 4) {
-    for (int64_t c0 = 0; c0 < D; c0 += 16) {
-      if (D - c0 >= 16)
-        detail::axpy_rows4_cols16<true>(n, w, wj, wi, rows, rs, D, c0, acc, as);
-      else
-        detail::axpy_rows4_cols16<false>(n, w, wj, wi, rows, rs, D, c0, acc, as);
-    }
+    // 24 columns at a time (12 accumulators), then 16: a call takes about max(5, 2V) cycles
+    // a row for V vectors (the fma's latency, or the two FMA units), so 32 columns go as
+    // 16 + 16 rather than 24 + 8.
+    int64_t c0 = 0;
+    for (; D - c0 >= 24 && D - c0 != 32; c0 += 24)
+      detail::axpy_rows4_cols8<3, true>(n, w, wj, wi, rows, rs, D, c0, acc, as);
+    for (; D - c0 >= 16; c0 += 16)
+      detail::axpy_rows4_cols8<2, true>(n, w, wj, wi, rows, rs, D, c0, acc, as);
+    if (c0 < D) detail::axpy_rows4_cols8<2, false>(n, w, wj, wi, rows, rs, D, c0, acc, as);
     return;
   }
 #endif
@@ -1945,8 +1951,9 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 }
 
 #if defined(GPTC_VECTOR_FORMS)
-// Attention for a block of query rows at once, each row a lane of the vectors: 16 rows on
-// AVX-512, 8 on AVX2 with FMA (kAttentionRows; float). The same arithmetic as the per-row
+// Attention for a block of query rows at once, each row a lane of the vectors: 16 rows
+// (kAttentionRows; float) on AVX-512 and on AVX2 with FMA (there as two ymm, or, for short
+// sequences, two blocks of 8: kWideRowsFrom). The same arithmetic as the per-row
 // code the emitter writes for other builds (f64, plain x86-64), in the same order, so the
 // same bits (prelude_matmul_test checks them against a plain per-row transcription, and the
 // training-step tests across builds). Per row, key blocks of 32 in increasing order: the
@@ -1984,7 +1991,8 @@ struct RowVec : TileVec {
   static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }  // a on m, else b
 };
 #else
-struct RowVec : TileVec {
+// AVX2: 8 rows, one ymm (short sequences: below kWideRowsFrom keys).
+struct RowVec8 : TileVec {
   using M = __m256;
   static constexpr int kTileKeys = 8;  // 8 accumulators of 16 registers
   static V set1(float x) { return _mm256_set1_ps(x); }
@@ -1995,25 +2003,85 @@ struct RowVec : TileVec {
   static V maximum(V a, V b) { return maximum8(a, b); }
   static V select(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
 };
+// AVX2: 16 rows as two ymm, so that a register tile of 6 keys (or output columns) holds 12
+// accumulators, as the matmul's 6x16 tile does: 8 accumulators (one ymm of rows by 8 keys)
+// leave the FMA units waiting on the chains' latency, and load a broadcast per fma.
+struct Pair {
+  __m256 lo, hi;
+};
+inline void hold(Pair& v) {
+  hold(v.lo);
+  hold(v.hi);
+}
+struct RowVec {
+  using V = Pair;
+  using M = Pair;
+  static constexpr int64_t kLanes = 16;
+  static constexpr int kTileKeys = 6;  // 12 accumulators of 16 registers
+  static V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static V load(const float* p) { return {_mm256_load_ps(p), _mm256_load_ps(p + 8)}; }
+  static void store(float* p, V v) {
+    _mm256_store_ps(p, v.lo);
+    _mm256_store_ps(p + 8, v.hi);
+  }
+  static V set1(float x) {
+    const __m256 b = _mm256_set1_ps(x);
+    return {b, b};
+  }
+  static V fma(V a, V b, V c) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+  }
+  static V add(V a, V b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  static V fma_if(M m, V a, V b, V c) {
+    return {_mm256_blendv_ps(c.lo, _mm256_fmadd_ps(a.lo, b.lo, c.lo), m.lo),
+            _mm256_blendv_ps(c.hi, _mm256_fmadd_ps(a.hi, b.hi, c.hi), m.hi)};
+  }
+  static V mul(V a, V b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static V sub(V a, V b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+  static M lt(V a, V b) {
+    return {_mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ)};
+  }
+  static V maximum(V a, V b) { return {maximum8(a.lo, b.lo), maximum8(a.hi, b.hi)}; }
+  static V select(M m, V a, V b) {
+    return {_mm256_blendv_ps(b.lo, a.lo, m.lo), _mm256_blendv_ps(b.hi, a.hi, m.hi)};
+  }
+};
 #endif
 }  // namespace detail
 constexpr int64_t kAttentionRows = detail::RowVec::kLanes;
 
 namespace detail {
+// tile(std::integral_constant<int, C>(), c0) over [0, width): n tiles of G = kTileKeys, then
+// m of G - 1 (width = n G + m (G - 1)) where width allows it, so that every tile keeps
+// (nearly) all of its accumulators busy; else tiles of G and then single columns.
+template <class W, class F>
+inline void for_tiles(int64_t width, F&& tile) {
+  constexpr int G = W::kTileKeys;
+  const int64_t q = width / G, r = width % G, m = r ? G - r : 0, n = q + 1 + r - G;
+  int64_t c = 0;
+  if (r == 0 || n >= 0) {
+    for (int64_t i = 0; i < (r ? n : q); ++i, c += G) tile(std::integral_constant<int, G>(), c);
+    for (int64_t i = 0; i < m; ++i, c += G - 1) tile(std::integral_constant<int, G - 1>(), c);
+    return;
+  }
+  for (; c + G <= width; c += G) tile(std::integral_constant<int, G>(), c);
+  for (; c < width; ++c) tile(std::integral_constant<int, 1>(), c);
+}
+
 // The scores of keys key0..key0+kTileKeys-1 (rows of k past S-1 read as row S-1: their
 // scores are masked by the caller) for the rows of qt (qt[c * L + r]): s[jj * ld + r], s
 // and ld aligned to a vector.
+template <class W, int G>
 inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
-                         int64_t ks, float* s, int64_t ld) {
-  using W = RowVec;
-  constexpr int G = W::kTileKeys, L = W::kLanes;
-  W::V a[G];
+                         int64_t ks, float* s, int64_t ld, int64_t n) {
+  constexpr int L = W::kLanes;
+  typename W::V a[G];
 #pragma GCC unroll 16
   for (int jj = 0; jj < G; ++jj) a[jj] = W::zero();
   if (key0 + G <= S) {
     const float* kr = k + key0 * ks;
     for (int64_t c = 0; c < D; ++c) {
-      W::V q = W::load(qt + c * L);
+      typename W::V q = W::load(qt + c * L);
       hold(q);
 #pragma GCC unroll 16
       for (int jj = 0; jj < G; ++jj) a[jj] = W::fma(W::set1(kr[jj * ks + c]), q, a[jj]);
@@ -2022,46 +2090,47 @@ inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, co
     const float* kr[G];
     for (int jj = 0; jj < G; ++jj) kr[jj] = k + (key0 + jj < S ? key0 + jj : S - 1) * ks;
     for (int64_t c = 0; c < D; ++c) {
-      W::V q = W::load(qt + c * L);
+      typename W::V q = W::load(qt + c * L);
       hold(q);
 #pragma GCC unroll 16
       for (int jj = 0; jj < G; ++jj) a[jj] = W::fma(W::set1(kr[jj][c]), q, a[jj]);
     }
   }
 #pragma GCC unroll 16
-  for (int jj = 0; jj < G; ++jj) W::store(s + jj * ld, a[jj]);
+  for (int jj = 0; jj < G; ++jj)
+    if (jj < n) W::store(s + jj * ld, a[jj]);
 }
 
 // How the forward's p.v folds a key block's sums into the running ones: accT * corr + sums
 // in the lanes that see the block (seen); the other lanes keep accT.
+template <class W>
 struct RowFold {
-  RowVec::M seen;
-  RowVec::V corr;
+  typename W::M seen;
+  typename W::V corr;
 };
 
 // For c in [c0, c0 + C), an fma chain per lane over keys j < n in increasing order of
 // w[j * ld + r] * x[j][c] (keys j >= common only in the lanes that see them, visf), into
 // accT[c * L + r]: Fold, a chain from 0 folded in as `fold` says (the forward's p.v); else
 // the chain continues from accT (the gradient's dq), and `fold` is not used.
-template <int C, bool Fold>
+template <class W, int C, bool Fold>
 inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                           const float* x, int64_t xs, int64_t c0, RowVec::V visf, float* accT,
-                           RowFold fold) {
-  using W = RowVec;
+                           const float* x, int64_t xs, int64_t c0, typename W::V visf,
+                           float* accT, RowFold<W> fold) {
   constexpr int L = W::kLanes;
-  W::V a[C];
+  typename W::V a[C];
 #pragma GCC unroll 16
   for (int cc = 0; cc < C; ++cc) a[cc] = Fold ? W::zero() : W::load(accT + (c0 + cc) * L);
   for (int64_t j = 0; j < common; ++j) {
-    W::V wj = W::load(w + j * ld);
+    typename W::V wj = W::load(w + j * ld);
     hold(wj);
     const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
     for (int cc = 0; cc < C; ++cc) a[cc] = W::fma(W::set1(xr[cc]), wj, a[cc]);
   }
   for (int64_t j = common; j < n; ++j) {
-    const W::M live = W::lt(W::set1(float(j0 + j)), visf);
-    W::V wj = W::load(w + j * ld);
+    const typename W::M live = W::lt(W::set1(float(j0 + j)), visf);
+    typename W::V wj = W::load(w + j * ld);
     hold(wj);
     const float* xr = x + j * xs + c0;
 #pragma GCC unroll 16
@@ -2071,7 +2140,7 @@ inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w
   for (int cc = 0; cc < C; ++cc) {
     float* at = accT + (c0 + cc) * L;
     if (Fold) {
-      const W::V old = W::load(at);
+      const typename W::V old = W::load(at);
       W::store(at, W::select(fold.seen, W::add(W::mul(old, fold.corr), a[cc]), old));
     } else {
       W::store(at, a[cc]);
@@ -2079,18 +2148,15 @@ inline void rows_axpy_cols(int64_t common, int64_t n, int64_t j0, const float* w
   }
 }
 
-// rows_axpy_cols over every column c < width: kTileKeys at a time, then one by one.
-template <bool Fold>
+// rows_axpy_cols over every column c < width, in for_tiles's tiles.
+template <class W, bool Fold>
 inline void rows_axpy(int64_t common, int64_t n, int64_t j0, const float* w, int64_t ld,
-                      const float* x, int64_t xs, int64_t width, RowVec::V visf, float* accT,
-                      RowFold fold = RowFold()) {
-  constexpr int C = RowVec::kTileKeys;
-  const int64_t full = width / C * C;
-  for (int64_t c0 = 0; c0 < full; c0 += C)
-    rows_axpy_cols<C, Fold>(common, n, j0, w, ld, x, xs, c0, visf, accT, fold);
-  if (full < width)
-    for (int64_t c = full; c < width; ++c)
-      rows_axpy_cols<1, Fold>(common, n, j0, w, ld, x, xs, c, visf, accT, fold);
+                      const float* x, int64_t xs, int64_t width, typename W::V visf,
+                      float* accT, RowFold<W> fold = RowFold<W>()) {
+  for_tiles<W>(width, [&](auto cols, int64_t c0) {
+    rows_axpy_cols<W, decltype(cols)::value, Fold>(common, n, j0, w, ld, x, xs, c0, visf, accT,
+                                                   fold);
+  });
 }
 
 // How many of the keys j0..j0+n-1 a row that sees keys [0, seen) sees.
@@ -2100,25 +2166,25 @@ inline int64_t keys_in_block(int64_t seen, int64_t j0, int64_t n) {
 }
 
 // The lanes' key counts vis[0..L-1] as floats (for lane masks), their largest and smallest.
-inline RowVec::V rows_seen(const int64_t* vis, int64_t& kmax, int64_t& vmin) {
-  alignas(64) float visv[RowVec::kLanes];
+template <class W>
+inline typename W::V rows_seen(const int64_t* vis, int64_t& kmax, int64_t& vmin) {
+  alignas(64) float visv[W::kLanes];
   kmax = 0;
   vmin = vis[0];
-  for (int r = 0; r < RowVec::kLanes; ++r) {
+  for (int r = 0; r < W::kLanes; ++r) {
     visv[r] = float(vis[r]);
     kmax = vis[r] > kmax ? vis[r] : kmax;
     vmin = vis[r] < vmin ? vis[r] : vmin;
   }
-  return RowVec::load(visv);
+  return W::load(visv);
 }
-}  // namespace detail
 
-template <class Keep = NoKeep>
-inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
-                           float scale, const float* q, int64_t qs, const float* k, int64_t ks,
-                           const float* v, int64_t vs, float* y, int64_t ys, float* stats,
-                           Keep keep = {}) {
-  using W = detail::RowVec;
+// attention_rows with the rows as W's lanes (nr <= W::kLanes).
+template <class W, class Keep>
+inline void attention_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
+                            float scale, const float* q, int64_t qs, const float* k,
+                            int64_t ks, const float* v, int64_t vs, float* y, int64_t ys,
+                            float* stats, Keep keep) {
   constexpr int L = W::kLanes;
   float* const qt = gptc::scratch<float>(1, (D + 2 * Dv) * L);
   float* const accT = qt + D * L;  // accT[c * L + r]: row r's output sums
@@ -2126,7 +2192,7 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
   transpose_keys<float>(nr, D, q, qs, L, qt);
   alignas(64) float m[L], l[L];
   int64_t kmax, vmin;
-  const W::V visf = detail::rows_seen(vis, kmax, vmin);
+  const typename W::V visf = rows_seen<W>(vis, kmax, vmin);
   for (int r = 0; r < L; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
@@ -2135,14 +2201,18 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
     const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
     // Past nkt every lane's score is -inf (exp 0): no change to the max or the sum.
-    const int64_t nkt = (nk + W::kTileKeys - 1) / W::kTileKeys * W::kTileKeys;
     alignas(64) float p[32][L], mn[L], corr[L], bsum[L];
-    for (int64_t g = 0; g < nk; g += W::kTileKeys)
-      detail::block_scores(j0 + g, S, D, qt, k, ks, p[g], L);
+    int64_t nkt = 0;
+    for_tiles<W>(32, [&](auto keys, int64_t g) {
+      constexpr int G = decltype(keys)::value;
+      if (g >= nk) return;
+      block_scores<W, G>(j0 + g, S, D, qt, k, ks, p[g], L, G);
+      nkt = g + G;
+    });
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
-    W::V mb = W::set1(-INFINITY);
+    typename W::V mb = W::set1(-INFINITY);
     for (int64_t j = 0; j < nkt; ++j) {
-      const W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
+      const typename W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
                                W::mul(W::load(p[j]), W::set1(scale)),
                                W::set1(-INFINITY));
       W::store(p[j], x);
@@ -2155,26 +2225,26 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
     }
     for (int64_t j = 0; j < nkt; ++j)
       GPTC_SIMD for (int r = 0; r < L; ++r) p[j][r] = gptc::exp(p[j][r] - mn[r]);
-    W::V sum = W::zero();
+    typename W::V sum = W::zero();
     for (int64_t j = 0; j < nkt; ++j) sum = W::add(sum, W::load(p[j]));
     W::store(bsum, sum);
     // The rows that see the block carry its max and sum on; the others keep theirs.
-    const W::M seen = W::lt(W::set1(float(j0)), visf);
-    const W::V lv = W::load(l);
+    const typename W::M seen = W::lt(W::set1(float(j0)), visf);
+    const typename W::V lv = W::load(l);
     W::store(l, W::select(seen, W::add(W::mul(lv, W::load(corr)), W::load(bsum)), lv));
     W::store(m, W::select(seen, W::load(mn), W::load(m)));
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
-        const int64_t nb = detail::keys_in_block(vis[rr], j0, nk);
+        const int64_t nb = keys_in_block(vis[rr], j0, nk);
         if (nb == 0) continue;
         float kf[32];
         keep(rr, j0, nb, kf);
         for (int64_t j = 0; j < nb; ++j) p[j][rr] = p[j][rr] * kf[j];
       }
     }
-    const int64_t common = detail::keys_in_block(vmin, j0, nk);
-    detail::rows_axpy<true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, accT,
-                            {seen, W::load(corr)});
+    const int64_t common = keys_in_block(vmin, j0, nk);
+    rows_axpy<W, true>(common, nk, j0, p[0], L, v + j0 * vs, vs, Dv, visf, accT,
+                       {seen, W::load(corr)});
   }
   transpose_keys<float>(Dv, L, accT, L, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
@@ -2194,18 +2264,17 @@ inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
 // takes dk and dv (each key's sums over the rows in increasing order). Arguments as
 // attention_rows's; g: the block's first row of the output's gradient, rows gs apart; dq:
 // the block's first row of q's gradient, rows dqs apart.
-template <class Keep = NoKeep>
-inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
-                                int64_t Dv, float scale, const float* q, int64_t qs,
-                                const float* k, int64_t ks, const float* v, int64_t vs,
-                                const float* g, int64_t gs, const float* stats, float* dq,
-                                int64_t dqs, float* dST, float* PKT, int64_t ldt,
-                                Keep keep = {}) {
-  using W = detail::RowVec;
+// attention_grad_rows with the rows as W's lanes (nr <= W::kLanes).
+template <class W, class Keep>
+inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
+                                 int64_t Dv, float scale, const float* q, int64_t qs,
+                                 const float* k, int64_t ks, const float* v, int64_t vs,
+                                 const float* g, int64_t gs, const float* stats, float* dq,
+                                 int64_t dqs, float* dST, float* PKT, int64_t ldt, Keep keep) {
   constexpr int L = W::kLanes;
   alignas(64) float m[L], l[L];
   int64_t kmax, vmin;
-  const W::V visf = detail::rows_seen(vis, kmax, vmin);
+  const typename W::V visf = rows_seen<W>(vis, kmax, vmin);
   const int64_t kp = (kmax + 31) / 32 * 32;
   float* const qt = gptc::scratch<float>(1, (3 * D + Dv + kp) * L);
   float* const gt = qt + D * L;
@@ -2218,21 +2287,23 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
     m[r] = r < nr ? stats[2 * r] : 0.0f;
     l[r] = r < nr ? stats[2 * r + 1] : 1.0f;
   }
-  W::V dsum = W::zero();
+  typename W::V dsum = W::zero();
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
     const int64_t nk = kmax - j0 < 32 ? kmax - j0 : 32;
     float* const pb = PT + j0 * L;
     float* const dp = dST + j0 * ldt;
-    for (int64_t g0 = 0; g0 < nk; g0 += W::kTileKeys) {
-      detail::block_scores(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L);
-      detail::block_scores(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
-    }
+    for_tiles<W>(32, [&](auto keys, int64_t g0) {
+      constexpr int G = decltype(keys)::value;
+      if (g0 >= nk) return;
+      block_scores<W, G>(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L, G);
+      block_scores<W, G>(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt, G);
+    });
     for (int64_t j = 0; j < nk; ++j)
       GPTC_SIMD for (int r = 0; r < L; ++r)
         pb[j * L + r] = gptc::exp(pb[j * L + r] * scale - m[r]) / l[r];
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
-        const int64_t nb = detail::keys_in_block(vis[rr], j0, nk);
+        const int64_t nb = keys_in_block(vis[rr], j0, nk);
         float kf[32];
         if (nb > 0) keep(rr, j0, nb, kf);
         for (int64_t j = 0; j < nb; ++j) {
@@ -2244,7 +2315,7 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
       for (int64_t j = 0; j < nk; ++j) W::store(PKT + (j0 + j) * ldt, W::load(pb + j * L));
     }
     for (int64_t j = 0; j < nk; ++j) {
-      const W::M live = W::lt(W::set1(float(j0 + j)), visf);
+      const typename W::M live = W::lt(W::set1(float(j0 + j)), visf);
       dsum = W::fma_if(live, W::load(pb + j * L), W::load(dp + j * ldt), dsum);
     }
   }
@@ -2253,11 +2324,76 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
     W::store(d, W::mul(W::load(PT + j * L), W::sub(W::load(d), dsum)));
   }
   for (int64_t i = 0; i < D * L; ++i) qaccT[i] = 0;
-  const int64_t common = detail::keys_in_block(vmin, 0, kmax);
-  detail::rows_axpy<false>(common, kmax, 0, dST, ldt, k, ks, D, visf, qaccT);
+  const int64_t common = keys_in_block(vmin, 0, kmax);
+  rows_axpy<W, false>(common, kmax, 0, dST, ldt, k, ks, D, visf, qaccT);
   transpose_keys<float>(D, L, qaccT, L, D, qaccR);
   for (int64_t rr = 0; rr < nr; ++rr)
     GPTC_SIMD for (int64_t c = 0; c < D; ++c) dq[rr * dqs + c] = qaccR[rr * D + c] * scale;
+}
+}  // namespace detail
+
+// The block's rows as lanes: AVX-512's 16; AVX2's 16 (two ymm) from kWideRowsFrom keys on,
+// and below it two halves of 8 (one ymm each), which waste fewer of a causal block's fmas
+// past the diagonal (measured on Zen 2, one core, the tiny model's head of 64 keys: 16 lanes
+// took 1.06-1.07x the time of 8; the Shakespeare-size head of 256 keys 0.93x and 0.84x for
+// the gradient). Every row's arithmetic is the same either way.
+constexpr int64_t kWideRowsFrom = 128;
+namespace detail {
+// Keep's factors for the rows from r0 on, as a block of its own sees them.
+template <class Keep>
+struct KeepFrom {
+  Keep keep;
+  int64_t r0;
+  void operator()(int64_t rr, int64_t j0, int64_t n, float* kf) const { keep(rr + r0, j0, n, kf); }
+};
+inline NoKeep keep_from(NoKeep, int64_t) { return {}; }
+template <class Keep>
+inline KeepFrom<Keep> keep_from(const Keep& keep, int64_t r0) { return {keep, r0}; }
+}  // namespace detail
+
+template <class Keep = NoKeep>
+inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
+                           float scale, const float* q, int64_t qs, const float* k, int64_t ks,
+                           const float* v, int64_t vs, float* y, int64_t ys, float* stats,
+                           Keep keep = {}) {
+#if defined(GPTC_AVX2)
+  if (S < kWideRowsFrom) {
+    using W = detail::RowVec8;
+    const int64_t h = W::kLanes;
+    detail::attention_lanes<W>(nr < h ? nr : h, vis, S, D, Dv, scale, q, qs, k, ks, v, vs, y,
+                               ys, stats, keep);
+    if (nr > h)
+      detail::attention_lanes<W>(nr - h, vis + h, S, D, Dv, scale, q + h * qs, qs, k, ks, v,
+                                 vs, y + h * ys, ys, stats + 2 * h, detail::keep_from(keep, h));
+    return;
+  }
+#endif
+  detail::attention_lanes<detail::RowVec>(nr, vis, S, D, Dv, scale, q, qs, k, ks, v, vs, y, ys,
+                                          stats, keep);
+}
+
+template <class Keep = NoKeep>
+inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D,
+                                int64_t Dv, float scale, const float* q, int64_t qs,
+                                const float* k, int64_t ks, const float* v, int64_t vs,
+                                const float* g, int64_t gs, const float* stats, float* dq,
+                                int64_t dqs, float* dST, float* PKT, int64_t ldt,
+                                Keep keep = {}) {
+#if defined(GPTC_AVX2)
+  if (S < kWideRowsFrom) {
+    using W = detail::RowVec8;
+    const int64_t h = W::kLanes;
+    detail::attention_grad_lanes<W>(nr < h ? nr : h, vis, S, D, Dv, scale, q, qs, k, ks, v, vs,
+                                    g, gs, stats, dq, dqs, dST, PKT, ldt, keep);
+    if (nr > h)
+      detail::attention_grad_lanes<W>(nr - h, vis + h, S, D, Dv, scale, q + h * qs, qs, k, ks,
+                                      v, vs, g + h * gs, gs, stats + 2 * h, dq + h * dqs, dqs,
+                                      dST + h, PKT + h, ldt, detail::keep_from(keep, h));
+    return;
+  }
+#endif
+  detail::attention_grad_lanes<detail::RowVec>(nr, vis, S, D, Dv, scale, q, qs, k, ks, v, vs,
+                                               g, gs, stats, dq, dqs, dST, PKT, ldt, keep);
 }
 #endif
 
