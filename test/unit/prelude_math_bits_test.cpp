@@ -684,6 +684,30 @@ TEST_F(PreludeMathBits, Double) {
   std::printf("  (%.1f s)\n", seconds_since(t0));
 }
 
+#if defined(GPTC_AVX2)
+// exp8 (AVX2: exp_f's operations on four vectors at once, which attention's exps and
+// gelu_erf_grad_given_n take) gives every lane gptc::exp's bits: every 13th float bit pattern
+// (all with GPTC_MATH_BITS_STRIDE=1) and the specials, in each of the 32 lanes.
+TEST_F(PreludeMathBits, Exp8) {
+  const int64_t stride = stride_from_env(13);
+  std::vector<float> xs;
+  for (uint64_t u = 0; u < (1ull << 32); u += stride) xs.push_back(ffrom((uint32_t)u));
+  for (float b : float_specials({88.72283935546875, -103.972076416015625, 0.0})) xs.push_back(b);
+  uint64_t bad = 0;
+  for (size_t i0 = 0; i0 < xs.size(); i0 += 32) {
+    alignas(32) float in[32], out[32];
+    for (int k = 0; k < 32; ++k) in[k] = xs[(i0 + k) % xs.size()];
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_load_ps(in + 8 * k);
+    gptc::detail::exp8(v);
+    for (int k = 0; k < 4; ++k) _mm256_store_ps(out + 8 * k, v[k]);
+    for (int k = 0; k < 32; ++k) bad += fbits(out[k]) != fbits(gptc::exp(in[k]));
+  }
+  std::printf("  %zu inputs, %" PRIu64 " mismatches\n", xs.size(), bad);
+  EXPECT_EQ(bad, 0u);
+}
+#endif
+
 // The array forms (erf_n, gelu_erf_n, gelu_erf_grad_n, gelu_erf_keep_n: erf's upper range
 // gathered into a dense run and scattered back; gelu_erf_grad_given_n from the kept erf)
 // give each element the bits of the per-element function:
