@@ -1073,7 +1073,7 @@ GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
 // waits on their latency; exp8 takes each of exp_f's operations, in exp_f's order, for all
 // N vectors before the next, so that N chains run side by side (measured on Zen 2, 512
 // elements: 2.0 against 2.8 cycles an element). Every lane's operations are exp_f's: the
-// same bits (prelude_math_test compares them).
+// same bits (PreludeMathBits.Exp8 compares them).
 // ---------------------------------------------------------------------------------------
 #if defined(GPTC_AVX2)
 namespace detail {
@@ -1126,11 +1126,12 @@ inline void exp8(__m256 (&x)[N]) {
   }
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) {
-    __m256 res = _mm256_blendv_ps(p[v], _mm256_set1_ps(__builtin_inff()),
-                                  _mm256_cmp_ps(x[v], _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ));
-    res = _mm256_blendv_ps(res, _mm256_setzero_ps(),
-                           _mm256_cmp_ps(x[v], _mm256_set1_ps(-103.972076416015625f), _CMP_LT_OQ));
-    x[v] = _mm256_blendv_ps(res, _mm256_add_ps(x[v], x[v]), _mm256_cmp_ps(x[v], x[v], _CMP_UNORD_Q));
+    const __m256 over = _mm256_cmp_ps(x[v], _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ);
+    const __m256 under = _mm256_cmp_ps(x[v], _mm256_set1_ps(-103.972076416015625f), _CMP_LT_OQ);
+    const __m256 nan = _mm256_cmp_ps(x[v], x[v], _CMP_UNORD_Q);
+    __m256 res = _mm256_blendv_ps(p[v], _mm256_set1_ps(__builtin_inff()), over);
+    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), under);
+    x[v] = _mm256_blendv_ps(res, _mm256_add_ps(x[v], x[v]), nan);
   }
 }
 }  // namespace detail
@@ -1306,8 +1307,9 @@ inline void gelu_erf_grad_given_n(int64_t n, const float* g, const float* x, con
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m256 xv = _mm256_loadu_ps(x + i + 8 * v);
-      const __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f),
-                                       _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(e + i + 8 * v)));
+      const __m256 ev = _mm256_loadu_ps(e + i + 8 * v);
+      const __m256 cdf =
+          _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(_mm256_set1_ps(1.0f), ev));
       const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(float(0.39894228040143267794)), t[v]);
       _mm256_storeu_ps(y + i + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(g + i + 8 * v),
                                                     _mm256_add_ps(cdf, _mm256_mul_ps(xv, pdf))));
@@ -2160,12 +2162,12 @@ inline void for_tiles(int64_t width, F&& tile) {
   for (; c < width; ++c) tile(std::integral_constant<int, 1>(), c);
 }
 
-// The scores of keys key0..key0+kTileKeys-1 (rows of k past S-1 read as row S-1: their
-// scores are masked by the caller) for the rows of qt (qt[c * L + r]): s[jj * ld + r], s
-// and ld aligned to a vector.
+// The scores of keys key0..key0+G-1 (rows of k past S-1 read as row S-1: their scores are
+// masked by the caller) for the rows of qt (qt[c * L + r]): s[jj * ld + r], s and ld
+// aligned to a vector.
 template <class W, int G>
 inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, const float* k,
-                         int64_t ks, float* s, int64_t ld, int64_t n) {
+                         int64_t ks, float* s, int64_t ld) {
   constexpr int L = W::kLanes;
   typename W::V a[G];
 #pragma GCC unroll 16
@@ -2189,8 +2191,7 @@ inline void block_scores(int64_t key0, int64_t S, int64_t D, const float* qt, co
     }
   }
 #pragma GCC unroll 16
-  for (int jj = 0; jj < G; ++jj)
-    if (jj < n) W::store(s + jj * ld, a[jj]);
+  for (int jj = 0; jj < G; ++jj) W::store(s + jj * ld, a[jj]);
 }
 
 // How the forward's p.v folds a key block's sums into the running ones: accT * corr + sums
@@ -2335,15 +2336,15 @@ inline void attention_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D
     for_tiles<W>(32, [&](auto keys, int64_t g) {
       constexpr int G = decltype(keys)::value;
       if (g >= nk) return;
-      block_scores<W, G>(j0 + g, S, D, qt, k, ks, p[g], L, G);
+      block_scores<W, G>(j0 + g, S, D, qt, k, ks, p[g], L);
       nkt = g + G;
     });
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
     typename W::V mb = W::set1(-INFINITY);
     for (int64_t j = 0; j < nkt; ++j) {
       const typename W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
-                               W::mul(W::load(p[j]), W::set1(scale)),
-                               W::set1(-INFINITY));
+                                        W::mul(W::load(p[j]), W::set1(scale)),
+                                        W::set1(-INFINITY));
       W::store(p[j], x);
       mb = W::maximum(mb, x);
     }
@@ -2423,8 +2424,8 @@ inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int6
     for_tiles<W>(32, [&](auto keys, int64_t g0) {
       constexpr int G = decltype(keys)::value;
       if (g0 >= nk) return;
-      block_scores<W, G>(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L, G);
-      block_scores<W, G>(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt, G);
+      block_scores<W, G>(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L);
+      block_scores<W, G>(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
     });
     exp_rows<L, true>(nk, pb, m, scale, l);
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
