@@ -573,23 +573,29 @@ GPTC_HD GPTC_INLINE float pow2f(int32_t k) { return from_bits32((uint32_t)(127 +
 // ln2 in two parts, the first exact times any k here); exp(r) = 1 + r + r^2 * P(r), P a
 // degree-5 minimax polynomial (Cephes expf's); the result y*2^k as y*2^(k/2)*2^(k-k/2),
 // whose first product is exact, so a subnormal result is rounded once.
+// Its constants, which its vector form (exp8, AVX2) shares: the main path runs on x with
+// |x| < 104 (bits below kExpMain; k in [-150, 150]), else on 0; adding kExpShifter (1.5 *
+// 2^23) rounds to an integer (even); above kExpOver exp(x) > FLT_MAX, below kExpUnder
+// exp(x) < FLT_TRUE_MIN/2.
+constexpr float kExpLn2Hi = 0.693359375f, kExpLn2Lo = -2.12194440e-4f,
+                kExpInvLn2 = 1.44269504088896341f, kExpShifter = 12582912.0f;
+constexpr float kExpP0 = 1.9875691500e-4f, kExpP1 = 1.3981999507e-3f, kExpP2 = 8.3334519073e-3f,
+                kExpP3 = 4.1665795894e-2f, kExpP4 = 1.6666665459e-1f, kExpP5 = 5.0000001201e-1f;
+constexpr float kExpOver = 88.72283935546875f, kExpUnder = -103.972076416015625f;
+constexpr uint32_t kExpMain = 0x42d00000u;
 GPTC_HD GPTC_INLINE float exp_f(float x) {
-  const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f, inv_ln2 = 1.44269504088896341f;
-  const float P0 = 1.9875691500e-4f, P1 = 1.3981999507e-3f, P2 = 8.3334519073e-3f,
-              P3 = 4.1665795894e-2f, P4 = 1.6666665459e-1f, P5 = 5.0000001201e-1f;
   const uint32_t ux = bits(x), ua = ux & 0x7fffffffu;
-  // The main path runs on x with |x| < 104 (k in [-150, 150]), else on 0.
-  const float xm = sel(ua < 0x42d00000u, x, 0.0f);
-  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (even)
-  const float kf = (xm * inv_ln2 + shifter) - shifter;
-  const float r = (xm - kf * ln2_hi) - kf * ln2_lo;
+  const float xm = sel(ua < kExpMain, x, 0.0f);
+  const float kf = (xm * kExpInvLn2 + kExpShifter) - kExpShifter;
+  const float r = (xm - kf * kExpLn2Hi) - kf * kExpLn2Lo;
   const float r2 = r * r;
-  const float p = P5 + r * (P4 + r * (P3 + r * (P2 + r * (P1 + r * P0))));
+  const float p =
+      kExpP5 + r * (kExpP4 + r * (kExpP3 + r * (kExpP2 + r * (kExpP1 + r * kExpP0))));
   const float y = (r2 * p + r) + 1.0f;
   const int32_t k = (int32_t)kf, ka = k / 2;
   float res = y * pow2f(ka) * pow2f(k - ka);
-  res = sel(x > 88.72283935546875f, inf_f(), res);   // above: exp(x) > FLT_MAX
-  res = sel(x < -103.972076416015625f, 0.0f, res);   // below: exp(x) < FLT_TRUE_MIN/2
+  res = sel(x > kExpOver, inf_f(), res);
+  res = sel(x < kExpUnder, 0.0f, res);
   return sel(x != x, x + x, res);
 }
 
@@ -1046,11 +1052,15 @@ GPTC_HD inline bf16 to_bf16(float f) {
 // bf16 -> float, exact.
 GPTC_HD inline float to_float(bf16 b) { return detail::from_bits32((uint32_t)b.bits << 16); }
 
+namespace detail {
+// 1/sqrt(2 pi), rounded to T where it is used (gelu_erf_grad_given and its AVX2 array form).
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+}  // namespace detail
 // gelu's derivatives, for gpt.gelu_grad: g * d/dx gelu(x), same formulas on every target.
 // gelu_erf_grad_given takes e = erf(x * T(1/sqrt(2))) computed elsewhere.
 template <class T>
 GPTC_HD GPTC_INLINE T gelu_erf_grad_given(T g, T x, T e) {
-  const T inv_sqrt_2pi = T(0.39894228040143267794);
+  const T inv_sqrt_2pi = T(detail::kInvSqrt2Pi);
   T cdf = T(0.5) * (T(1) + e);
   T pdf = inv_sqrt_2pi * gptc::exp(T(-0.5) * x * x);
   return g * (cdf + x * pdf);
@@ -1079,17 +1089,16 @@ GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
 namespace detail {
 template <int N>
 inline void exp8(__m256 (&x)[N]) {
-  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f),
-               inv_ln2 = _mm256_set1_ps(1.44269504088896341f),
-               shifter = _mm256_set1_ps(12582912.0f);
-  const float P[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+  const __m256 ln2_hi = _mm256_set1_ps(kExpLn2Hi), ln2_lo = _mm256_set1_ps(kExpLn2Lo),
+               inv_ln2 = _mm256_set1_ps(kExpInvLn2), shifter = _mm256_set1_ps(kExpShifter);
+  const float P[6] = {kExpP0, kExpP1, kExpP2, kExpP3, kExpP4, kExpP5};
   __m256 kf[N], r[N], p[N];
   __m256i k[N];
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) {  // the main path on x with |x| < 104, else on 0
     const __m256i ua = _mm256_and_si256(_mm256_castps_si256(x[v]), _mm256_set1_epi32(0x7fffffff));
-    const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x42d00000), ua));
+    const __m256 live =
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)kExpMain), ua));
     r[v] = _mm256_and_ps(x[v], live);  // xm
   }
 #pragma GCC unroll 8
@@ -1126,8 +1135,8 @@ inline void exp8(__m256 (&x)[N]) {
   }
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) {
-    const __m256 over = _mm256_cmp_ps(x[v], _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ);
-    const __m256 under = _mm256_cmp_ps(x[v], _mm256_set1_ps(-103.972076416015625f), _CMP_LT_OQ);
+    const __m256 over = _mm256_cmp_ps(x[v], _mm256_set1_ps(kExpOver), _CMP_GT_OQ);
+    const __m256 under = _mm256_cmp_ps(x[v], _mm256_set1_ps(kExpUnder), _CMP_LT_OQ);
     const __m256 nan = _mm256_cmp_ps(x[v], x[v], _CMP_UNORD_Q);
     __m256 res = _mm256_blendv_ps(p[v], _mm256_set1_ps(__builtin_inff()), over);
     res = _mm256_blendv_ps(res, _mm256_setzero_ps(), under);
@@ -1310,7 +1319,7 @@ inline void gelu_erf_grad_given_n(int64_t n, const float* g, const float* x, con
       const __m256 ev = _mm256_loadu_ps(e + i + 8 * v);
       const __m256 cdf =
           _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(_mm256_set1_ps(1.0f), ev));
-      const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(float(0.39894228040143267794)), t[v]);
+      const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(float(detail::kInvSqrt2Pi)), t[v]);
       _mm256_storeu_ps(y + i + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(g + i + 8 * v),
                                                     _mm256_add_ps(cdf, _mm256_mul_ps(xv, pdf))));
     }
