@@ -146,6 +146,50 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 #endif
 }
 
+#if defined(_OPENMP)
+// A horizontal kernel's members in one parallel region (matmul_ws): the blocked order goes
+// on to the next member without a barrier, each thread with B packed in its own scratch,
+// while A's copy (the next member) is read by every thread from the scratch of one. Each
+// member still gets the reference's bits, on any thread count.
+TEST(Matmul, HorizontalMembersGetTheReferenceBits) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  // {M, N, K, A transposed}: blocked (one k block, then 3), A copied to rows, blocked again.
+  const Case members[] = {{1, 203, 150, 333, false, false, true},
+                          {1, 601, 37, 450, true, false, true},
+                          {1, 250, 140, 1100, false, false, true},
+                          {1, 520, 36, 512, true, false, true}};
+  struct Data {
+    std::vector<float> A, B, C, ref;
+  };
+  std::vector<Data> data;
+  for (const Case& c : members) {
+    Data d{std::vector<float>(c.M * c.K), std::vector<float>(c.K * c.N),
+           std::vector<float>(c.M * c.N), std::vector<float>(c.M * c.N)};
+    for (float& v : d.A) v = normal(rng);
+    for (float& v : d.B) v = normal(rng);
+    gptc::matmul_reference<float>(1, c.M, c.N, c.K, d.A.data(), 0, c.ta ? 1 : c.K,
+                                  c.ta ? c.M : 1, d.B.data(), 0, c.N, 1, d.ref.data());
+    data.push_back(std::move(d));
+  }
+  for (int threads : {1, 2, 3}) {
+    gptc::thread_count() = threads;
+    for (Data& d : data) std::fill(d.C.begin(), d.C.end(), -1.0f);
+    GPTC_PARALLEL {
+      for (size_t i = 0; i < data.size(); ++i) {
+        const Case& c = members[i];
+        gptc::matmul_ws(1, c.M, c.N, c.K, data[i].A.data(), 0, c.ta ? 1 : c.K, c.ta ? c.M : 1,
+                        data[i].B.data(), 0, c.N, 1, data[i].C.data());
+      }
+    }
+    for (size_t i = 0; i < data.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(data[i].C.data(), data[i].ref.data(), data[i].C.size() * 4))
+          << "member " << i << ", " << threads << " threads";
+  }
+  gptc::thread_count() = 1;
+}
+#endif
+
 }  // namespace
 
 // Attention's helpers: block_dots_rows (4 query rows at once) gives each score the bits of

@@ -2860,9 +2860,9 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 }
 
 // The blocked order (BLIS's): k in blocks of at most kBlockDepth (one block up to K = 512);
-// per block, all of B's panels packed by the region's threads together (at most 512 x N
-// floats, in L3; where B's rows are contiguous, a row at a time into every panel), then
-// each thread takes a contiguous share of A's rows, in blocks of kBlockRows: it copies the
+// each thread takes a contiguous share of A's rows and, per block, packs all of B's panels
+// itself (at most 512 x N floats, in its L2 and L3; where B's rows are contiguous, a row at
+// a time into every panel), then goes through its rows in blocks of kBlockRows: it copies the
 // block into 6-row micro-panels (kRows x depth, k-major: 192 KB at most, in L2) and runs
 // every panel (depth x 16, at most 32 KB) over them. A tile past the first block continues
 // from the sums C holds (matmul_tile's Carry): every output is still one k = 0..K-1 fma
@@ -2876,7 +2876,11 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 // only: with AVX-512's 32-column panels the panel-task order reads A half as often, and on
 // Zen 4 (1 MB of L2 a core) it was the faster one for every one of those 12 products and
 // for the 384x1536x2048 one (0.88-0.95x the blocked order's time on two threads, 0.96x on
-// one), so AVX-512 builds keep it.
+// one), so AVX-512 builds keep it. Each thread packs B for itself, not a share of it for the
+// team: the packing is a few percent of the thread's fmas, and no thread then reads panels
+// another core wrote, nor waits for the others at a barrier per block. (Packed by the team,
+// on a Zen 2 whose two virtual CPUs took 457 ns for a round trip between them: the
+// Shakespeare-size step 1.01x, its backward horizontal kernels 1.02-1.05x this time.)
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
 constexpr bool kBlockedOrder = kPanel == 16;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
@@ -2917,18 +2921,17 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
       for (int64_t r = 0; r < kRows; ++r) mp[k * kRows + r] = r < R ? a[r * sam + k * sak] : 0.0f;
   }
 }
-// Rows [k1, k2) of a k block of B whose rows are contiguous (element (k, j) at
-// Bk[k * sbk + j]) into every one of the block's panels (kc rows each, zero past N): each
+// A k block of B whose rows are contiguous (element (k, j) at Bk[k * sbk + j], k < kc)
+// into every one of the block's panels (kc rows each, zero past N): each
 // row read whole, once. (Packed a panel at a time, each row gave 64 bytes to a panel
 // before the next row, 6 KB on, a miss per row that the prefetchers do not follow
 // across pages. Measured on Zen 2: the 384x1536x2048 product on one core 86.6-88.2
 // against 80.6-82.3 GFLOP/s by median; a Shakespeare-size layer's 12 products on two
 // threads 0.96-0.98x their time, the input gradients 0.91-0.97x, the forwards, whose B is
 // transposed, as they were.) The same values in the same places.
-inline void pack_panel_rows(int64_t k1, int64_t k2, int64_t kc, int64_t N, const float* Bk,
-                            int64_t sbk, float* packed) {
+inline void pack_panel_rows(int64_t kc, int64_t N, const float* Bk, int64_t sbk, float* packed) {
   const int64_t full = N / kPanel, left = N - full * kPanel;
-  for (int64_t k = k1; k < k2; ++k) {
+  for (int64_t k = 0; k < kc; ++k) {
     const float* row = Bk + k * sbk;
     for (int64_t p = 0; p < full; ++p)
       std::memcpy(packed + (p * kc + k) * kPanel, row + p * kPanel, sizeof(float) * kPanel);
@@ -2944,39 +2947,29 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
   const int64_t panels = (N + kPanel - 1) / kPanel;
   const int64_t depths = K <= 512 ? 1 : (K + kBlockDepth - 1) / kBlockDepth;
   const int64_t maxDepth = (K + depths - 1) / depths;
-  // B's panels in the scratch (slot 4) of the thread that takes the `single`, read by all;
-  // each loop below ends in a barrier, so no thread packs the next block's (or the next
-  // product's) panels into it while another still reads them.
-  float* const mine = gptc::scratch<float>(4, panels * maxDepth * kPanel);
-  float* packed = nullptr;
-  GPTC_OMP("omp single copyprivate(packed)")
-  packed = mine;
-  float* const block = gptc::scratch<float>(0, kBlockRows * maxDepth + kPanel);
+  // One iteration per thread: its contiguous share of the micro-panels (a static split;
+  // which thread computes a row never changes its bits). It reads only its own scratch, so it
+  // goes on to the region's next loop without waiting.
   const int team = gptc::team_size();
-  for (int64_t d = 0; d < depths; ++d) {
-    const int64_t k0 = K * d / depths, kc = K * (d + 1) / depths - k0;
-    const bool first = d == 0, last = d == depths - 1;
-    if (sbn == 1) {  // B's rows contiguous: the threads take 16 of the block's rows at a time
-      const int64_t chunks = (kc + 15) / 16;
-      GPTC_OMP("omp for schedule(static)")
-      for (int64_t c = 0; c < chunks; ++c)
-        pack_panel_rows(c * 16, (c + 1) * 16 < kc ? (c + 1) * 16 : kc, kc, N, B + k0 * sbk, sbk,
-                        packed);
-    } else {
-      GPTC_OMP("omp for schedule(static)")
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t n0 = p * kPanel;
-        pack_panel(kc, B + k0 * sbk + n0 * sbn, sbk, sbn, N - n0 < kPanel ? N - n0 : kPanel,
-                   packed + p * kc * kPanel);
+  GPTC_OMP("omp for schedule(static) nowait")
+  for (int t = 0; t < team; ++t) {
+    float* const packed = gptc::scratch<float>(4, panels * maxDepth * kPanel);
+    float* const block = gptc::scratch<float>(0, kBlockRows * maxDepth + kPanel);
+    const int64_t micro = (M + kRows - 1) / kRows;
+    const int64_t lo = micro * t / team * kRows, hiRows = micro * (t + 1) / team * kRows;
+    const int64_t hi = hiRows < M ? hiRows : M;
+    for (int64_t d = 0; d < depths; ++d) {
+      const int64_t k0 = K * d / depths, kc = K * (d + 1) / depths - k0;
+      const bool first = d == 0, last = d == depths - 1;
+      if (sbn == 1) {  // B's rows contiguous
+        pack_panel_rows(kc, N, B + k0 * sbk, sbk, packed);
+      } else {
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t n0 = p * kPanel;
+          pack_panel(kc, B + k0 * sbk + n0 * sbn, sbk, sbn, N - n0 < kPanel ? N - n0 : kPanel,
+                     packed + p * kc * kPanel);
+        }
       }
-    }
-    // One iteration per thread: its contiguous share of the micro-panels (a static split;
-    // which thread computes a row never changes its bits).
-    GPTC_OMP("omp for schedule(static)")
-    for (int t = 0; t < team; ++t) {
-      const int64_t micro = (M + kRows - 1) / kRows;
-      const int64_t lo = micro * t / team * kRows, hiRows = micro * (t + 1) / team * kRows;
-      const int64_t hi = hiRows < M ? hiRows : M;
       for (int64_t m0 = lo; m0 < hi; m0 += kBlockRows) {
         const int64_t mc = hi - m0 < kBlockRows ? hi - m0 : kBlockRows;
         pack_rows(m0, mc, k0, kc, A, sam, sak, block);
