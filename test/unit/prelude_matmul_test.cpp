@@ -59,12 +59,20 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         {1, 230, 290, 1000, true, false, false},
                         {2, 100, 270, 400, false, true, true},
                         // Panels that do not divide over the threads: their rows split in
-                        // chunks (lm_head's 65 columns; three members of one panel each).
-                        {1, 200, 65, 48, false, false, true}, {3, 120, 20, 33, false, true, false}};
+                        // chunks (lm_head's 65 columns, A transposed over a k too short to
+                        // pipeline; three members of one panel each).
+                        {1, 200, 65, 3, true, false, true}, {3, 120, 20, 33, false, true, false},
+                        // Small products split by rows (A's rows contiguous: 65 columns, an
+                        // epilogue's rows, tails of 6-row tiles), and weight gradients (A
+                        // transposed) pipelined over k: stages of K/threads, some of 1 to 4.
+                        {1, 200, 65, 48, false, false, true}, {1, 97, 40, 130, false, true, true},
+                        {1, 130, 70, 512, true, false, true}, {1, 64, 33, 9, true, true, true},
+                        {1, 250, 64, 200, true, false, true}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2, _avx512emu and _asan builds): the parallel paths too,
   // A's copy among them.
   [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
+  [[maybe_unused]] int byRows = 0, pipelined = 0;  // cases taking those orders, likewise
   for (int threads : {1, 2, 3, 4}) {
     gptc::thread_count() = threads;
 #else
@@ -86,8 +94,14 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
       const bool blocks = gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
       blocked += blocks;
 #if defined(_OPENMP)
-      if (!blocks && !gptc::detail::copies_a(c.M, c.K, sam, sak))
-        split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
+      if (!blocks && !gptc::detail::copies_a(c.M, c.K, sam, sak)) {
+        const bool rows = gptc::detail::splits_rows(fbatch, fM, c.K, sak, threads);
+        const bool pipe = !rows && gptc::detail::pipelines_k(c.batch, c.M, c.N, c.K, sam, sak,
+                                                             nullptr, threads);
+        byRows += rows;
+        pipelined += pipe;
+        if (!rows && !pipe) split += gptc::detail::panel_tasks(fbatch, fM, c.N, threads).chunks > 1;
+      }
 #endif
     }
 #endif
@@ -143,22 +157,30 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
   }
 #if defined(_OPENMP) && defined(GPTC_TILED_MATMUL)
   EXPECT_GE(split, 2) << "too few cases split their panels' rows";
+  EXPECT_GE(byRows, 6) << "too few cases split by rows";
+  EXPECT_GE(pipelined, 6) << "too few cases pipelined over k";
 #endif
 }
 
 #if defined(_OPENMP)
-// A horizontal kernel's members in one parallel region (matmul_ws): the blocked order goes
-// on to the next member without a barrier, each thread with B packed in its own scratch,
-// while A's copy (the next member) is read by every thread from the scratch of one. Each
-// member still gets the reference's bits, on any thread count.
+// A horizontal kernel's members in one parallel region (matmul_ws): the blocked order and
+// the split by rows go on to the next member without a barrier, each thread with B packed
+// in its own scratch, while A's copy is read by every thread from the scratch of one, and
+// a k pipeline's flags are zeroed by one thread for all. Each member still gets the
+// reference's bits, on any thread count.
 TEST(Matmul, HorizontalMembersGetTheReferenceBits) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
-  // {M, N, K, A transposed}: blocked (one k block, then 3), A copied to rows, blocked again.
+  // Blocked (one k block, then 3), A copied to rows, blocked again, copied again, by rows,
+  // pipelined over k twice in a row, by rows.
   const Case members[] = {{1, 203, 150, 333, false, false, true},
                           {1, 601, 37, 450, true, false, true},
                           {1, 250, 140, 1100, false, false, true},
-                          {1, 520, 36, 512, true, false, true}};
+                          {1, 520, 36, 512, true, false, true},
+                          {1, 200, 65, 48, false, false, true},
+                          {1, 130, 70, 512, true, false, true},
+                          {1, 250, 64, 200, true, false, true},
+                          {1, 97, 40, 130, false, false, true}};
   struct Data {
     std::vector<float> A, B, C, ref;
   };
