@@ -43,6 +43,26 @@ def matmul_bench():
     return run_json([exe])
 
 
+def core_latency_build():
+    """bench/core_latency.cpp built once per run; its path."""
+    exe = os.path.join("/tmp", "gptc_core_latency")
+    subprocess.run(["c++", "-std=c++17", "-O2", "-pthread", os.path.join(HERE, "core_latency.cpp"),
+                    "-o", exe], check=True)
+    return exe
+
+
+def core_round_trip(exe):
+    """How long the first two CPUs this process may use take to pass a cache line there and
+    back, in ns (None on one CPU): the host of a virtual machine places its CPUs, and moves
+    them, and a step whose two threads share data slows as they move apart."""
+    return run_json([exe]).get("round_trip_ns")
+
+
+def nanoseconds(values) -> str:
+    """Round trips as a table cell: "457, 83" (n/a for one not measured)."""
+    return ", ".join("n/a" if v is None else f"{v:.0f}" for v in values or []) or "n/a"
+
+
 def sgemm_bench():
     """numpy's sgemm (OpenBLAS) on one thread, on the same shape."""
     code = ("import json, time, numpy as np\n"
@@ -93,6 +113,8 @@ def pool(runs):
     # Every round runs the same steps: its losses are the round's, not pooled.
     out.update(first_loss=[r.get("first_loss") for r in ok],
                last_loss=[r.get("last_loss") for r in ok])
+    # Where the host had placed the two CPUs just before each round.
+    out["core_round_trip_ns"] = [r.get("core_round_trip_ns") for r in ok]
     for key in ("step_peak_rss_mib", "step_growth_mib", "children_peak_rss_mib"):
         if all(r.get(key) is not None for r in ok):
             out[key] = max(r[key] for r in ok)
@@ -200,6 +222,7 @@ def main():
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
     # frameworks alike instead of on whichever ran during it.
+    latency = core_latency_build()
     for size in args.sizes.split(","):
         pooled = {}
         for _ in range(args.rounds):
@@ -207,6 +230,7 @@ def main():
                 timed, warmup = STEPS[size]
                 timed = timed if args.steps is None else args.steps
                 warmup = warmup if args.warmup is None else args.warmup
+                round_trip = core_round_trip(latency)  # just before the run
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
                               fw, "--size", size, "--threads", str(args.threads),
                               # Many short tiny steps after a long warm-up: on this shared
@@ -215,6 +239,7 @@ def main():
                               "--dropout", str(args.dropout), "--attention", args.attention,
                               "--model", args.model,
                               *(["--batch", str(args.batch)] if args.batch else [])])
+                r["core_round_trip_ns"] = round_trip
                 r.setdefault("framework", fw)
                 r.setdefault("size", size)
                 print(json.dumps({k: v for k, v in r.items() if k != "times_ms"}), flush=True)
@@ -234,13 +259,13 @@ def main():
 
     print("\n| size | framework | ms/step median (min–max) | speed vs eager | tokens/s | "
           "kernels/step | step peak RSS MiB | step growth MiB | process peak RSS MiB | "
-          "largest child's peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "largest child's peak RSS MiB | CPUs' round trip ns, per round |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     eager = {r["size"]: r["ms_median"] for r in results["steps"]
              if r["framework"] == "eager" and "error" not in r}
     for r in results["steps"]:
         if "error" in r:
-            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | | | | | |")
+            print(f"| {r['size']} | {r['framework']} | error: {r['error']} | | | | | | | | |")
             continue
         k = r.get("kernels_per_step")
         ratio = eager[r["size"]] / r["ms_median"] if r["size"] in eager else None
@@ -251,7 +276,7 @@ def main():
               f"{r['tokens_per_s']:,.0f} | {k if k is not None else 'n/a'} | "
               f"{f'{step_peak:.0f}' if step_peak else 'n/a'} | "
               f"{f'{growth:.1f}' if growth is not None else 'n/a'} | {r['peak_rss_mib']:.0f} | "
-              f"{f'{child:.0f}' if child else 'n/a'} |")
+              f"{f'{child:.0f}' if child else 'n/a'} | {nanoseconds(r.get('core_round_trip_ns'))} |")
     m, s = results["matmul"], results["sgemm_openblas"]
     print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "

@@ -8,7 +8,9 @@ the tiny step at least 2x eager's speed and the Shakespeare-size step at least 1
 by the median step; gptc faster than torch.compile at both sizes; the matmul micro-kernel at
 85 % of the measured FMA peak; gptc's step peak memory below eager's; at most 25 kernels a
 layer plus 15. A missed target is printed in bold. "fastest" is the ratio of the fastest
-steps (the machine's quietest moment in the run); it is shown, not judged.
+steps (the machine's quietest moment in the run); it is shown, not judged. "CPUs' round
+trip" is the range of what bench/core_latency.cpp measured before each round: where the host
+of the virtual machine had placed its two CPUs, near each other or apart.
 """
 import glob
 import json
@@ -27,7 +29,7 @@ from run import SIZES  # noqa: E402 (bench/run.py, beside this file)
 SPEEDUP = {"tiny": 2.0, "shakespeare": 1.3}
 MICRO_KERNEL = 0.85
 STAMP = "%Y-%m-%dT%H:%M:%SZ"  # run.py's "finished"
-HEADER = ("| run | date | CPU | setting | tiny ≥ 2× eager | Shakespeare ≥ 1.3× eager | fastest "
+HEADER = ("| run | date | CPU | CPUs' round trip | setting | tiny ≥ 2× eager | Shakespeare ≥ 1.3× eager | fastest "
           "| faster than torch.compile (tiny, Shakespeare) | micro-kernel ≥ 85 % of peak "
           "| peak MiB below eager's (tiny, Shakespeare) | kernels (≤ 25/layer + 15) |")
 
@@ -93,6 +95,18 @@ def cpu(results) -> str:
     return f"{generation}, {width}" if generation else width
 
 
+def round_trips(results) -> str:
+    """The range of the round trips between the two CPUs that run.py measured before each
+    round, "83–465 ns" ("—" for runs from before it did): the host moves its virtual CPUs,
+    and the tiny step slows as they move apart."""
+    values = [v for r in results["steps"] for v in r.get("core_round_trip_ns") or []
+              if v is not None]
+    if not values:
+        return "—"
+    low, high = min(values), max(values)
+    return f"{low:.0f} ns" if round(low) == round(high) else f"{low:.0f}–{high:.0f} ns"
+
+
 def judge(results) -> dict:
     """Each target's cell of one run's row, and whether the run judges the Shakespeare-size
     target as the issue sets it (no dropout, the default batch) and met it, by median and by
@@ -144,7 +158,8 @@ def judge(results) -> dict:
 
 def row(name: str, results) -> str:
     c = judge(results)["cell"]
-    return (f"| {name} | {results.get('date', '?')} | {cpu(results)} | {c['setting']} | "
+    return (f"| {name} | {results.get('date', '?')} | {cpu(results)} | {round_trips(results)} | "
+            f"{c['setting']} | "
             f"{c['tiny']} | {c['shakespeare']} | {c['fastest']} | {c['compile']} | {c['micro']} | "
             f"{c['memory']} | {c['kernels']} |")
 
@@ -209,6 +224,9 @@ def check(results) -> None:
             need(r, "peak_rss_mib", number, "a number", where)
             for key in ("step_peak_rss_mib", "kernels_per_step"):
                 need(r, key, number, "a number", where, optional=True)
+            need(r, "core_round_trip_ns",
+                 lambda v: isinstance(v, list) and all(x is None or positive(x) for x in v),
+                 "a list of positive numbers", where, optional=True)
 
 
 def load(path: str):

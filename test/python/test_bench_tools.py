@@ -54,12 +54,21 @@ def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     width = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
     assert results["machine"].startswith(f"{os.cpu_count()} cores, ")
     assert results["machine"].endswith(f"), {width}")
+    # Before each round, the round trip between the two CPUs (none on one CPU), in the row.
+    trips = [t for r in steps.values() for t in r["core_round_trip_ns"]]
+    assert len(trips) == 3
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert all(10 < t < 100_000 for t in trips), trips
+    else:
+        assert trips == [None] * 3
     # The run ends with its row of bench/targets.py's table: the tiny ratio of these medians,
     # bold when it misses 2x.
     gptc, eager = steps["gptc"]["ms_median"], steps["eager"]["ms_median"]
     row = [line for line in run.stdout.splitlines() if line.startswith("| results |")]
     assert len(row) == 1, run.stdout[-3000:]
-    tiny = row[0].split(" | ")[4]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert row[0].split(" | ")[3].startswith(f"{min(trips):.0f}"), row[0]
+    tiny = row[0].split(" | ")[5]
     assert tiny.strip("*").endswith(f"× ({gptc:.1f} vs {eager:.1f} ms)"), tiny
     assert float(tiny.strip("*").split("×")[0]) == approx(eager / gptc, abs=0.006)
     assert tiny.startswith("**") == (eager / gptc < 2), tiny
@@ -109,7 +118,7 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     threshold, a ratio just under one is not rounded up to it, and only default runs (no
     dropout, the size's own batch, SDPA, the GPT) count toward the Shakespeare-size tally."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
-    from targets import cpu, judge, tally
+    from targets import cpu, judge, round_trips, tally
 
     def results(shakespeare_eager=520.0, tiny_eager=8.0, fraction=0.9, gptc_mib=900.0,
                 kernels=126, batch=4, dropout=0.0):
@@ -138,6 +147,12 @@ def test_bench_targets_judges_each_target_at_its_threshold():
     assert judge(results(gptc_mib=1000.0))["cell"]["memory"] == "**1000 vs 1000**, **1000 vs 1000**"
     assert judge(results(kernels=165))["cell"]["kernels"] == "54, 165"
     assert judge(results(kernels=166))["cell"]["kernels"] == "54, **166**"
+    # The range of the CPUs' round trips over the run's rounds; none from older runs.
+    placed = results()
+    placed["steps"][0]["core_round_trip_ns"] = [457.4, 83.0]
+    placed["steps"][3]["core_round_trip_ns"] = [None, 120.2]
+    assert round_trips(placed) == "83–457 ns"
+    assert round_trips(results()) == "—"
     for other in (results(batch=16), results(dropout=0.2), dict(results(), attention="manual"),
                   dict(results(), model="llama")):
         assert not judge(other)["judged"]
@@ -290,6 +305,8 @@ def test_targets_names_the_file_and_what_is_wrong(tmp_path):
             ({"steps": [dict(step, batch=None)]}, 'steps[0]: "batch" is null, not an integer'),
             ({"steps": [dict(step, ms_median=0)]},
              'steps[0]: "ms_median" is 0, not a positive number'),
+            ({"steps": [dict(step, core_round_trip_ns=[80.0, "far"])]},
+             'steps[0]: "core_round_trip_ns" is [80.0, "far"], not a list of positive numbers'),
             ({"steps": [], "machine": 7}, '"machine" is 7, not a string'),
             ({"steps": [], "matmul": {"gflops": 3}}, 'matmul: no "fraction_of_peak"')):
         path = tmp_path / "results.json"
@@ -312,4 +329,4 @@ def test_targets_names_the_file_and_what_is_wrong(tmp_path):
     run = subprocess.run([sys.executable, os.path.join(BENCH, "targets.py"),
                           str(tmp_path / "ok.json")], capture_output=True, text=True)
     assert run.returncode == 0 and run.stderr == "", run.stderr
-    assert "| ok | ? | not recorded | default |" in run.stdout
+    assert "| ok | ? | not recorded | — | default |" in run.stdout
