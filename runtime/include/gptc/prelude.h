@@ -3005,34 +3005,19 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
 // threads had just touched. Two orders keep a small product's data where it already is:
 //
 // By rows: where A's rows are contiguous (a forward, an input gradient: rows are tokens),
-// thread t of T takes rows [M t/T, M (t+1)/T), the rows GPTC_FOR's static split gives it in
-// the row and elementwise kernels before and after, and packs every panel of B for itself.
-// Only while a thread's rows of A fit in 256 KB: the larger products (the blocked order's
-// on AVX2, the panel tasks' on AVX-512, measured best there) keep their order.
+// the panel tasks take one chunk of rows per thread, chunks outermost, so that thread t
+// computes rows [t r, (t + 1) r), r = ceil(M / T): the rows GPTC_FOR's static split gives
+// it in the row and elementwise kernels before and after (the same on two threads, within
+// a row on more), and it packs every panel of B for itself. Only while a thread's rows of A
+// fit in 256 KB: the larger products (the blocked order's on AVX2, the panel tasks' above
+// on AVX-512, measured best there) keep their order.
 inline bool splits_rows(int64_t batch, int64_t M, int64_t K, int64_t sak, int team) {
   return team > 1 && batch == 1 && sak == 1 && M >= team * 4 * kRows &&
          M * K <= team * (int64_t(1) << 16);
 }
-inline void matmul_rows_ws(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam,
-                           const float* B, int64_t sbk, int64_t sbn, float* C,
-                           const MatmulEpilogue<float>* ep) {
-  const int team = gptc::team_size();
-  GPTC_FOR_WS(t, team) {  // one iteration per thread
-    const int64_t lo = M * t / team, hi = M * (t + 1) / team;
-    float* panel = gptc::scratch<float>(0, K * kPanel);
-    for (int64_t n0 = 0; n0 < N; n0 += kPanel) {
-      const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
-      pack_panel(K, B + n0 * sbn, sbk, sbn, cols, panel);
-      auto tile = [&](auto rows, int64_t i) {
-        constexpr int R = decltype(rows)::value;
-        const int64_t m = lo + i;
-        float* Ct = C + m * N + n0;
-        matmul_tile<R>(K, A + m * sam, sam, 1, panel, Ct, N, cols);
-        if (ep) ep->apply(R, m * N + n0, N, n0, cols, Ct, N);
-      };
-      for_row_tiles(hi - lo, tile);
-    }
-  }
+inline PanelTasks row_tasks(int64_t M, int64_t N, int64_t team) {
+  const int64_t rows = (M + team - 1) / team;
+  return {(N + kPanel - 1) / kPanel, 1, (M + rows - 1) / rows, rows};
 }
 
 // By k: a weight gradient (A transposed, dY^T, small enough not to be copied) sums over the
@@ -3132,15 +3117,13 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
     return;
   }
   const int team = gptc::team_size();
-  if (detail::splits_rows(fbatch, fM, K, sak, team)) {
-    detail::matmul_rows_ws(fM, N, K, A, sam, B, sbk, sbn, C, ep);
-    return;
-  }
   if (detail::pipelines_k(batch, M, N, K, sam, sak, ep, team)) {
     detail::matmul_k_pipeline_ws(M, N, K, A, sak, B, sbk, sbn, C);
     return;
   }
-  const detail::PanelTasks g = detail::panel_tasks(fbatch, fM, N, team);
+  const detail::PanelTasks g = detail::splits_rows(fbatch, fM, K, sak, team)
+                                   ? detail::row_tasks(fM, N, team)
+                                   : detail::panel_tasks(fbatch, fM, N, team);
   GPTC_FOR_WS(t, g.count())
     detail::matmul_task(t, g, fM, N, K, A, fsab, sam, sak, B, sbb, sbk, sbn, C, ep);
 }
