@@ -20,7 +20,7 @@
 
 #include "gptc/checksum.h"
 #include "gptc/signature.h"
-#include "safetensors.h"
+#include "gptc/safetensors.hpp"
 
 namespace gptc::rt {
 

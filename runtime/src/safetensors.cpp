@@ -1,5 +1,5 @@
 // safetensors.cpp — validating reader and atomic writer of safetensors files.
-#include "safetensors.h"
+#include "gptc/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -17,7 +17,7 @@
 #include "gptc/model.hpp"
 #include "gptc/runtime.h"
 #include "gptc/signature.h"
-#include "safetensors.h"  // runtime/src (private header)
+#include "gptc/safetensors.hpp"
 
 namespace fs = std::filesystem;
 namespace st = gptc::rt::safetensors;

@@ -1,6 +1,6 @@
 // safetensors_test.cpp — round trip of runtime/src/safetensors.{h,cpp} and rejection of
 // corrupt files with a clear one-line message.
-#include "safetensors.h"
+#include "gptc/safetensors.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -18,7 +18,7 @@
 #include "tools/support/ToolSupport.h"
 
 #include "gptc/model.hpp"
-#include "safetensors.h"
+#include "gptc/safetensors.hpp"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"

@@ -1,4 +1,4 @@
-// safetensors.h — reader and writer of the safetensors format (private to the runtime).
+// gptc/safetensors.hpp — reader and writer of the safetensors format (the runtime's C++ API).
 //
 // Layout: u64 little-endian N | N bytes of JSON header | raw data. The header maps
 // name -> {"dtype": "F32"|"F64"|"I64"|"BF16"|"BOOL", "shape": [...],
@@ -6,8 +6,8 @@
 // "__metadata__": {string: string}. Reading validates everything and throws
 // gptc::rt::Error("<path>: <problem>"); tensor bytes are read on demand, straight into the
 // caller's buffer, so a large file is never held in memory twice.
-#ifndef GPTC_RUNTIME_SAFETENSORS_H
-#define GPTC_RUNTIME_SAFETENSORS_H
+#ifndef GPTC_SAFETENSORS_HPP
+#define GPTC_SAFETENSORS_HPP
 
 #include <cstdint>
 #include <map>
@@ -65,4 +65,4 @@ void write(const std::string& path, const std::vector<TensorView>& tensors,
 
 }  // namespace gptc::rt::safetensors
 
-#endif  // GPTC_RUNTIME_SAFETENSORS_H
+#endif  // GPTC_SAFETENSORS_HPP
