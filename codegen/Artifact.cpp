@@ -1,7 +1,8 @@
 //===- Artifact.cpp - write an artifact folder and build its library ------===//
 #include "codegen/Codegen.h"
 
-#include "passes/Passes.h"
+#include "ir/KernelLevel.h"
+#include "ir/Signature.h"
 
 #include "gptc/checksum.h"
 #include "gptc/signature.h"
@@ -259,13 +260,13 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
                                                std::vector<int64_t>(t.getShape()), name));
   };
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    auto nameAttr = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
-    auto kindAttr = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
+    auto nameAttr = argName(fn, i);
+    auto kindAttr = argKind(fn, i);
     std::string name = nameAttr ? nameAttr.getValue().str() : "arg" + std::to_string(i);
     std::string kind = kindAttr ? kindAttr.getValue().str() : std::string("input");
     // A causal mask that gpt-raise-attention compiled into attention: the kernels no longer
     // read it, so the runtime checks that it still holds tril(ones) (docs/artifact.md).
-    const bool trilOnes = kind == "param" && fn.getArgAttr(i, "gpt.tril_ones");
+    const bool trilOnes = kind == "param" && fn.getArgAttr(i, kTrilOnesAttr);
     signatureLine(gptc::signature_kind(kind, trilOnes), name, arg.getType());
     llvm::json::Object spec = tensorSpec(name, arg.getType());
     spec["kind"] = kind;
@@ -274,9 +275,9 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     args.push_back(std::move(spec));
   }
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
-    if (fn.getResultAttr(i, "gpt.updates"))
+    if (fn.getResultAttr(i, kUpdatesAttr))
       continue; // written back into its argument by the entry, not returned
-    auto nameAttr = fn.getResultAttrOfType<StringAttr>(i, "gpt.name");
+    auto nameAttr = resultName(fn, i);
     std::string name = nameAttr ? nameAttr.getValue().str() : "result" + std::to_string(i);
     signatureLine("result", name, type);
     results.push_back(tensorSpec(name, type));

@@ -10,11 +10,11 @@
 #include "codegen/Emitter.h"
 
 #include "ir/GptDialect.h"
-#include "passes/Passes.h"
+#include "ir/KernelLevel.h"
+#include "ir/Signature.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -31,58 +31,11 @@ namespace mlir::gpt::emit {
 
 RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-FailureOr<std::string> cType(Type t) {
-  if (t.isF32())
-    return std::string("float");
-  if (t.isF64())
-    return std::string("double");
-  if (t.isInteger(64))
-    return std::string("int64_t");
-  if (t.isInteger(1))
-    return std::string("bool");
-  return failure();
-}
-
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> s(shape.size(), 1);
   for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
     s[d] = s[d + 1] * shape[d + 1];
   return s;
-}
-
-/// An exact C++ literal for `v` as element type `t` (hex floats keep every bit).
-std::string literal(double v, Type t) {
-  bool f32 = t.isF32();
-  if (std::isnan(v))
-    return f32 ? "NAN" : "(double)NAN";
-  if (std::isinf(v))
-    return std::string(v < 0 ? "-" : "") + (f32 ? "INFINITY" : "(double)INFINITY");
-  if (t.isInteger(64))
-    return std::to_string((int64_t)v) + "LL";
-  if (t.isInteger(1))
-    return v != 0 ? "true" : "false";
-  char buf[64];
-  if (f32)
-    std::snprintf(buf, sizeof buf, "%af", (double)(float)v);
-  else
-    std::snprintf(buf, sizeof buf, "%a", v);
-  return buf;
-}
-
-DropoutLiterals dropoutLiterals(double p, Type elem) {
-  return {literal(p, Float32Type::get(elem.getContext())), literal(1.0 / (1.0 - p), elem)};
-}
-
-std::string elementLiteral(Attribute a, Type t) {
-  if (auto f = dyn_cast<FloatAttr>(a))
-    return literal(f.getValueAsDouble(), t);
-  if (auto i = dyn_cast<IntegerAttr>(a)) {
-    int64_t v = i.getValue().getSExtValue();  // exact: an i64 past 2^53 is no double
-    if (t.isInteger(64))
-      return v == INT64_MIN ? "(-9223372036854775807LL - 1)" : std::to_string(v) + "LL";
-    return literal((double)v, t);
-  }
-  return "0";
 }
 
 /// " (model.py:42)" for a file location, "" otherwise; it goes into a // comment of the
@@ -174,7 +127,7 @@ FailureOr<EmittedSource> Emitter::run() {
     if (!t || failed(cType(t.getElementType())))
       return fn.emitError("unsupported argument type ") << arg.getType(), failure();
     pointers[arg] = "(" + elemType(arg) + "*)args[" + std::to_string(i) + "]";
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+    if (auto name = argName(fn, i))
       argByName[name.getValue()] = i;
   }
 
@@ -197,7 +150,7 @@ FailureOr<EmittedSource> Emitter::run() {
       int64_t next = 0;
       for (auto [j, v] : llvm::enumerate(ret.getOperands())) {
         std::string dst = "results[" + std::to_string(next) + "]";
-        if (auto target = fn.getResultAttrOfType<StringAttr>(j, "gpt.updates")) {
+        if (auto target = resultUpdates(fn, j)) {
           auto it = argByName.find(target.getValue());
           if (it == argByName.end())
             return fn.emitError("result updates unknown argument '") << target.getValue() << "'",
@@ -721,74 +674,25 @@ void Emitter::emitCopyLoop(raw_ostream &os, ArrayRef<int64_t> shape, const Acces
   os << "    " << dst.buf << "[" << offs[0] << "] = " << src.buf << "[" << offs[1] << "];\n  }\n";
 }
 
-std::string Emitter::dropoutExpr(DropoutOp d) {
-  DropoutLiterals lit = dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType());
-  return "(gptc::dropout_keep((uint64_t)$1[0], (uint64_t)$1[1], " + std::to_string(d.getId()) +
-         ", (uint64_t)i, " + lit.p + ") ? $0 * " + lit.scale + " : " + elemType(d.getResult()) +
-         "(0))";
-}
-
-/// The scalar expression of an elementwise op: `$j` stands for operand j's element.
-/// Shared by one-op kernels and gpt.fused bodies, so both compute the same bits.
+/// An elementwise op's expression (ElementwiseOpInterface, ir/GptScalar.cpp): `$j`
+/// stands for operand j's element. Shared by one-op kernels and gpt.fused bodies, so both
+/// compute the same bits. Inside a block loop of openDropoutBlocks, a training dropout
+/// reads its precomputed mask instead of drawing it: the same value, the scaled element
+/// or +0.
 std::optional<std::string> Emitter::scalarExpr(Operation *op) {
-  using R = std::optional<std::string>;
-  return llvm::TypeSwitch<Operation *, R>(op)
-      .Case([](AddOp) { return "($0 + $1)"; })
-      .Case([](SubOp) { return "($0 - $1)"; })
-      .Case([](MulOp) { return "($0 * $1)"; })
-      .Case([](DivOp) { return "($0 / $1)"; })
-      .Case([](PowOp) { return "gptc::pow($0, $1)"; })
-      .Case([](MaxOp) { return "gptc::maximum($0, $1)"; })
-      .Case([](MinOp) { return "gptc::minimum($0, $1)"; })
-      .Case([](CompareOp c) -> R {
-        StringRef symbol = llvm::StringSwitch<StringRef>(c.getPredicate())
-                               .Case("lt", "<").Case("le", "<=").Case("gt", ">")
-                               .Case("ge", ">=").Case("eq", "==").Default("!=");
-        return "($0 " + symbol.str() + " $1)";
-      })
-      .Case([](AbsOp) { return "gptc::abs($0)"; })
-      .Case([](SigmoidOp) { return "gptc::sigmoid($0)"; })
-      .Case([](SinOp) { return "gptc::sin($0)"; })
-      .Case([](CosOp) { return "gptc::cos($0)"; })
-      .Case([](NegOp) { return "(-$0)"; })
-      .Case([](ExpOp) { return "gptc::exp($0)"; })
-      .Case([](LogOp) { return "gptc::log($0)"; })
-      .Case([](TanhOp) { return "gptc::tanh($0)"; })
-      .Case([](ErfOp) { return "gptc::erf($0)"; })
-      .Case([](SqrtOp) { return "gptc::sqrt($0)"; })
-      .Case([](RsqrtOp) { return "gptc::rsqrt($0)"; })
-      .Case([](GeluOp g) -> R {
-        return g.getApproximate() == "tanh" ? "gptc::gelu_tanh($0)" : "gptc::gelu_erf($0)";
-      })
-      .Case([](GeluGradOp g) -> R {
-        if (g.getErf())
-          return "gptc::gelu_erf_grad_given($0, $1, $2)";
-        return g.getApproximate() == "tanh" ? "gptc::gelu_tanh_grad($0, $1)"
-                                            : "gptc::gelu_erf_grad($0, $1)";
-      })
-      .Case([](BroadcastOp) { return "$0"; })
-      .Case([&](DropoutOp d) -> R {
-        if (!d.getRng())
-          return std::string("$0");
-        auto it = dropoutMasks.find(d);
-        if (it == dropoutMasks.end())
-          return dropoutExpr(d);
-        // The same value as dropoutExpr's: the scaled element or +0.
-        DropoutLiterals lit =
-            dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType());
-        return "gptc::detail::sel(" + it->second + "[i - i0] != 0, $0 * " + lit.scale + ", " +
-               elemType(d.getResult()) + "(0))";
-      })
-      .Case([](WhereOp) { return "($0 ? $1 : $2)"; })
-      .Case([](MaskedFillOp m) -> R {
-        return "($1 ? " + literal(m.getValue().convertToDouble(), m.getType().getElementType()) +
-               " : $0)";
-      })
-      .Case([&](ConvertOp c) -> R {
-        std::string t = elemType(c.getResult());
-        return t == "bool" ? "($0 != 0)" : "static_cast<" + t + ">($0)";
-      })
-      .Default([](Operation *) -> R { return std::nullopt; });
+  auto elementwise = dyn_cast<ElementwiseOpInterface>(op);
+  if (!elementwise)
+    return std::nullopt;
+  if (auto d = dyn_cast<DropoutOp>(op); d && d.getRng()) {
+    auto it = dropoutMasks.find(d);
+    if (it != dropoutMasks.end()) {
+      DropoutLiterals lit =
+          dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType());
+      return "gptc::detail::sel(" + it->second + "[i - i0] != 0, $0 * " + lit.scale + ", " +
+             elemType(d.getResult()) + "(0))";
+    }
+  }
+  return elementwise.getScalarExpr();
 }
 
 /// Split (toPieces) or concat along `dim` of `whole`: for each index of the dims before
@@ -827,12 +731,12 @@ static std::optional<std::string> geluArrayCall(Operation *op) {
   auto dense = [&](Value v) { return ttype(v).getShape() == t.getShape(); };
   if (!t.getElementType().isF32() || !llvm::all_of(op->getOperands(), dense))
     return std::nullopt;
-  if (auto g = dyn_cast<GeluOp>(op); g && g.getApproximate() != "tanh")
+  if (auto g = dyn_cast<GeluOp>(op); g && g.getApproximate() != GeluApproximation::tanh)
     return std::string("gptc::gelu_erf_n(n, in0 + i0, out0 + i0)");
   if (auto g = dyn_cast<GeluGradOp>(op); g && g.getErf())
     return std::string(
         "gptc::gelu_erf_grad_given_n(n, in0 + i0, in1 + i0, in2 + i0, out0 + i0)");
-  if (auto g = dyn_cast<GeluGradOp>(op); g && g.getApproximate() != "tanh")
+  if (auto g = dyn_cast<GeluGradOp>(op); g && g.getApproximate() != GeluApproximation::tanh)
     return std::string("gptc::gelu_erf_grad_n(n, in0 + i0, in1 + i0, out0 + i0)");
   if (isa<GeluKeepErfOp>(op))
     return std::string("gptc::gelu_erf_keep_n(n, in0 + i0, out0 + i0, out1 + i0)");

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Emitter.h"
 
-#include "passes/Passes.h"
+#include "ir/KernelLevel.h"
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -562,7 +562,7 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
      << "      continue;\n    }\n"
      << logitStats(T, v)
      // The one-hot term as a bit select: GCC's vectoriser gives up on `k == t ? 1 : 0` here
-     // (control flow), and the loop of exps then ran scalar (measured: 4x slower).
+     // (control flow), and the loop of exps then ran scalar (bench/NOTES.md, "Fusion and kernel count").
      << "    GPTC_SIMD for (int64_t k = 0; k < " << v << "; ++k)\n"
      << "      d[k] = (gptc::exp(x[k] - m) / s - gptc::detail::sel(k == t, " << T << "(1), " << T
      << "(0))) * scale;\n  }\n";

@@ -11,6 +11,7 @@
 #include "codegen/Codegen.h"
 
 #include "ir/GptDialect.h"
+#include "ir/GptScalar.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -22,18 +23,7 @@ namespace mlir::gpt::emit {
 
 /// The tensor type of a value.
 RankedTensorType ttype(Value v);
-/// The C type of an element type (float, double, int64_t, bool), or failure.
-FailureOr<std::string> cType(Type t);
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
-/// An exact C++ literal for `v` as element type `t` (hex floats keep every bit).
-std::string literal(double v, Type t);
-std::string elementLiteral(Attribute a, Type t);
-/// A dropout's literals: p as gptc::dropout_keep compares it (a float) and the scale of a
-/// kept element, 1/(1-p) in the element type `elem`.
-struct DropoutLiterals {
-  std::string p, scale;
-};
-DropoutLiterals dropoutLiterals(double p, Type elem);
 /// " (model.py:42)" for a file location, "" otherwise.
 std::string describeLoc(Location loc);
 
@@ -128,9 +118,6 @@ private:
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
-  /// A training dropout of element i, $0 the element and $1 the [seed, step] pointer:
-  /// the one expression of both the dropout kernel and a fused body.
-  std::string dropoutExpr(DropoutOp d);
   /// An elementwise kernel's loop over `n` elements with training dropouts (each with
   /// the name of its [seed, step] pointer): blocks of 256 elements, each block's masks
   /// drawn first, 8 at a time (gptc::dropout_keep_block), then a vectorisable loop over

@@ -8,7 +8,8 @@
 #include "codegen/Codegen.h"
 
 #include "ir/GptDialect.h"
-#include "passes/Passes.h"
+#include "ir/KernelLevel.h"
+#include "ir/Signature.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
@@ -49,11 +50,14 @@ int64_t flopsOf(Operation *op) {
         // sum (its epilogue).
         ReduceSumOp sum = f.getReduction();
         int64_t total = 0;
-        for (Operation &inner : f.getBody().front().without_terminator())
-          if (!isa<BroadcastOp, ConvertOp>(inner))
-            total += !sum ? elements(f.getResult(0))
-                     : f.phaseOf(&inner) == FusedOp::Phase::Epilogue ? elements(sum.getResult())
-                                                                      : elements(sum.getX());
+        for (Operation &inner : f.getBody().front().without_terminator()) {
+          auto elementwise = dyn_cast<ElementwiseOpInterface>(inner);
+          int64_t perElement = elementwise ? elementwise.getFlopsPerElement() : 1;
+          total += perElement *
+                   (!sum ? elements(f.getResult(0))
+                    : f.phaseOf(&inner) == FusedOp::Phase::Epilogue ? elements(sum.getResult())
+                                                                     : elements(sum.getX()));
+        }
         return total;
       })
       .Case([](HorizontalOp h) {
@@ -68,9 +72,12 @@ int64_t flopsOf(Operation *op) {
           [](Operation *o) { return 5 * elements(o->getOperand(0)); })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, EmbeddingGradOp>(
           [](Operation *o) { return elements(o->getOperand(0)); })
+      .Case([](ElementwiseOpInterface e) {
+        return e.getFlopsPerElement() * elements(e->getResult(0));
+      })
       .Default([](Operation *o) {
         return o->getNumResults() && !isa<TransposeOp, SliceOp, SplitOp, ConcatOp, EmbeddingOp,
-                                          ArangeOp, BroadcastOp>(o)
+                                          ArangeOp>(o)
                    ? elements(o->getResult(0))
                    : 0;
       });
@@ -81,7 +88,7 @@ int64_t flopsOf(Operation *op) {
 void mlir::gpt::printStats(func::FuncOp fn, raw_ostream &os) {
   int64_t kernels = 0, flops = 0, bytes = 0, persistent = 0;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind"); kind && kind != "input")
+    if (auto kind = argKind(fn, i); kind && kind != "input")
       persistent += bytesOf(fn.getArgument(i));
   os << llvm::format("%-6s %-22s %14s %14s  %s\n", "kernel", "op", "FLOPs", "bytes", "source");
   for (Operation &op : fn.getBody().front()) {

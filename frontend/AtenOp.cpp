@@ -1,9 +1,13 @@
 //===- AtenOp.cpp - argument access for captured aten ops -----------------===//
 #include "frontend/AtenToGpt.h"
 
+#include "ir/Signature.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -127,13 +131,12 @@ FailureOr<Value> AtenOp::tensorOrScalar(OpBuilder &b, StringRef arg, Type elemTy
 Value AtenOp::rngArgument() const {
   auto fn = op->getParentOfType<func::FuncOp>();
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"); name && name == "rng")
+    if (auto name = argName(fn, i); name && name == "rng")
       return fn.getArgument(i);
   MLIRContext *ctx = op->getContext();
   Builder b(ctx);
   unsigned index = fn.getNumArguments();
-  auto attrs = b.getDictionaryAttr({b.getNamedAttr("gpt.kind", b.getStringAttr("input")),
-                                    b.getNamedAttr("gpt.name", b.getStringAttr("rng"))});
+  auto attrs = argAttrs(b, "input", "rng");
   (void)fn.insertArgument(index, RankedTensorType::get({2}, b.getI64Type()), attrs, fn.getLoc());
   return fn.getArgument(index);
 }
@@ -169,8 +172,12 @@ FailureOr<Value> mlir::gpt::floatSelf(AtenOp &op, OpBuilder &b) {
   return selfAsResult(op, b);
 }
 
-ReductionOrderAttr mlir::gpt::orderAttr(OpBuilder &b, ReductionOrder order) {
-  return ReductionOrderAttr::get(b.getContext(), order);
+std::vector<std::string> mlir::gpt::supportedAtenOps() {
+  std::vector<std::string> names;
+  for (const auto &entry : atenConverters())
+    names.push_back(entry.getKey().str());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 const AtenConverterTable &mlir::gpt::atenConverters() {

@@ -26,6 +26,7 @@
 #ifndef GPTC_FRONTEND_ATENTOGPT_H
 #define GPTC_FRONTEND_ATENTOGPT_H
 
+#include "frontend/Passes.h"
 #include "ir/GptDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -106,18 +107,9 @@ Value scalarOf(OpBuilder &b, Location loc, Type elem, double v);
 FailureOr<Value> selfAsResult(AtenOp &op, OpBuilder &b);
 /// The same, for ops whose result must be floating point.
 FailureOr<Value> floatSelf(AtenOp &op, OpBuilder &b);
-ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order);
 /// x with each element repeated `repeats` times in place along `dim` (reshape, broadcast,
 /// reshape): repeat_interleave, and the key/value heads of grouped-query attention.
 Value repeatInterleave(OpBuilder &b, Location loc, Value x, int64_t dim, int64_t repeats);
-
-#define GEN_PASS_DECL
-#include "frontend/Passes.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "frontend/Passes.h.inc"
-
-inline void registerFrontendPasses() { registerGptFrontendPasses(); }
 
 } // namespace mlir::gpt
 

@@ -148,7 +148,7 @@ template <bool Lower> LogicalResult convertTriangle(AtenOp &op, OpBuilder &b, Sm
     return ReshapeOp::create(b, loc, RankedTensorType::get(shape, i64), r);
   };
   Value rows = arange(n, 0, {n, 1}), shifted = arange(m, -k, {1, m}); // i, and j - k
-  Value keep = CompareOp::create(b, loc, shifted, rows, Lower ? "le" : "ge");
+  Value keep = CompareOp::create(b, loc, shifted, rows, Lower ? ComparePredicate::le : ComparePredicate::ge);
   Value x = convertElementType(b, loc, op.operand("self"), type.getElementType());
   out.push_back(WhereOp::create(b, loc, type, keep, x, scalarOf(b, loc, type.getElementType(), 0.0)));
   return success();

@@ -101,10 +101,11 @@ LogicalResult convertGelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out)
   if (failed(op.require({"self"})))
     return failure();
   StringRef approx = op.getString("approximate").value_or("none");
-  if (approx != "none" && approx != "tanh")
+  std::optional<GeluApproximation> form = symbolizeGeluApproximation(approx);
+  if (!form)
     return op.unsupported("approximate='" + approx + "'");
   out.push_back(GeluOp::create(b, op.loc(), op.resultType(), op.operand("self"),
-                               b.getStringAttr(approx)));
+                               GeluApproximationAttr::get(b.getContext(), *form)));
   return success();
 }
 
@@ -169,9 +170,7 @@ Type comparisonType(AtenOp &op, OpBuilder &b) {
   return t ? t : b.getI64Type();
 }
 
-constexpr StringLiteral kPredicates[] = {"lt", "le", "gt", "ge", "eq", "ne"};
-
-template <int P> LogicalResult convertCompare(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+template <ComparePredicate P> LogicalResult convertCompare(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
     return failure();
   Type elem = comparisonType(op, b);
@@ -179,7 +178,7 @@ template <int P> LogicalResult convertCompare(AtenOp &op, OpBuilder &b, SmallVec
   auto rhs = op.tensorOrScalar(b, "other", elem);
   if (failed(lhs) || failed(rhs))
     return failure();
-  out.push_back(CompareOp::create(b, op.loc(), *lhs, *rhs, kPredicates[P]));
+  out.push_back(CompareOp::create(b, op.loc(), *lhs, *rhs, P));
   return success();
 }
 
@@ -196,7 +195,7 @@ template <Logic L> LogicalResult convertLogic(AtenOp &op, OpBuilder &b, SmallVec
   Location loc = op.loc();
   Value r = L == Logic::And  ? WhereOp::create(b, loc, op.resultType(), x, y, scalarOf(b, loc, i1, 0))
             : L == Logic::Or ? WhereOp::create(b, loc, op.resultType(), x, scalarOf(b, loc, i1, 1), y)
-                             : Value(CompareOp::create(b, loc, x, scalarOf(b, loc, i1, 1), "ne"));
+                             : Value(CompareOp::create(b, loc, x, scalarOf(b, loc, i1, 1), ComparePredicate::ne));
   out.push_back(r);
   return success();
 }
@@ -211,10 +210,10 @@ LogicalResult convertRelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out)
   Location loc = op.loc();
   RankedTensorType type = op.resultType();
   Value zero = scalarOf(b, loc, type.getElementType(), 0.0);
-  Value held = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "lt"), zero, *x);
+  Value held = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, ComparePredicate::lt), zero, *x);
   held = StopGradientOp::create(b, loc, type, held);
   out.push_back(
-      WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "le"), held, *x));
+      WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, ComparePredicate::le), held, *x));
   return success();
 }
 
@@ -227,7 +226,7 @@ LogicalResult convertLeakyRelu(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   Type elem = op.resultType().getElementType();
   Value scaled = MulOp::create(b, loc, op.resultType(), *x,
                                scalarOf(b, loc, elem, op.getFloat("negative_slope").value_or(0.01)));
-  Value positive = CompareOp::create(b, loc, *x, scalarOf(b, loc, elem, 0.0), "gt");
+  Value positive = CompareOp::create(b, loc, *x, scalarOf(b, loc, elem, 0.0), ComparePredicate::gt);
   out.push_back(WhereOp::create(b, loc, op.resultType(), positive, *x, scaled));
   return success();
 }
@@ -240,9 +239,9 @@ LogicalResult convertSign(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out)
   Location loc = op.loc();
   RankedTensorType type = op.resultType();
   Value zero = scalarOf(b, loc, type.getElementType(), 0.0);
-  Value negative = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "lt"),
+  Value negative = WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, ComparePredicate::lt),
                                    scalarOf(b, loc, type.getElementType(), -1.0), zero);
-  out.push_back(WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, "gt"),
+  out.push_back(WhereOp::create(b, loc, type, CompareOp::create(b, loc, *x, zero, ComparePredicate::gt),
                                 scalarOf(b, loc, type.getElementType(), 1.0), negative));
   return success();
 }
@@ -277,7 +276,9 @@ LogicalResult convertClamp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
   Value r = *x;
   bool any = false;
   for (auto [arg, inside, beyond] :
-       {std::tuple<StringRef, StringRef, StringRef>{"min", "gt", "lt"}, {"max", "lt", "gt"}}) {
+       {std::tuple<StringRef, ComparePredicate, ComparePredicate>{
+            "min", ComparePredicate::gt, ComparePredicate::lt},
+        {"max", ComparePredicate::lt, ComparePredicate::gt}}) {
     if (!op.has(arg))
       continue;
     if (auto v = op.getFloat(arg); v && std::isnan(*v)) { // a NaN bound: NaN everywhere
@@ -340,12 +341,12 @@ void mlir::gpt::populateElementwisePatterns(AtenConverterTable &t) {
   t["aten.square.default"] = convertSquare;
   for (StringRef n : {"aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default"})
     t[n] = convertClamp;
-  t["aten.lt.Tensor"] = t["aten.lt.Scalar"] = convertCompare<0>;
-  t["aten.le.Tensor"] = t["aten.le.Scalar"] = convertCompare<1>;
-  t["aten.gt.Tensor"] = t["aten.gt.Scalar"] = convertCompare<2>;
-  t["aten.ge.Tensor"] = t["aten.ge.Scalar"] = convertCompare<3>;
-  t["aten.eq.Tensor"] = t["aten.eq.Scalar"] = convertCompare<4>;
-  t["aten.ne.Tensor"] = t["aten.ne.Scalar"] = convertCompare<5>;
+  t["aten.lt.Tensor"] = t["aten.lt.Scalar"] = convertCompare<ComparePredicate::lt>;
+  t["aten.le.Tensor"] = t["aten.le.Scalar"] = convertCompare<ComparePredicate::le>;
+  t["aten.gt.Tensor"] = t["aten.gt.Scalar"] = convertCompare<ComparePredicate::gt>;
+  t["aten.ge.Tensor"] = t["aten.ge.Scalar"] = convertCompare<ComparePredicate::ge>;
+  t["aten.eq.Tensor"] = t["aten.eq.Scalar"] = convertCompare<ComparePredicate::eq>;
+  t["aten.ne.Tensor"] = t["aten.ne.Scalar"] = convertCompare<ComparePredicate::ne>;
   for (StringRef n : {"aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.__and__.Tensor"})
     t[n] = convertLogic<Logic::And>;
   for (StringRef n : {"aten.logical_or.default", "aten.bitwise_or.Tensor", "aten.__or__.Tensor"})

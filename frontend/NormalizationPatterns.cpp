@@ -175,7 +175,7 @@ LogicalResult convertLogSumExp(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   auto dimsAttr = b.getDenseI64ArrayAttr(*dims);
   Value m = ReduceMaxOp::create(b, loc, kt, *x, dimsAttr, b.getBoolAttr(true), canonical(b));
   Value inf = splat(b, loc, scalar, std::numeric_limits<double>::infinity());
-  Value infinite = CompareOp::create(b, loc, AbsOp::create(b, loc, kt, m), inf, "eq");
+  Value infinite = CompareOp::create(b, loc, AbsOp::create(b, loc, kt, m), inf, ComparePredicate::eq);
   m = WhereOp::create(b, loc, kt, infinite, splat(b, loc, scalar, 0.0), m);
   m = StopGradientOp::create(b, loc, kt, m);
   Value e = ExpOp::create(b, loc, xt, SubOp::create(b, loc, xt, *x, m));
@@ -214,7 +214,7 @@ template <bool Std> LogicalResult convertVariance(AtenOp &op, OpBuilder &b, Smal
   if (Std) {
     // sqrt with PyTorch's gradient where the deviation is 0 (0, not g / 0): the root of 1
     // there, replaced by 0, so that no gradient reaches the zero.
-    Value zero = CompareOp::create(b, loc, r, splat(b, loc, scalar, 0.0), "eq");
+    Value zero = CompareOp::create(b, loc, r, splat(b, loc, scalar, 0.0), ComparePredicate::eq);
     Value safe = WhereOp::create(b, loc, kt, zero, splat(b, loc, scalar, 1.0), r);
     r = WhereOp::create(b, loc, kt, zero, splat(b, loc, scalar, 0.0),
                         SqrtOp::create(b, loc, kt, safe));

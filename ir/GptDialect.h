@@ -21,6 +21,11 @@
 #include "ir/GptOps.h.inc"
 
 namespace mlir::gpt {
+/// A reduction's `order` attribute.
+inline ReductionOrderAttr orderAttr(OpBuilder &b, ReductionOrder order) {
+  return ReductionOrderAttr::get(b.getContext(), order);
+}
+
 /// Numpy broadcast of two shapes; failure if they are incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b);
 } // namespace mlir::gpt

@@ -46,4 +46,29 @@ def Gpt_ReductionOrderAttr : EnumAttr<Gpt_Dialect, Gpt_ReductionOrder, "order"> 
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Gpt_ComparePredicate : I32EnumAttr<"ComparePredicate", "an elementwise comparison", [
+    I32EnumAttrCase<"lt", 0>, I32EnumAttrCase<"le", 1>, I32EnumAttrCase<"gt", 2>,
+    I32EnumAttrCase<"ge", 3>, I32EnumAttrCase<"eq", 4>, I32EnumAttrCase<"ne", 5>
+  ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::gpt";
+}
+
+def Gpt_ComparePredicateAttr : EnumAttr<Gpt_Dialect, Gpt_ComparePredicate, "predicate"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// GELU's form: exact, 0.5 x (1 + erf(x / sqrt 2)), or tanh-approximated,
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+def Gpt_GeluApproximation : I32EnumAttr<"GeluApproximation", "GELU's form", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"tanh", 1>
+  ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::gpt";
+}
+
+def Gpt_GeluApproximationAttr : EnumAttr<Gpt_Dialect, Gpt_GeluApproximation, "approximate"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // GPT_DIALECT_TD

@@ -123,19 +123,7 @@ LogicalResult PowOp::verify() { return verifyFloatBinary(*this); }
 LogicalResult MaxOp::verify() { return verifyBinary(*this); }
 LogicalResult MinOp::verify() { return verifyBinary(*this); }
 
-LogicalResult CompareOp::verify() {
-  if (!llvm::is_contained({"lt", "le", "gt", "ge", "eq", "ne"}, getPredicate()))
-    return emitOpError("predicate must be one of lt, le, gt, ge, eq, ne, got \"")
-           << getPredicate() << "\"";
-  return verifyBinary(*this, /*resultElem=*/false);
-}
-
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
-  return success();
-}
+LogicalResult CompareOp::verify() { return verifyBinary(*this, /*resultElem=*/false); }
 
 LogicalResult WhereOp::verify() {
   auto res = getType();
@@ -358,10 +346,9 @@ void AttentionOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRCo
 LogicalResult GeluGradOp::verify() {
   if (getG().getType() != getX().getType() || getType() != getX().getType())
     return emitOpError("g, x and result must have one type");
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\"");
-  if (getErf() && (getApproximate() != "none" || getErf().getType() != getX().getType()))
-    return emitOpError("an erf operand needs approximate = \"none\" and x's type");
+  if (getErf() &&
+      (getApproximate() != GeluApproximation::none || getErf().getType() != getX().getType()))
+    return emitOpError("an erf operand needs approximate = #gpt.approximate<none> and x's type");
   return success();
 }
 

@@ -20,6 +20,12 @@ class Gpt_Op<string mnemonic, list<Trait> traits = []>
     : Op<Gpt_Dialect, mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<Gpt_VjpOpInterface>])>;
 
+// An elementwise op: its scalar meaning is said once, in ir/GptScalar.cpp.
+def Gpt_Elementwise : DeclareOpInterfaceMethods<Gpt_ElementwiseOpInterface>;
+// One that only moves or converts its element: no FLOPs.
+def Gpt_ElementwiseMove
+    : DeclareOpInterfaceMethods<Gpt_ElementwiseOpInterface, ["getFlopsPerElement"]>;
+
 def Gpt_Tensor : RankedTensorOf<[F32, F64, BF16, I64, I1]>;
 def Gpt_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 def Gpt_IndexTensor : RankedTensorOf<[I64]>;
@@ -65,7 +71,7 @@ def Gpt_ArangeOp : Gpt_Op<"arange"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Gpt_BinaryOp<string mnemonic, string math> : Gpt_Op<mnemonic> {
+class Gpt_BinaryOp<string mnemonic, string math> : Gpt_Op<mnemonic, [Gpt_Elementwise]> {
   let summary = "Elementwise " # math # " with numpy broadcasting";
   let description = [{
     Both operands broadcast (numpy rules) to the result shape; all three have
@@ -89,7 +95,7 @@ def Gpt_PowOp : Gpt_BinaryOp<"pow", "lhs ** rhs">;
 def Gpt_MaxOp : Gpt_BinaryOp<"max", "maximum(lhs, rhs), NaN-propagating">;
 def Gpt_MinOp : Gpt_BinaryOp<"min", "minimum(lhs, rhs), NaN-propagating">;
 
-def Gpt_CompareOp : Gpt_Op<"compare"> {
+def Gpt_CompareOp : Gpt_Op<"compare", [Gpt_Elementwise]> {
   let summary = "Elementwise comparison with numpy broadcasting, to a bool tensor";
   let description = [{
     `predicate` is one of lt, le, gt, ge, eq, ne, with IEEE semantics: a
@@ -98,28 +104,28 @@ def Gpt_CompareOp : Gpt_Op<"compare"> {
     result is i1. No gradient flows through it.
 
     ```mlir
-    %m = gpt.compare %x, %zero {predicate = "le"} : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xi1>
+    %m = gpt.compare %x, %zero {predicate = #gpt.predicate<le>} : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xi1>
     ```
   }];
-  let arguments = (ins Gpt_Tensor:$lhs, Gpt_Tensor:$rhs, StrAttr:$predicate);
+  let arguments = (ins Gpt_Tensor:$lhs, Gpt_Tensor:$rhs, Gpt_ComparePredicateAttr:$predicate);
   let results = (outs RankedTensorOf<[I1]>:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let builders = [
     // The result shaped by broadcasting (lhs's shape where they do not broadcast, which
     // the verifier then reports).
-    OpBuilder<(ins "Value":$lhs, "Value":$rhs, "StringRef":$predicate), [{
+    OpBuilder<(ins "Value":$lhs, "Value":$rhs, "ComparePredicate":$predicate), [{
       auto l = cast<RankedTensorType>(lhs.getType()), r = cast<RankedTensorType>(rhs.getType());
       auto shape = broadcastShapes(l.getShape(), r.getShape());
       build($_builder, $_state,
             RankedTensorType::get(succeeded(shape) ? ArrayRef<int64_t>(*shape) : l.getShape(),
                                   $_builder.getI1Type()),
-            lhs, rhs, $_builder.getStringAttr(predicate));
+            lhs, rhs, ComparePredicateAttr::get($_builder.getContext(), predicate));
     }]>];
   let hasVerifier = 1;
 }
 
 class Gpt_UnaryOp<string mnemonic, string math>
-    : Gpt_Op<mnemonic, [SameOperandsAndResultType]> {
+    : Gpt_Op<mnemonic, [SameOperandsAndResultType, Gpt_Elementwise]> {
   let summary = "Elementwise " # math;
   let description = [{
     Uses gptc's own implementation (runtime prelude), the same on every target.
@@ -145,23 +151,22 @@ def Gpt_SigmoidOp : Gpt_UnaryOp<"sigmoid", "1 / (1 + e ** -x)">;
 def Gpt_SinOp : Gpt_UnaryOp<"sin", "sine (|x| < 2^28; NaN beyond)">;
 def Gpt_CosOp : Gpt_UnaryOp<"cos", "cosine (|x| < 2^28; NaN beyond)">;
 
-def Gpt_GeluOp : Gpt_Op<"gelu", [SameOperandsAndResultType]> {
+def Gpt_GeluOp : Gpt_Op<"gelu", [SameOperandsAndResultType, Gpt_Elementwise]> {
   let summary = "GELU, exact (erf) or tanh-approximated";
   let description = [{
-    `approximate = "none"`: 0.5 x (1 + erf(x / sqrt 2)); `"tanh"`:
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    `approximate = #gpt.approximate<none>`: 0.5 x (1 + erf(x / sqrt 2));
+    `<tanh>`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
     ```mlir
-    %g = gpt.gelu %x {approximate = "none"} : tensor<2x32x256xf32>
+    %g = gpt.gelu %x {approximate = #gpt.approximate<none>} : tensor<2x32x256xf32>
     ```
   }];
-  let arguments = (ins Gpt_FloatTensor:$x, StrAttr:$approximate);
+  let arguments = (ins Gpt_FloatTensor:$x, Gpt_GeluApproximationAttr:$approximate);
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($result)";
-  let hasVerifier = 1;
 }
 
-def Gpt_WhereOp : Gpt_Op<"where"> {
+def Gpt_WhereOp : Gpt_Op<"where", [Gpt_Elementwise]> {
   let summary = "cond ? a : b, elementwise with broadcasting";
   let description = [{
     ```mlir
@@ -174,7 +179,7 @@ def Gpt_WhereOp : Gpt_Op<"where"> {
   let hasVerifier = 1;
 }
 
-def Gpt_MaskedFillOp : Gpt_Op<"masked_fill"> {
+def Gpt_MaskedFillOp : Gpt_Op<"masked_fill", [Gpt_Elementwise]> {
   let summary = "x where mask is false, value where it is true";
   let description = [{
     ```mlir
@@ -187,7 +192,7 @@ def Gpt_MaskedFillOp : Gpt_Op<"masked_fill"> {
   let hasVerifier = 1;
 }
 
-def Gpt_ConvertOp : Gpt_Op<"convert"> {
+def Gpt_ConvertOp : Gpt_Op<"convert", [Gpt_ElementwiseMove]> {
   let summary = "Element type conversion (round to nearest even)";
   let description = [{
     ```mlir
@@ -200,7 +205,8 @@ def Gpt_ConvertOp : Gpt_Op<"convert"> {
   let hasVerifier = 1;
 }
 
-def Gpt_DropoutOp : Gpt_Op<"dropout"> {
+def Gpt_DropoutOp : Gpt_Op<"dropout",
+    [DeclareOpInterfaceMethods<Gpt_ElementwiseOpInterface, ["isFusible"]>]> {
   let summary = "Inverted dropout with a counter-based (Philox) mask";
   let description = [{
     In training mode with p > 0, element i is zeroed when the Philox-4x32-10
@@ -488,7 +494,7 @@ def Gpt_ConcatOp : Gpt_Op<"concat"> {
   let hasVerifier = 1;
 }
 
-def Gpt_BroadcastOp : Gpt_Op<"broadcast"> {
+def Gpt_BroadcastOp : Gpt_Op<"broadcast", [Gpt_ElementwiseMove]> {
   let summary = "Broadcast to a larger shape (numpy rules)";
   let description = [{
     ```mlir
@@ -507,15 +513,15 @@ def Gpt_BroadcastOp : Gpt_Op<"broadcast"> {
 // forward op it differentiates.
 //===----------------------------------------------------------------------===//
 
-def Gpt_GeluGradOp : Gpt_Op<"gelu_grad"> {
+def Gpt_GeluGradOp : Gpt_Op<"gelu_grad", [Gpt_Elementwise]> {
   let summary = "dx = g * gelu'(x)";
   let description = [{
     ```mlir
-    %dx = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
+    %dx = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$g, Gpt_FloatTensor:$x, Optional<Gpt_FloatTensor>:$erf,
-                       StrAttr:$approximate);
+                       Gpt_GeluApproximationAttr:$approximate);
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat = "$g `,` $x (`erf` $erf^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -524,7 +530,7 @@ def Gpt_GeluGradOp : Gpt_Op<"gelu_grad"> {
 def Gpt_GeluKeepErfOp : Gpt_Op<"gelu_keep_erf", [AllTypesMatch<["x", "result", "erf"]>]> {
   let summary = "Exact GELU that also returns its erf, for the gradient to reuse";
   let description = [{
-    `result` is `gpt.gelu %x {approximate = "none"}`, bit for bit; `erf` holds
+    `result` is `gpt.gelu %x {approximate = #gpt.approximate<none>}`, bit for bit; `erf` holds
     erf(x * (1 / sqrt 2)), the value that GELU and its gradient both compute.
     gpt-keep-gelu-erf puts it where a gelu_grad of the same x follows, and
     gives that gelu_grad the `erf` operand, so the backward does not evaluate
@@ -532,7 +538,7 @@ def Gpt_GeluKeepErfOp : Gpt_Op<"gelu_keep_erf", [AllTypesMatch<["x", "result", "
 
     ```mlir
     %g, %e = gpt.gelu_keep_erf %x : tensor<4x256xf32>
-    %dx = gpt.gelu_grad %dg, %x erf %e {approximate = "none"} : (tensor<4x256xf32>, tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
+    %dx = gpt.gelu_grad %dg, %x erf %e {approximate = #gpt.approximate<none>} : (tensor<4x256xf32>, tensor<4x256xf32>, tensor<4x256xf32>) -> tensor<4x256xf32>
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$x);

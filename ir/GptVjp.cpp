@@ -142,12 +142,12 @@ LogicalResult PowOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<V
 
 /// PyTorch's rule for maximum and minimum: the gradient goes to the operand chosen, and
 /// half of it to each where they tie. `loses` is the predicate under which lhs is not chosen.
-static LogicalResult extremumVjp(Operation *op, StringRef loses, ArrayRef<Value> g,
+static LogicalResult extremumVjp(Operation *op, ComparePredicate loses, ArrayRef<Value> g,
                                  SmallVectorImpl<Value> &grads, OpBuilder &b) {
   Location loc = op->getLoc();
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Value zero = scalar(b, loc, 0.0, tt(g[0]).getElementType());
-  Value tie = CompareOp::create(b, loc, lhs, rhs, "eq");
+  Value tie = CompareOp::create(b, loc, lhs, rhs, ComparePredicate::eq);
   Value shared = select(b, loc, tie, mulScalar(b, loc, g[0], 0.5), g[0], g[0]);
   Value lhsLoses = CompareOp::create(b, loc, lhs, rhs, loses);
   Value rhsLoses = CompareOp::create(b, loc, rhs, lhs, loses);
@@ -158,11 +158,11 @@ static LogicalResult extremumVjp(Operation *op, StringRef loses, ArrayRef<Value>
 }
 
 LogicalResult MaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
-  return extremumVjp(*this, "lt", g, grads, b);
+  return extremumVjp(*this, ComparePredicate::lt, g, grads, b);
 }
 
 LogicalResult MinOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
-  return extremumVjp(*this, "gt", g, grads, b);
+  return extremumVjp(*this, ComparePredicate::gt, g, grads, b);
 }
 
 LogicalResult CompareOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
@@ -175,8 +175,8 @@ LogicalResult AbsOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<V
   Location loc = getLoc();
   Type e = getType().getElementType();
   Value zero = scalar(b, loc, 0.0, e);
-  Value negative = CompareOp::create(b, loc, getX(), zero, "lt");
-  Value positive = CompareOp::create(b, loc, getX(), zero, "gt");
+  Value negative = CompareOp::create(b, loc, getX(), zero, ComparePredicate::lt);
+  Value positive = CompareOp::create(b, loc, getX(), zero, ComparePredicate::gt);
   Value sign = select(b, loc, negative, scalar(b, loc, -1.0, e), zero, getX());
   sign = select(b, loc, positive, scalar(b, loc, 1.0, e), sign, getX());
   return unaryGrad(*this, mul(b, loc, g[0], sign), grads);
@@ -440,7 +440,7 @@ LogicalResult ReduceMaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
   SmallVector<int64_t> kept(x.getShape());
   for (int64_t d : getDims())
     kept[d] = 1;
-  Value hit = CompareOp::create(b, loc, getX(), reshape(b, loc, getResult(), kept), "eq");
+  Value hit = CompareOp::create(b, loc, getX(), reshape(b, loc, getResult(), kept), ComparePredicate::eq);
   Value mask = ConvertOp::create(b, loc, x, hit);
   Value count = ReduceSumOp::create(b, loc, x.clone(kept), mask, getDimsAttr(),
                                     b.getBoolAttr(true), canonical(b));

@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 
 #include "ir/GptDialect.h"
+#include "ir/Signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -76,7 +77,7 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
     // Which results are gradients, of which parameter argument.
     DenseMap<StringRef, unsigned> argByName;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (auto n = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+      if (auto n = argName(fn, i))
         argByName[n.getValue()] = i;
     struct Param {
       unsigned arg;
@@ -88,7 +89,7 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
     SmallVector<Value> kept;
     SmallVector<DictionaryAttr> keptAttrs;
     for (unsigned j = 0; j < ret.getNumOperands(); ++j) {
-      auto of = fn.getResultAttrOfType<StringAttr>(j, "gpt.grad_of");
+      auto of = resultGradOf(fn, j);
       if (!of) {
         kept.push_back(ret.getOperand(j));
         keptAttrs.push_back(fn.getResultAttrDict(j) ? fn.getResultAttrDict(j)
@@ -122,13 +123,9 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
 
     // New arguments: lr and step (inputs), then the moments (state).
     OpBuilder ab(ctx);
-    auto attrs = [&](StringRef kind, StringRef name) {
-      return ab.getDictionaryAttr({ab.getNamedAttr("gpt.kind", ab.getStringAttr(kind)),
-                                   ab.getNamedAttr("gpt.name", ab.getStringAttr(name))});
-    };
     auto append = [&](Type type, StringRef kind, StringRef name) {
       unsigned index = fn.getNumArguments();
-      (void)fn.insertArgument(index, type, attrs(kind, name), fn.getLoc());
+      (void)fn.insertArgument(index, type, argAttrs(ab, kind, name), fn.getLoc());
       return fn.getArgument(index);
     };
     Value lr = append(scalarF64, "input", "lr");
@@ -177,8 +174,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
       results.push_back(value);
       types.push_back(value.getType());
       resultAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("gpt.name", b.getStringAttr(target)),
-           b.getNamedAttr("gpt.updates", b.getStringAttr(target))}));
+          {b.getNamedAttr(kNameAttr, b.getStringAttr(target)),
+           b.getNamedAttr(kUpdatesAttr, b.getStringAttr(target))}));
     };
     for (auto [i, p] : llvm::enumerate(params)) {
       if (!p.reached)
@@ -199,7 +196,7 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
     }
     results.push_back(normVec);
     types.push_back(normVec.getType());
-    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr("gpt.name",
+    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kNameAttr,
                                                               b.getStringAttr("grad_norms"))}));
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

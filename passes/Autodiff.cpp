@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 
 #include "ir/GptDialect.h"
+#include "ir/Signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -30,8 +31,8 @@ namespace {
 // A parameter training differentiates: kind "param", unless marked `gpt.trainable = false`
 // (a buffer or a parameter without requires_grad: loaded from the weights, never updated).
 bool isParam(func::FuncOp fn, unsigned i) {
-  auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
-  auto trainable = fn.getArgAttrOfType<BoolAttr>(i, "gpt.trainable");
+  auto kind = argKind(fn, i);
+  auto trainable = fn.getArgAttrOfType<BoolAttr>(i, kTrainableAttr);
   return kind && kind.getValue() == "param" && !(trainable && !trainable.getValue());
 }
 
@@ -140,13 +141,13 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
                                    b.getFloatAttr(type.getElementType(), 0.0).getValue()));
         grad = BroadcastOp::create(b, fn.getLoc(), type, zero);
       }
-      auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
+      auto name = argName(fn, i);
       std::string pname = name ? name.getValue().str() : "arg" + std::to_string(i);
       results.push_back(grad);
       types.push_back(type);
       SmallVector<NamedAttribute> attrs = {
-          b.getNamedAttr("gpt.grad_of", b.getStringAttr(pname)),
-          b.getNamedAttr("gpt.name", b.getStringAttr("grad." + pname))};
+          b.getNamedAttr(kGradOfAttr, b.getStringAttr(pname)),
+          b.getNamedAttr(kNameAttr, b.getStringAttr("grad." + pname))};
       // Nothing reached the parameter (unused, or used only through a detach): PyTorch
       // leaves its .grad None, and its optimizer then skips it, weight decay included.
       if (!reached)

@@ -25,16 +25,14 @@ namespace mlir::gpt {
 using namespace mlir;
 using namespace mlir::gpt;
 
-bool mlir::gpt::isFusibleElementwise(Operation *op) {
-  // A dropout's mask bit is a function of its element's index, which a fused body has.
-  if (auto d = dyn_cast<DropoutOp>(op))
-    return d.getRng() != nullptr;
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, CompareOp, NegOp, ExpOp, LogOp,
-             TanhOp, ErfOp, SqrtOp, RsqrtOp, AbsOp, SigmoidOp, SinOp, CosOp, GeluOp, GeluGradOp,
-             ConvertOp, WhereOp, MaskedFillOp, BroadcastOp>(op);
-}
-
 namespace {
+
+/// Ops whose every element comes from the same element of their (broadcast) operands
+/// alone, by their scalar expression (ir/GptScalar.cpp), and that a fused body can hold.
+bool isFusible(Operation *op) {
+  auto elementwise = dyn_cast<ElementwiseOpInterface>(op);
+  return elementwise && elementwise.isFusible();
+}
 
 ArrayRef<int64_t> shapeOf(Operation *op) {
   return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
@@ -144,7 +142,7 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
         sum = red;
         continue;
       }
-      if (!isFusibleElementwise(&op)) {
+      if (!isFusible(&op)) {
         flush();
         continue;
       }

@@ -2,17 +2,16 @@
 //
 // An exact GELU and its gradient both evaluate erf(x / sqrt 2) on the same x:
 // the forward for 0.5 x (1 + erf), the backward for the CDF in g (CDF + x PDF).
-// erf is most of either kernel's time (measured on Zen 3, 1.5M elements on one
-// core: the gradient 3.7 ms with erf, 2.0 ms given it), so this pass has the
-// forward keep it where the GELU is a kernel of its own anyway (its result read
+// erf is most of either kernel's time (bench/NOTES.md, "Elementwise math"
+// has the figures), so this pass has the forward keep it where the GELU is a kernel of its own anyway (its result read
 // only by matmuls, as in a GPT's MLP; a GELU that fusion puts into its users'
 // kernel is left as it is):
 //
-//   %y = gpt.gelu %x {approximate = "none"}
-//   %d = gpt.gelu_grad %g, %x {approximate = "none"}
+//   %y = gpt.gelu %x {approximate = #gpt.approximate<none>}
+//   %d = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>}
 // becomes
 //   %y, %e = gpt.gelu_keep_erf %x
-//   %d = gpt.gelu_grad %g, %x erf %e {approximate = "none"}
+//   %d = gpt.gelu_grad %g, %x erf %e {approximate = #gpt.approximate<none>}
 //
 // The kept value is the one the gradient would compute (the same function of
 // the same argument), so the bits do not change; the cost is one more buffer
@@ -55,7 +54,7 @@ struct KeepGeluErf : gpt::impl::KeepGeluErfBase<KeepGeluErf> {
     // gradient). One that fusion would put into its users' kernel keeps recomputing.
     getOperation().walk([&](GeluOp g) {
       Type e = getElementTypeOrSelf(g.getX().getType());
-      if (g.getApproximate() == "none" && isa<Float32Type, Float64Type>(e) &&
+      if (g.getApproximate() == GeluApproximation::none && isa<Float32Type, Float64Type>(e) &&
           onlyMatmulsRead(g.getResult()))
         gelus.push_back(g);
     });
@@ -66,7 +65,7 @@ struct KeepGeluErf : gpt::impl::KeepGeluErfBase<KeepGeluErf> {
       SmallVector<GeluGradOp> grads;
       for (Operation *user : x.getUsers())
         if (auto gg = dyn_cast<GeluGradOp>(user);
-            gg && gg.getX() == x && !gg.getErf() && gg.getApproximate() == "none" &&
+            gg && gg.getX() == x && !gg.getErf() && gg.getApproximate() == GeluApproximation::none &&
             gg->getBlock() == gelu->getBlock() && gelu->isBeforeInBlock(gg))
           grads.push_back(gg);
       if (grads.empty())

@@ -1,7 +1,7 @@
 //===- Pipeline.cpp - the gptc compile pipeline ---------------------------===//
 #include "passes/Passes.h"
 
-#include "frontend/AtenToGpt.h"
+#include "frontend/Passes.h"
 
 #include "mlir/Transforms/Passes.h"
 

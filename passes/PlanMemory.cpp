@@ -11,6 +11,8 @@
 #include "passes/Passes.h"
 
 #include "ir/GptDialect.h"
+#include "ir/KernelLevel.h"
+#include "ir/Signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -126,10 +128,10 @@ DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   DenseMap<StringRef, unsigned> argByName;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (auto n = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"))
+    if (auto n = argName(fn, i))
       argByName[n.getValue()] = i;
   for (auto [j, r] : llvm::enumerate(ret.getOperands())) {
-    auto target = fn.getResultAttrOfType<StringAttr>(j, "gpt.updates");
+    auto target = resultUpdates(fn, j);
     if (!target || !argByName.count(target.getValue()) || !r.getDefiningOp() ||
         !r.hasOneUse() || inPlace.count(r))
       continue;
@@ -356,26 +358,3 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
   }
 };
 } // namespace
-
-int64_t mlir::gpt::byteSize(Value v) {
-  return std::max<int64_t>(
-      cast<RankedTensorType>(v.getType()).getNumElements() * elementBytes(v), 1);
-}
-
-int64_t mlir::gpt::elementBytes(Value v) {
-  Type e = cast<RankedTensorType>(v.getType()).getElementType();
-  return e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
-}
-
-int64_t mlir::gpt::viewRowPitch(Value v) {
-  // A reshaped piece of a view split, read by attention.
-  if (auto r = v.getDefiningOp<ReshapeOp>())
-    if (auto split = r.getX().getDefiningOp<SplitOp>(); split && split->hasAttr(kViewAttr))
-      return cast<RankedTensorType>(split.getX().getType()).getShape().back();
-  // A result of attention_grad written into a view concat (through its one reshape).
-  if (v.hasOneUse())
-    if (auto r = dyn_cast<ReshapeOp>(*v.getUsers().begin()); r && r->hasOneUse())
-      if (auto concat = dyn_cast<ConcatOp>(*r->getUsers().begin()); concat && concat->hasAttr(kViewAttr))
-        return concat.getType().getShape().back();
-  return 0;
-}

@@ -12,7 +12,7 @@
 //                                        transpose_rhs on k itself)
 //   %a = gpt.mul %s, %c                (a scalar constant; optional; or gpt.div
 //                                        %s, %d, the scale then 1 / d)
-//   %m = gpt.compare %bias, %zero {predicate = "eq"}   (bias sliced to [.., T, T])
+//   %m = gpt.compare %bias, %zero {predicate = #gpt.predicate<eq>}   (bias sliced to [.., T, T])
 //   %f = gpt.masked_fill %a, %m {value = -inf}
 //   %p = gpt.softmax %f {dim = last}
 //   %d = gpt.dropout %p, %rng {id, p}   (optional)
@@ -44,8 +44,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "frontend/AtenToGpt.h"
 #include "ir/GptDialect.h"
+#include "ir/Signature.h"
 
 #include "mlir/IR/Matchers.h"
 
@@ -91,7 +91,7 @@ bool isCausalMask(Value mask, int64_t t) {
       llvm::any_of(type.getShape().drop_back(2), [](int64_t d) { return d != 1; }))
     return false;
   auto eq = mask.getDefiningOp<CompareOp>();
-  if (!eq || eq.getPredicate() != "eq")
+  if (!eq || eq.getPredicate() != ComparePredicate::eq)
     return false;
   Value bias = eq.getLhs();
   if (splatValue(bias) == 0.0)
@@ -106,7 +106,7 @@ bool isCausalMask(Value mask, int64_t t) {
   }
   auto arg = dyn_cast<BlockArgument>(bias);
   auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
-  if (!fn || !fn.getArgAttr(arg.getArgNumber(), "gpt.tril_ones"))
+  if (!fn || !fn.getArgAttr(arg.getArgNumber(), kTrilOnesAttr))
     return false;
   auto full = cast<RankedTensorType>(bias.getType());
   return full.getRank() == type.getRank() &&

@@ -5,7 +5,7 @@
 // errors are printed one per line (tools/support/ToolSupport.h).
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/AtenToGpt.h"
+#include "frontend/Passes.h"
 #include "passes/Passes.h"
 #include "tools/support/ToolSupport.h"
 

@@ -7,13 +7,14 @@
 // c(h) = (L(P + hD) - L(P - hD)) / 2h, Richardson-extrapolated: (4c(h/2) - c(h))/3. Prints one line per tensor; fails when the
 // worst relative error exceeds the tolerance.
 //
-// --against-torch needs PyTorch, so it runs Python: gptc's package (python/gptc/parity.py)
+// --against-torch needs PyTorch, so it runs Python: gptc's package (python/gptc/apps/parity.py)
 // trains the model with this gptc and with eager PyTorch and prints the report.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/gptc/Check.h"
 
 #include "codegen/Codegen.h"
+#include "ir/Signature.h"
 #include "passes/Passes.h"
 #include "tools/support/ToolSupport.h"
 
@@ -57,7 +58,7 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
   if (!fn)
     return 1;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name"); name && name == "rng")
+    if (auto name = gpt::argName(fn, i); name && name == "rng")
       return gptc::fail(tool, "gradcheck needs a deterministic model: capture it with dropout 0");
   auto source = gpt::emitSource(fn, gpt::Target::Cpu);
   if (failed(source))

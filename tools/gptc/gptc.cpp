@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Codegen.h"
-#include "frontend/AtenToGpt.h"
+#include "frontend/Passes.h"
 #include "tools/gptc/Check.h"
 #include "passes/Passes.h"
 #include "tools/support/ToolSupport.h"
@@ -412,11 +412,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (args[0] == "ops") {
-    std::vector<std::string> names;
-    for (const auto &entry : mlir::gpt::atenConverters())
-      names.push_back(entry.getKey().str());
-    std::sort(names.begin(), names.end());
-    for (const std::string &n : names)
+    for (const std::string &n : mlir::gpt::supportedAtenOps())
       llvm::outs() << n << "\n";
     return 0;
   }

@@ -3,6 +3,7 @@
 
 #include "frontend/TorchDialect.h"
 #include "ir/GptDialect.h"
+#include "ir/Signature.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
@@ -131,8 +132,8 @@ static LogicalResult checkInput(func::FuncOp fn, const std::string &path, const 
     return failure();
   llvm::StringSet<> names;
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    auto name = fn.getArgAttrOfType<StringAttr>(i, "gpt.name");
-    auto kind = fn.getArgAttrOfType<StringAttr>(i, "gpt.kind");
+    auto name = gpt::argName(fn, i);
+    auto kind = gpt::argKind(fn, i);
     const std::string what = where + ": argument #" + std::to_string(i) +
                              (name ? " '" + printable(name.getValue()) + "'" : std::string());
     if (std::string why = unsupportedType(arg.getType()); !why.empty())
@@ -179,7 +180,7 @@ func::FuncOp gptc::lowerModule(MLIRContext &ctx, OwningOpRef<ModuleOp> &module,
   func::FuncOp fn = fns.front();
   llvm::StringSet<> argNames, resultNames;
   auto clash = [&](llvm::StringSet<> &seen, DictionaryAttr attrs, const char *what) {
-    auto name = attrs ? attrs.getAs<StringAttr>("gpt.name") : StringAttr();
+    auto name = attrs ? attrs.getAs<StringAttr>(gpt::kNameAttr) : StringAttr();
     if (!name || seen.insert(name.getValue()).second)
       return false;
     fail(tool, path + ": two " + what + " named '" + printable(name.getValue()) +

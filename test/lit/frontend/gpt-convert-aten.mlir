@@ -62,7 +62,7 @@ func.func @embedding_arange(%w: tensor<16x4xf32>) -> tensor<8x4xf32> {
 // CHECK: gpt.erf
 // CHECK: gpt.sqrt
 // CHECK: gpt.rsqrt
-// CHECK: gpt.gelu %{{.*}} {approximate = "tanh"}
+// CHECK: gpt.gelu %{{.*}} {approximate = #gpt.approximate<tanh>}
 // CHECK: gpt.sub %{{.*}}, %{{.*}} : (tensor<f32>, tensor<4xf32>)
 func.func @elementwise(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "torch.aten.add.Tensor"(%a, %b) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -206,18 +206,18 @@ func.func @bool_scalars(%x: tensor<4xf32>, %m: tensor<4xi1>) -> tensor<4xf32> {
 // tensor against a non-integer scalar; i64 between integers); bool logic as gpt.where.
 // CHECK-LABEL: func.func @comparisons
 // CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
-// CHECK: gpt.compare %arg0, %[[ZERO]] {predicate = "lt"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
+// CHECK: gpt.compare %arg0, %[[ZERO]] {predicate = #gpt.predicate<lt>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
 // CHECK: %[[WIDE:.*]] = gpt.convert %arg0 : tensor<4xf32> -> tensor<4xf64>
-// CHECK: gpt.compare %[[WIDE]], %arg1 {predicate = "ge"} : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xi1>
+// CHECK: gpt.compare %[[WIDE]], %arg1 {predicate = #gpt.predicate<ge>} : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xi1>
 // CHECK: %[[IDX:.*]] = gpt.convert %arg2 : tensor<4xi64> -> tensor<4xf32>
 // CHECK: %[[HALF:.*]] = gpt.constant dense<2.500000e+00> : tensor<f32>
-// CHECK: gpt.compare %[[IDX]], %[[HALF]] {predicate = "le"}
+// CHECK: gpt.compare %[[IDX]], %[[HALF]] {predicate = #gpt.predicate<le>}
 // CHECK: %[[THREE:.*]] = gpt.constant dense<3> : tensor<i64>
-// CHECK: gpt.compare %arg2, %[[THREE]] {predicate = "eq"} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+// CHECK: gpt.compare %arg2, %[[THREE]] {predicate = #gpt.predicate<eq>} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
 // CHECK: %[[FALSE:.*]] = gpt.constant dense<false> : tensor<i1>
 // CHECK: %[[AND:.*]] = gpt.where %{{.*}}, %{{.*}}, %[[FALSE]] : (tensor<4xi1>, tensor<4xi1>, tensor<i1>) -> tensor<4xi1>
 // CHECK: %[[TRUE:.*]] = gpt.constant dense<true> : tensor<i1>
-// CHECK: gpt.compare %[[AND]], %[[TRUE]] {predicate = "ne"}
+// CHECK: gpt.compare %[[AND]], %[[TRUE]] {predicate = #gpt.predicate<ne>}
 func.func @comparisons(%x: tensor<4xf32>, %y: tensor<4xf64>, %i: tensor<4xi64>) -> (tensor<4xi1>, tensor<4xi1>) {
   %0 = "torch.aten.lt.Scalar"(%x) {torch.operands = ["self"], other = 0 : i64} : (tensor<4xf32>) -> tensor<4xi1>
   %1 = "torch.aten.ge.Tensor"(%x, %y) {torch.operands = ["self", "other"]} : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xi1>
@@ -236,18 +236,18 @@ func.func @comparisons(%x: tensor<4xf32>, %y: tensor<4xf64>, %i: tensor<4xi64>) 
 // (the bound, or x at the bound or NaN) through gpt.stop_gradient.
 // CHECK-LABEL: func.func @activations
 // CHECK: %[[ZERO:.*]] = gpt.constant dense<0.000000e+00> : tensor<f32>
-// CHECK: %[[LT:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = "lt"}
+// CHECK: %[[LT:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = #gpt.predicate<lt>}
 // CHECK: %[[HELD:.*]] = gpt.where %[[LT]], %[[ZERO]], %arg0
 // CHECK: %[[STOP:.*]] = gpt.stop_gradient %[[HELD]]
-// CHECK: %[[LE:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = "le"}
+// CHECK: %[[LE:.*]] = gpt.compare %arg0, %[[ZERO]] {predicate = #gpt.predicate<le>}
 // CHECK: gpt.where %[[LE]], %[[STOP]], %arg0
 // CHECK: %[[S:.*]] = gpt.sigmoid %arg0 : tensor<4xf32>
 // CHECK: gpt.mul %arg0, %[[S]]
 // CHECK: %[[LO:.*]] = gpt.constant dense<-5.000000e-01> : tensor<f32>
-// CHECK: %[[BELOW:.*]] = gpt.compare %arg0, %[[LO]] {predicate = "lt"}
+// CHECK: %[[BELOW:.*]] = gpt.compare %arg0, %[[LO]] {predicate = #gpt.predicate<lt>}
 // CHECK: %[[HELD:.*]] = gpt.where %[[BELOW]], %[[LO]], %arg0
 // CHECK: %[[STOP:.*]] = gpt.stop_gradient %[[HELD]]
-// CHECK: %[[INSIDE:.*]] = gpt.compare %arg0, %[[LO]] {predicate = "gt"}
+// CHECK: %[[INSIDE:.*]] = gpt.compare %arg0, %[[LO]] {predicate = #gpt.predicate<gt>}
 // CHECK: gpt.where %[[INSIDE]], %arg0, %[[STOP]]
 // CHECK: gpt.abs %arg0
 // CHECK: gpt.min %arg0, %arg0
@@ -319,7 +319,7 @@ func.func @gqa(%q: tensor<1x6x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x
 // CHECK: %[[ROWS:.*]] = gpt.reshape %[[I]] : (tensor<3xi64>) -> tensor<3x1xi64>
 // CHECK: %[[J:.*]] = gpt.arange {start = -1 : i64, step = 1 : i64} : tensor<4xi64>
 // CHECK: %[[COLS:.*]] = gpt.reshape %[[J]] : (tensor<4xi64>) -> tensor<1x4xi64>
-// CHECK: %[[KEEP:.*]] = gpt.compare %[[COLS]], %[[ROWS]] {predicate = "le"} : (tensor<1x4xi64>, tensor<3x1xi64>) -> tensor<3x4xi1>
+// CHECK: %[[KEEP:.*]] = gpt.compare %[[COLS]], %[[ROWS]] {predicate = #gpt.predicate<le>} : (tensor<1x4xi64>, tensor<3x1xi64>) -> tensor<3x4xi1>
 // CHECK: gpt.where %[[KEEP]], %arg0, %{{.*}} : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
 func.func @tril(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   %0 = "torch.aten.tril.default"(%x) {torch.operands = ["self"], diagonal = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>

@@ -11,8 +11,9 @@ func.func @bad_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf
 // -----
 
 func.func @bad_predicate(%a: tensor<2x3xf32>) -> tensor<2x3xi1> {
-  // expected-error @+1 {{predicate must be one of lt, le, gt, ge, eq, ne, got "less"}}
-  %0 = gpt.compare %a, %a {predicate = "less"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // expected-error @+2 {{expected ::mlir::gpt::ComparePredicate to be one of: lt, le, gt, ge, eq, ne}}
+  // expected-error @+1 {{failed to parse Gpt_ComparePredicateAttr}}
+  %0 = gpt.compare %a, %a {predicate = #gpt.predicate<less>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
   return %0 : tensor<2x3xi1>
 }
 
@@ -20,7 +21,7 @@ func.func @bad_predicate(%a: tensor<2x3xf32>) -> tensor<2x3xi1> {
 
 func.func @compare_types(%a: tensor<2x3xf32>, %b: tensor<3xf64>) -> tensor<2x3xi1> {
   // expected-error @+1 {{operands must share an element type}}
-  %0 = gpt.compare %a, %b {predicate = "lt"} : (tensor<2x3xf32>, tensor<3xf64>) -> tensor<2x3xi1>
+  %0 = gpt.compare %a, %b {predicate = #gpt.predicate<lt>} : (tensor<2x3xf32>, tensor<3xf64>) -> tensor<2x3xi1>
   return %0 : tensor<2x3xi1>
 }
 
@@ -195,8 +196,9 @@ func.func @embedding_shape(%w: tensor<65x64xf32>, %i: tensor<2x32xi64>) -> tenso
 // -----
 
 func.func @gelu_mode(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{approximate must be "none" or "tanh"}}
-  %0 = gpt.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::mlir::gpt::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse Gpt_GeluApproximationAttr}}
+  %0 = gpt.gelu %x {approximate = #gpt.approximate<sigmoid>} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -248,8 +250,8 @@ func.func @horizontal_members_read_each_other(%x: tensor<4xf32>) -> (tensor<4xf3
 // -----
 
 func.func @tanh_erf(%x: tensor<8x16xf32>, %g: tensor<8x16xf32>, %e: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @below {{an erf operand needs approximate = "none" and x's type}}
-  %0 = gpt.gelu_grad %g, %x erf %e {approximate = "tanh"} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-error @below {{an erf operand needs approximate = #gpt.approximate<none> and x's type}}
+  %0 = gpt.gelu_grad %g, %x erf %e {approximate = #gpt.approximate<tanh>} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
 

@@ -30,12 +30,12 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1
   %11 = gpt.sqrt %10 : tensor<2x3xf32>
   // CHECK: gpt.rsqrt
   %12 = gpt.rsqrt %11 : tensor<2x3xf32>
-  // CHECK: gpt.gelu %{{.*}} {approximate = "none"}
-  %13 = gpt.gelu %12 {approximate = "none"} : tensor<2x3xf32>
-  // CHECK: gpt.gelu %{{.*}} {approximate = "tanh"}
-  %14 = gpt.gelu %13 {approximate = "tanh"} : tensor<2x3xf32>
-  // CHECK: gpt.compare %{{.*}}, %{{.*}} {predicate = "ge"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
-  %c = gpt.compare %14, %b {predicate = "ge"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: gpt.gelu %{{.*}} {approximate = #gpt.approximate<none>}
+  %13 = gpt.gelu %12 {approximate = #gpt.approximate<none>} : tensor<2x3xf32>
+  // CHECK: gpt.gelu %{{.*}} {approximate = #gpt.approximate<tanh>}
+  %14 = gpt.gelu %13 {approximate = #gpt.approximate<tanh>} : tensor<2x3xf32>
+  // CHECK: gpt.compare %{{.*}}, %{{.*}} {predicate = #gpt.predicate<ge>} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %c = gpt.compare %14, %b {predicate = #gpt.predicate<ge>} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   // CHECK: gpt.abs
   %ab = gpt.abs %14 : tensor<2x3xf32>
   // CHECK: gpt.sigmoid
@@ -111,7 +111,7 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
 // CHECK-LABEL: func.func @backward_ops
 func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>, %st: tensor<1x2x32x2xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
   // CHECK: gpt.gelu_grad
-  %0 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %0 = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.layer_norm_grad
   %1 = gpt.layer_norm_grad %g, %x, %w {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.attention_grad {{.*}}, %arg8, %arg7 {dropout_p = 1.000000e-01 : f64

@@ -70,13 +70,13 @@ func.func @layer_norm(%w: tensor<8xf32> {gpt.kind = "param", gpt.name = "w"}, %b
 // CHECK-LABEL: func.func @attention_gelu_dropout
 // CHECK: %{{.*}}, %[[S:.*]] = gpt.attention
 // CHECK: gpt.dropout %{{.*}}, %arg2 {id = 4 : i64, p = 1.000000e-01 : f64, train = true}
-// CHECK: gpt.gelu_grad %{{.*}}, %{{.*}} {approximate = "none"}
+// CHECK: gpt.gelu_grad %{{.*}}, %{{.*}} {approximate = #gpt.approximate<none>}
 // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = gpt.attention_grad %arg0, %arg0, %arg0, %{{.*}}, %[[S]], %arg2 {dropout_p = 2.000000e-01 : f64, id = 3 : i64, is_causal = true
 // CHECK: gpt.add
 // CHECK: gpt.add
 func.func @attention_gelu_dropout(%q: tensor<1x2x8x4xf32> {gpt.kind = "param", gpt.name = "q"}, %t: tensor<8xi64>, %rng: tensor<2xi64>) -> tensor<f32> {
   %a:2 = gpt.attention %q, %q, %q, %rng {dropout_p = 0.2 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<2xi64>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x2xf32>)
-  %g = gpt.gelu %a#0 {approximate = "none"} : tensor<1x2x8x4xf32>
+  %g = gpt.gelu %a#0 {approximate = #gpt.approximate<none>} : tensor<1x2x8x4xf32>
   %d = gpt.dropout %g, %rng {id = 4 : i64, p = 0.1 : f64, train = true} : (tensor<1x2x8x4xf32>, tensor<2xi64>) -> tensor<1x2x8x4xf32>
   %r = gpt.reshape %d : (tensor<1x2x8x4xf32>) -> tensor<8x8xf32>
   %l = gpt.cross_entropy %r, %t {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
@@ -153,15 +153,15 @@ func.func @unreached(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %d:
 // CHECK: %[[Y:.*]] = gpt.sigmoid %arg0
 // CHECK: %[[A:.*]] = gpt.abs %arg0
 // CHECK: %[[M:.*]] = gpt.max %[[Y]], %[[A]]
-// CHECK: %[[TIE:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "eq"}
+// CHECK: %[[TIE:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = #gpt.predicate<eq>}
 // CHECK: %[[HALF:.*]] = gpt.mul %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
 // CHECK: %[[SHARED:.*]] = gpt.where %[[TIE]], %[[HALF]], %{{.*}}
-// CHECK: %[[YLOSES:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = "lt"}
-// CHECK: %[[ALOSES:.*]] = gpt.compare %[[A]], %[[Y]] {predicate = "lt"}
+// CHECK: %[[YLOSES:.*]] = gpt.compare %[[Y]], %[[A]] {predicate = #gpt.predicate<lt>}
+// CHECK: %[[ALOSES:.*]] = gpt.compare %[[A]], %[[Y]] {predicate = #gpt.predicate<lt>}
 // CHECK: %[[DY:.*]] = gpt.where %[[YLOSES]], %{{.*}}, %[[SHARED]]
 // CHECK: %[[DA:.*]] = gpt.where %[[ALOSES]], %{{.*}}, %[[SHARED]]
-// CHECK: %[[NEG:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "lt"}
-// CHECK: %[[POS:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "gt"}
+// CHECK: %[[NEG:.*]] = gpt.compare %arg0, %{{.*}} {predicate = #gpt.predicate<lt>}
+// CHECK: %[[POS:.*]] = gpt.compare %arg0, %{{.*}} {predicate = #gpt.predicate<gt>}
 // CHECK: gpt.where %[[NEG]]
 // CHECK: %[[SIGN:.*]] = gpt.where %[[POS]]
 // CHECK: gpt.mul %[[DA]], %[[SIGN]]
@@ -182,13 +182,13 @@ func.func @max_abs_sigmoid(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"
 // A comparison passes no gradient: w reaches the loss only through gpt.where's chosen
 // branch, not through the condition it feeds.
 // CHECK-LABEL: func.func @compare_no_gradient
-// CHECK: %[[C:.*]] = gpt.compare %arg0, %{{.*}} {predicate = "gt"}
+// CHECK: %[[C:.*]] = gpt.compare %arg0, %{{.*}} {predicate = #gpt.predicate<gt>}
 // CHECK: gpt.where %[[C]], %{{.*}}, %{{.*}}
 // CHECK-NOT: gpt.compare
 // CHECK: return
 func.func @compare_no_gradient(%w: tensor<4xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
   %z = gpt.constant dense<0.0> : tensor<f32>
-  %c = gpt.compare %w, %z {predicate = "gt"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
+  %c = gpt.compare %w, %z {predicate = #gpt.predicate<gt>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
   %0 = gpt.where %c, %w, %z : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
@@ -201,7 +201,7 @@ func.func @compare_no_gradient(%w: tensor<4xf32> {gpt.kind = "param", gpt.name =
 // CHECK-LABEL: func.func @reduce_max
 // CHECK: %[[M:.*]] = gpt.reduce_max %arg0
 // CHECK: %[[MK:.*]] = gpt.reshape %[[M]] : (tensor<2xf32>) -> tensor<2x1xf32>
-// CHECK: %[[HIT:.*]] = gpt.compare %arg0, %[[MK]] {predicate = "eq"} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xi1>
+// CHECK: %[[HIT:.*]] = gpt.compare %arg0, %[[MK]] {predicate = #gpt.predicate<eq>} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xi1>
 // CHECK: %[[MASK:.*]] = gpt.convert %[[HIT]] : tensor<2x3xi1> -> tensor<2x3xf32>
 // CHECK: %[[COUNT:.*]] = gpt.reduce_sum %[[MASK]] {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>}
 // CHECK: %[[SHARE:.*]] = gpt.div %{{.*}}, %[[COUNT]] : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>

@@ -128,9 +128,9 @@ func.func @dropout_eval(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // held value) is dropped rather than splitting it; a returned one stays.
 // CHECK-LABEL: func.func @clamp_min
 // CHECK: %[[F:.*]] = gpt.fused %arg0, %{{.*}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
-// CHECK:   gpt.compare {{.*}} {predicate = "lt"}
+// CHECK:   gpt.compare {{.*}} {predicate = #gpt.predicate<lt>}
 // CHECK:   gpt.where
-// CHECK:   gpt.compare {{.*}} {predicate = "gt"}
+// CHECK:   gpt.compare {{.*}} {predicate = #gpt.predicate<gt>}
 // CHECK:   gpt.where
 // CHECK:   gpt.mul
 // CHECK:   gpt.yield
@@ -139,10 +139,10 @@ func.func @dropout_eval(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK: return %[[F]], %[[S]]
 func.func @clamp_min(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %lo = gpt.constant dense<0.0> : tensor<f32>
-  %0 = gpt.compare %x, %lo {predicate = "lt"} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+  %0 = gpt.compare %x, %lo {predicate = #gpt.predicate<lt>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
   %1 = gpt.where %0, %lo, %x : (tensor<4x8xi1>, tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %2 = gpt.stop_gradient %1 : tensor<4x8xf32>
-  %3 = gpt.compare %x, %lo {predicate = "gt"} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+  %3 = gpt.compare %x, %lo {predicate = #gpt.predicate<gt>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
   %4 = gpt.where %3, %x, %2 : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %5 = gpt.mul %4, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %6 = gpt.stop_gradient %x : tensor<4x8xf32>

@@ -51,7 +51,7 @@ func.func @bias_dropout_residual(%r: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, 
   %3 = gpt.add %r, %2 : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
   %4 = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<4x16xf32>) -> tensor<2x8x4xf32>
   %5 = gpt.add %4, %b : (tensor<2x8x4xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
-  %6 = gpt.gelu %5 {approximate = "none"} : tensor<2x8x4xf32>
+  %6 = gpt.gelu %5 {approximate = #gpt.approximate<none>} : tensor<2x8x4xf32>
   return %3, %6 : tensor<2x8x4xf32>, tensor<2x8x4xf32>
 }
 

@@ -6,14 +6,14 @@
 // CHECK-LABEL: func.func @mlp
 // CHECK-NEXT: %[[Y:.*]], %[[E:.*]] = gpt.gelu_keep_erf %arg0 : tensor<8x16xf32>
 // CHECK-NEXT: %[[M:.*]] = gpt.matmul %[[Y]], %arg1
-// CHECK-NEXT: %[[D:.*]] = gpt.gelu_grad %arg2, %arg0 erf %[[E]] {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-// CHECK-NEXT: %[[D2:.*]] = gpt.gelu_grad %[[D]], %arg0 erf %[[E]] {approximate = "none"}
+// CHECK-NEXT: %[[D:.*]] = gpt.gelu_grad %arg2, %arg0 erf %[[E]] {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: %[[D2:.*]] = gpt.gelu_grad %[[D]], %arg0 erf %[[E]] {approximate = #gpt.approximate<none>}
 // CHECK-NEXT: return %[[M]], %[[D2]]
 func.func @mlp(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %g: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x16xf32>) {
-  %0 = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+  %0 = gpt.gelu %x {approximate = #gpt.approximate<none>} : tensor<8x16xf32>
   %1 = gpt.matmul %0, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
-  %2 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %3 = gpt.gelu_grad %2, %x {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %3 = gpt.gelu_grad %2, %x {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   return %1, %3 : tensor<8x4xf32>, tensor<8x16xf32>
 }
 
@@ -27,15 +27,15 @@ func.func @mlp(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %g: tensor<8x16xf32>)
 // CHECK-NOT: erf %
 // CHECK: return
 func.func @kept(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %g: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>) {
-  %0 = gpt.gelu %w {approximate = "none"} : tensor<16x4xf32>
+  %0 = gpt.gelu %w {approximate = #gpt.approximate<none>} : tensor<16x4xf32>
   %1 = gpt.matmul %x, %0 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
-  %2 = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+  %2 = gpt.gelu %x {approximate = #gpt.approximate<none>} : tensor<8x16xf32>
   %3 = gpt.add %2, %g : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %4 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %5 = gpt.gelu %g {approximate = "tanh"} : tensor<8x16xf32>
-  %6 = gpt.gelu_grad %x, %g {approximate = "tanh"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %7 = gpt.gelu_grad %x, %3 {approximate = "none"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %8 = gpt.gelu %3 {approximate = "none"} : tensor<8x16xf32>
+  %4 = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %5 = gpt.gelu %g {approximate = #gpt.approximate<tanh>} : tensor<8x16xf32>
+  %6 = gpt.gelu_grad %x, %g {approximate = #gpt.approximate<tanh>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %7 = gpt.gelu_grad %x, %3 {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %8 = gpt.gelu %3 {approximate = #gpt.approximate<none>} : tensor<8x16xf32>
   %9 = gpt.matmul %8, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   return %1, %4, %6, %7, %9 : tensor<8x4xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>
 }
@@ -48,9 +48,9 @@ func.func @kept(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %g: tensor<8x16xf32>
 // CHECK-NEXT: gpt.reshape %[[Y]]
 // CHECK: gpt.gelu_grad %arg2, %arg0 erf %[[E]]
 func.func @reshaped(%x: tensor<2x4x16xf32>, %w: tensor<16x4xf32>, %g: tensor<2x4x16xf32>) -> (tensor<8x4xf32>, tensor<2x4x16xf32>) {
-  %0 = gpt.gelu %x {approximate = "none"} : tensor<2x4x16xf32>
+  %0 = gpt.gelu %x {approximate = #gpt.approximate<none>} : tensor<2x4x16xf32>
   %1 = gpt.reshape %0 : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
   %2 = gpt.matmul %1, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
-  %3 = gpt.gelu_grad %g, %x {approximate = "none"} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %3 = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %2, %3 : tensor<8x4xf32>, tensor<2x4x16xf32>
 }

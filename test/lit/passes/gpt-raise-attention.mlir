@@ -21,7 +21,7 @@ func.func @nanogpt(%q: tensor<2x3x8x64xf32>, %k: tensor<2x3x8x64xf32>, %v: tenso
   %b1 = gpt.slice %bias {dim = 2 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<1x1x16x16xf32>) -> tensor<1x1x8x16xf32>
   %b2 = gpt.slice %b1 {dim = 3 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<1x1x8x16xf32>) -> tensor<1x1x8x8xf32>
   %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
-  %m = gpt.compare %b2, %zero {predicate = "eq"} : (tensor<1x1x8x8xf32>, tensor<f32>) -> tensor<1x1x8x8xi1>
+  %m = gpt.compare %b2, %zero {predicate = #gpt.predicate<eq>} : (tensor<1x1x8x8xf32>, tensor<f32>) -> tensor<1x1x8x8xi1>
   %f = gpt.masked_fill %a, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x3x8x8xf32>, tensor<1x1x8x8xi1>) -> tensor<2x3x8x8xf32>
   %p = gpt.softmax %f {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<2x3x8x8xf32>
   %d = gpt.dropout %p, %rng {id = 3 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<2x3x8x8xf32>, tensor<2xi64>) -> tensor<2x3x8x8xf32>
@@ -40,7 +40,7 @@ func.func @plain(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x
                  %bias: tensor<4x4xi1> {gpt.kind = "param", gpt.name = "mask", gpt.trainable = false, gpt.tril_ones}) -> tensor<1x2x4x8xf32> {
   %s = gpt.matmul %q, %k {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
   %false = gpt.constant dense<false> : tensor<i1>
-  %m = gpt.compare %false, %bias {predicate = "eq"} : (tensor<i1>, tensor<4x4xi1>) -> tensor<4x4xi1>
+  %m = gpt.compare %false, %bias {predicate = #gpt.predicate<eq>} : (tensor<i1>, tensor<4x4xi1>) -> tensor<4x4xi1>
   %f = gpt.masked_fill %s, %m {value = 0xFFF0000000000000 : f64} : (tensor<1x2x4x4xf32>, tensor<4x4xi1>) -> tensor<1x2x4x4xf32>
   %p = gpt.softmax %f {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x2x4x4xf32>
   %d = gpt.dropout %p {id = 0 : i64, p = 1.000000e-01 : f64, train = false} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
@@ -64,10 +64,10 @@ func.func @kept(%q: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>,
   %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
   %top = gpt.slice %bias {dim = 0 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : (tensor<8x8xf32>) -> tensor<4x8xf32>
   %tril = gpt.slice %top {dim = 1 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x4xf32>
-  %causal = gpt.compare %tril, %zero {predicate = "eq"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %causal = gpt.compare %tril, %zero {predicate = #gpt.predicate<eq>} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
 
   %s0 = gpt.matmul %q, %q {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
-  %m0 = gpt.compare %plain, %zero {predicate = "eq"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %m0 = gpt.compare %plain, %zero {predicate = #gpt.predicate<eq>} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
   %f0 = gpt.masked_fill %s0, %m0 {value = 0xFFF0000000000000 : f64} : (tensor<1x1x4x4xf32>, tensor<4x4xi1>) -> tensor<1x1x4x4xf32>
   %p0 = gpt.softmax %f0 {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x1x4x4xf32>
   %y0 = gpt.matmul %p0, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
@@ -83,7 +83,7 @@ func.func @kept(%q: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>,
   %y2 = gpt.matmul %p2, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
 
   %s3 = gpt.matmul %q, %q {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
-  %m3 = gpt.compare %tril, %zero {predicate = "ne"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %m3 = gpt.compare %tril, %zero {predicate = #gpt.predicate<ne>} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
   %f3 = gpt.masked_fill %s3, %m3 {value = 0xFFF0000000000000 : f64} : (tensor<1x1x4x4xf32>, tensor<4x4xi1>) -> tensor<1x1x4x4xf32>
   %p3 = gpt.softmax %f3 {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x1x4x4xf32>
   %y3 = gpt.matmul %p3, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
@@ -91,7 +91,7 @@ func.func @kept(%q: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>,
   %s4 = gpt.matmul %q, %q {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
   %low = gpt.slice %bias {dim = 0 : i64, start = 4 : i64, end = 8 : i64, step = 1 : i64} : (tensor<8x8xf32>) -> tensor<4x8xf32>
   %lowl = gpt.slice %low {dim = 1 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x4xf32>
-  %m4 = gpt.compare %lowl, %zero {predicate = "eq"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %m4 = gpt.compare %lowl, %zero {predicate = #gpt.predicate<eq>} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
   %f4 = gpt.masked_fill %s4, %m4 {value = 0xFFF0000000000000 : f64} : (tensor<1x1x4x4xf32>, tensor<4x4xi1>) -> tensor<1x1x4x4xf32>
   %p4 = gpt.softmax %f4 {dim = 3 : i64, order = #gpt.order<canonical>} : tensor<1x1x4x4xf32>
   %y4 = gpt.matmul %p4, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
@@ -121,7 +121,7 @@ func.func @one_head(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2
   %t1 = gpt.slice %tril {dim = 0 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<16x16xf32>) -> tensor<8x16xf32>
   %t2 = gpt.slice %t1 {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : (tensor<8x16xf32>) -> tensor<8x8xf32>
   %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
-  %m = gpt.compare %t2, %zero {predicate = "eq"} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
+  %m = gpt.compare %t2, %zero {predicate = #gpt.predicate<eq>} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
   %f = gpt.masked_fill %a, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x8x8xf32>, tensor<8x8xi1>) -> tensor<2x8x8xf32>
   %p = gpt.softmax %f {dim = 2 : i64, order = #gpt.order<canonical>} : tensor<2x8x8xf32>
   %d = gpt.dropout %p, %rng {id = 1 : i64, p = 2.000000e-01 : f64, train = true} : (tensor<2x8x8xf32>, tensor<2xi64>) -> tensor<2x8x8xf32>
@@ -139,7 +139,7 @@ func.func @rank_two(%q: tensor<8x16xf32>, %v: tensor<8x4xf32>,
                     %tril: tensor<8x8xf32> {gpt.kind = "param", gpt.name = "tril", gpt.trainable = false, gpt.tril_ones}) -> tensor<8x4xf32> {
   %s = gpt.matmul %q, %q {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
   %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
-  %m = gpt.compare %tril, %zero {predicate = "eq"} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
+  %m = gpt.compare %tril, %zero {predicate = #gpt.predicate<eq>} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xi1>
   %f = gpt.masked_fill %s, %m {value = 0xFFF0000000000000 : f64} : (tensor<8x8xf32>, tensor<8x8xi1>) -> tensor<8x8xf32>
   %p = gpt.softmax %f {dim = 1 : i64, order = #gpt.order<canonical>} : tensor<8x8xf32>
   %y = gpt.matmul %p, %v {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
@@ -159,7 +159,7 @@ func.func @divided(%q: tensor<1x2x4x64xf32>, %k: tensor<1x2x4x64xf32>, %v: tenso
                    %bias: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "mask", gpt.trainable = false, gpt.tril_ones},
                    %d: tensor<f32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) {
   %zero = gpt.constant dense<0.000000e+00> : tensor<f32>
-  %m = gpt.compare %bias, %zero {predicate = "eq"} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %m = gpt.compare %bias, %zero {predicate = #gpt.predicate<eq>} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
   %eight = gpt.constant dense<8.000000e+00> : tensor<f32>
   %s = gpt.matmul %q, %k {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<1x2x4x64xf32>, tensor<1x2x4x64xf32>) -> tensor<1x2x4x4xf32>
   %a = gpt.div %s, %eight : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>

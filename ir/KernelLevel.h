@@ -1,0 +1,43 @@
+//===- KernelLevel.h - the kernel-level IR's attributes and buffers -------===//
+//
+// After fusion and gpt-plan-memory every top-level op of a function is one
+// kernel (docs/architecture.md). These are the attributes the passes leave
+// for the code generators, and the buffer sizes both agree on.
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPTC_IR_KERNELLEVEL_H
+#define GPTC_IR_KERNELLEVEL_H
+
+#include "mlir/IR/Value.h"
+
+namespace mlir::gpt {
+
+/// Per op: the arena offset of each result.
+inline constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
+/// On the function: the arena's size in bytes.
+inline constexpr StringLiteral kArenaBytesAttr = "gpt.arena_bytes";
+/// On the function when gpt-plan-memory left `redzone` bytes between buffers (gptc compile
+/// --sanitize): the code generator poisons every arena byte no buffer holds.
+inline constexpr StringLiteral kRedzoneAttr = "gpt.redzone";
+/// Per result of a kernel: the index of the function argument it is written into in
+/// place (an update of a parameter or optimizer state), or -1 for an arena slot.
+inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
+/// On a gpt.split or gpt.concat that is a view rather than a kernel (gpt-plan-memory): a
+/// split's results are strided views of its operand's buffer; a concat's operands are
+/// written into its result's buffer by the ops that compute them.
+inline constexpr StringLiteral kViewAttr = "gpt.view";
+
+/// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
+int64_t elementBytes(Value v);
+/// The bytes of tensor `v`'s buffer (at least 1, so that an empty tensor has an address).
+int64_t byteSize(Value v);
+
+/// The distance in elements between consecutive rows of `v` (a [B, T, H, D] operand or
+/// result of attention) when it lives inside a wider buffer: a reshaped piece of a view
+/// split (the split operand's last dim), or a result written into a view concat through a
+/// reshape (the concat's last dim). 0 when `v` has a buffer of its own.
+int64_t viewRowPitch(Value v);
+
+} // namespace mlir::gpt
+
+#endif // GPTC_IR_KERNELLEVEL_H
