@@ -5,6 +5,8 @@ import json
 import os
 import sys
 
+from config import SIZES
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -45,6 +47,34 @@ def refuse_past_memory(ap, what: str, nbytes: int) -> None:
     if nbytes > total:
         ap.error(f"{what} needs at least {nbytes / 2**30:.1f} GiB, more than this machine's "
                  f"{total / 2**30:.1f} GiB")
+
+
+def model_arguments(ap):
+    """--model and --attention: which model every framework times (run.py's and
+    train_step.py's)."""
+    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
+                    help="nanoGPT's GPT (the default) or a LLaMA-style relative "
+                    "(gptc.testing.llama_style: RMSNorm, rotary, grouped-query attention "
+                    "with 2 key/value heads, SwiGLU), for every framework")
+    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                    help="the GPT's attention, for every framework: "
+                    "scaled_dot_product_attention (nanoGPT's flash path, the default) or "
+                    "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
+
+
+def refuse_model_options(ap, args):
+    """ap.error for options the LLaMA-style model does not take."""
+    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
+        ap.error("--model llama: no dropout, and SDPA attention only")
+
+
+def refuse_huge_batch(ap, batch, sizes):
+    """ap.error for a --batch whose step at one of `sizes` cannot fit in the machine's memory:
+    its activations hold at least a float per token and channel."""
+    for size in sizes:
+        cfg = SIZES[size]
+        refuse_past_memory(ap, f"--batch {batch} at {size} size",
+                           4 * batch * cfg["block_size"] * cfg["n_embd"])
 
 
 def fail(message: str):

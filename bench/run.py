@@ -1,6 +1,6 @@
 """gptc's benchmark: one command, one run, one machine.
 
-    python3 bench/run.py            # writes bench/results.json and prints a markdown table
+    python3 bench/run.py    # writes a record to bench/results/ and prints a markdown table
 
 Times the training step (forward, backward, clipping, AdamW) of the test GPT at two sizes
 for gptc, PyTorch eager and torch.compile (each in its own process, same thread count),
@@ -13,19 +13,14 @@ import subprocess
 import sys
 import time
 
-from _cli import Parser, refuse_below, refuse_dropout, refuse_past_memory
+import store
+from _cli import (Parser, model_arguments, refuse_below, refuse_dropout, refuse_huge_batch,
+                  refuse_model_options)
+from config import FRAMEWORKS, SIZES, STEPS
+from targets import table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-# The two sizes the bench times (train_step.py builds them) and AdamW's settings for all.
-SIZES = {
-    "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
-    "shakespeare": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, batch=4),
-}
-HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
-# Per size, the timed and warm-up steps of a round.
-STEPS = {"tiny": (200, 50), "shakespeare": (10, 3)}
-FRAMEWORKS = ("gptc", "eager", "compile")
 
 
 def run_json(cmd, env=None, timeout=1800):
@@ -75,24 +70,6 @@ def sgemm_bench():
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return run_json([sys.executable, "-c", code], env=env)
-
-
-def machine() -> str:
-    """The cores, the CPU and its widest vector forms, e.g. "2 cores, AMD EPYC (family 25,
-    model 17), AVX-512": the same kind of machine can be a Zen 3 (AVX2) or a Zen 4, and
-    gptc's kernels (built for the host) take different forms on each."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        return f"{os.cpu_count()} cores"
-    flags = info.get("flags", "").split()
-    width = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return (f"{os.cpu_count()} cores, {info.get('model name', '?')} (family "
-            f"{info.get('cpu family', '?')}, model {info.get('model', '?')}), {width}")
 
 
 def pool(runs):
@@ -155,33 +132,6 @@ def check_losses(results, dropout):
     return lines
 
 
-def model_arguments(ap):
-    """--model and --attention: which model every framework times (train_step.py's too)."""
-    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt",
-                    help="nanoGPT's GPT (the default) or a LLaMA-style relative "
-                    "(gptc.testing.llama_style: RMSNorm, rotary, grouped-query attention "
-                    "with 2 key/value heads, SwiGLU), for every framework")
-    ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
-                    help="the GPT's attention, for every framework: "
-                    "scaled_dot_product_attention (nanoGPT's flash path, the default) or "
-                    "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
-
-
-def refuse_model_options(ap, args):
-    """ap.error for options the LLaMA-style model does not take (train_step.py's too)."""
-    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
-        ap.error("--model llama: no dropout, and SDPA attention only")
-
-
-def refuse_huge_batch(ap, batch, sizes):
-    """ap.error for a --batch whose step at one of `sizes` cannot fit in the machine's memory:
-    its activations hold at least a float per token and channel. train_step.py's too."""
-    for size in sizes:
-        cfg = SIZES[size]
-        refuse_past_memory(ap, f"--batch {batch} at {size} size",
-                           4 * batch * cfg["block_size"] * cfg["n_embd"])
-
-
 def main():
     ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -198,7 +148,10 @@ def main():
     ap.add_argument("--batch", type=int, help="sequences per step, for every size (default: "
                     "tiny 8, shakespeare 4)")
     model_arguments(ap)
-    ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--note", help="a remark shown beside the run in the report, e.g. "
+                    "\"busy host\"")
+    ap.add_argument("--out", help="the file to write the run's record to (default: a new "
+                    "file in bench/results/, named by when the run finished and the CPU)")
     args = ap.parse_args()
     for name, known in (("sizes", STEPS), ("frameworks", FRAMEWORKS)):
         unknown = [v for v in getattr(args, name).split(",") if v not in known]
@@ -210,26 +163,32 @@ def main():
     if args.batch:
         refuse_huge_batch(ap, args.batch, args.sizes.split(","))
     # Now, not after the minutes of the run, whose results would then be lost.
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if os.path.isdir(args.out):
-        ap.error(f"--out: {args.out} is a directory")
-    if not os.path.isdir(out_dir):
-        ap.error(f"--out: no directory {out_dir} to write {os.path.basename(args.out)} in")
+    if args.out is not None:
+        out_dir = os.path.dirname(os.path.abspath(args.out))
+        if os.path.isdir(args.out):
+            ap.error(f"--out: {args.out} is a directory")
+        if not os.path.isdir(out_dir):
+            ap.error(f"--out: no directory {out_dir} to write {os.path.basename(args.out)} in")
     refuse_below(ap, args, threads=1, rounds=1, steps=1, warmup=0, batch=1)  # gptc: last
-    results = {"date": time.strftime("%Y-%m-%d"), "threads": args.threads, "rounds": args.rounds,
-               "dropout": args.dropout, "attention": args.attention, "model": args.model,
-               "machine": machine(), "steps": []}
+    sizes, date = args.sizes.split(","), time.strftime("%Y-%m-%d")
+    commit, dirty = store.git_commit(REPO)  # the tree measured, before the minutes of the run
+    settings = dict(threads=args.threads, rounds=args.rounds, dropout=args.dropout,
+                    model=args.model, attention=args.attention,
+                    batch={s: args.batch or SIZES[s]["batch"] for s in sizes},
+                    steps={s: STEPS[s][0] if args.steps is None else args.steps for s in sizes},
+                    warmup={s: STEPS[s][1] if args.warmup is None else args.warmup
+                            for s in sizes},
+                    frameworks=args.frameworks.split(","))
+    results = {"steps": []}  # the record's figures
     # Rounds: every framework runs once per round, in turn, and a size's step times are
     # pooled over the rounds. On a shared machine a burst of load then falls on all
     # frameworks alike instead of on whichever ran during it.
     latency = core_latency_build()
-    for size in args.sizes.split(","):
+    for size in sizes:
         pooled = {}
         for _ in range(args.rounds):
-            for fw in args.frameworks.split(","):
-                timed, warmup = STEPS[size]
-                timed = timed if args.steps is None else args.steps
-                warmup = warmup if args.warmup is None else args.warmup
+            for fw in settings["frameworks"]:
+                timed, warmup = settings["steps"][size], settings["warmup"][size]
                 round_trip = core_round_trip(latency)  # just before the run
                 r = run_json([sys.executable, os.path.join(HERE, "train_step.py"), "--framework",
                               fw, "--size", size, "--threads", str(args.threads),
@@ -253,9 +212,12 @@ def main():
             if r.get("gflops", 0) > results.get(name, {}).get("gflops", -1):
                 results[name] = r
     loss_lines = check_losses(results, args.dropout)
-    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # targets.py's order
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
+    record = dict(finished=time.strftime(store.STAMP, time.gmtime()), commit=commit,
+                  dirty=dirty, machine=store.machine_info(), settings=settings, date=date,
+                  figures=results)
+    if args.note:
+        record["note"] = args.note
+    out = store.write(record, args.out)
 
     print("\n| size | framework | ms/step median (min–max) | speed vs eager | tokens/s | "
           "kernels/step | step peak RSS MiB | step growth MiB | process peak RSS MiB | "
@@ -282,9 +244,9 @@ def main():
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "
           f"GFLOP/s fp32 FMA peak); OpenBLAS sgemm {s.get('gflops', 0):.1f} GFLOP/s")
     print("\n" + "\n".join(loss_lines))
-    from targets import table  # noqa: E402 (it imports this file's SIZES)
-    print("\nAgainst the targets (bold: missed; bench/targets.py shows every run's):\n"
-          + "\n".join(table([(os.path.splitext(os.path.basename(args.out))[0], results)])))
+    print(f"\nRecorded in {os.path.relpath(out)}. Against the targets (bold: missed; "
+          "python3 bench/report.py shows every run's on docs/performance.md):\n"
+          + "\n".join(table([(os.path.splitext(os.path.basename(out))[0], record)])))
     if not results["losses_agree"]:
         sys.exit("bench: a framework's losses differ from eager's (above): its timings are "
                  "not of the same computation")

@@ -21,9 +21,9 @@ import gptc  # noqa: E402
 from gptc.parity import torch_adamw  # noqa: E402
 from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
-from _cli import Parser, refuse_below, refuse_dropout  # noqa: E402 (beside this file)
-from run import (HYPER, SIZES, model_arguments,  # noqa: E402 (bench/run.py, beside this file)
-                 refuse_huge_batch, refuse_model_options)
+from _cli import (Parser, model_arguments, refuse_below,  # noqa: E402 (beside this file)
+                  refuse_dropout, refuse_huge_batch, refuse_model_options)
+from config import HYPER, SIZES  # noqa: E402 (beside this file)
 
 
 def count_eager_kernels(model, opt, x, y):

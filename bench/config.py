@@ -1,0 +1,25 @@
+"""What the bench's tools share: the sizes they time, AdamW's settings, the frameworks, and
+the targets (issue 4) a run is judged against. Imports nothing from bench/, so every tool
+can import it."""
+
+# The two sizes the bench times (train_step.py builds them) and AdamW's settings for all.
+SIZES = {
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=65, batch=8),
+    "shakespeare": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65, batch=4),
+}
+HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+# Per size, the timed and warm-up steps of a round.
+STEPS = {"tiny": (200, 50), "shakespeare": (10, 3)}
+FRAMEWORKS = ("gptc", "eager", "compile")
+
+# The targets: gptc's median step at least this many times faster than eager's, per size;
+# the matmul micro-kernel at this fraction of the measured FMA peak; at most
+# KERNELS_PER_LAYER kernels a layer plus KERNELS_EXTRA a step.
+SPEEDUP = {"tiny": 2.0, "shakespeare": 1.3}
+MICRO_KERNEL = 0.85
+KERNELS_PER_LAYER, KERNELS_EXTRA = 25, 15
+
+
+def kernel_budget(size: str) -> int:
+    """The most kernels a step of `size` may launch."""
+    return KERNELS_PER_LAYER * SIZES[size]["n_layer"] + KERNELS_EXTRA
