@@ -4,12 +4,12 @@
 // round trips}, or a null round trip where the process may run on one CPU only.
 //   c++ -std=c++17 -O2 -pthread bench/core_latency.cpp
 //
-// On a virtual machine the host places the two virtual CPUs, and may place them apart: a
-// Zen 2 of this kind took 457 ns, where two cores sharing an L3 take a fraction of that.
+// On a virtual machine the host places the two virtual CPUs, and may place them far apart,
+// where a round trip takes many times what it takes between two cores sharing an L3.
 // Every cache line one thread writes and the other then reads or writes crosses between
-// them; on that Zen 2 gptc's tiny step took 5.2 ms in its kernels, and 3.3 when each
-// kernel ran a second time at once on data its threads had just touched (bench/NOTES.md).
-// bench/run.py records this before each round, next to the step times.
+// them, which slows a step of small kernels (bench/NOTES.md, "The two CPUs' round trip",
+// has the measurements). bench/run.py records this before each round, next to the step
+// times.
 #include <pthread.h>
 #include <sched.h>
 

@@ -31,7 +31,7 @@ static float vsum(Vec a) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 constexpr long kPeakIters = 10000000;
 constexpr double kPeakFlops = 2.0 * (sizeof(Vec) / 4) * 12 * kPeakIters;
-// One timing of kPeakIters rounds of the 12 chains (~20 ms on one core).
+// One timing of kPeakIters rounds of the 12 chains (1.2e8 fmas: long enough to time).
 __attribute__((noinline)) static double fma_peak_seconds() {
   // Distinct starting values, or the compiler folds the chains into one.
 #define GPTC_START(i) vset1(1.0f + (i) * 1e-3f)
@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
   for (float& v : B) v = normal(rng);
   gptc::thread_count() = 1;
   // The product and the peak in turn, the best of 9 timings of each: on a loaded machine a
-  // timing can land on a slow moment (a 64 GFLOP/s "peak" under a product at 87 was seen
-  // when they were timed one after the other), and alternating exposes both to the same.
+  // timing can land on a slow moment (timed one after the other, the peak once came out
+  // below the product: bench/NOTES.md, "The benchmark method"), and alternating exposes
+  // both to the same.
   double best = 1e30, peakBest = 1e30;
   for (int rep = 0; rep < 9; ++rep) {
     auto t0 = std::chrono::steady_clock::now();

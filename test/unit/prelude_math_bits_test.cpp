@@ -18,8 +18,8 @@
 //   float gelu_tanh and its grad: every 61st bit pattern (x), g random;
 //   erf_n, gelu_erf_n, gelu_erf_grad_n (the array forms) against the per-element
 //     functions: every 13th bit pattern, and normal inputs at awkward lengths;
-//   with GPTC_MATH_BITS_STRIDE=1 in the environment, all 2^32 patterns for both (about
-//   4 minutes on 2 cores; about 16 s for the whole test by default);
+//   with GPTC_MATH_BITS_STRIDE=1 in the environment, all 2^32 patterns for both (many
+//   times the default's run time: bench/NOTES.md, "The benchmark method");
 //   double exp/log/expm1/tanh/erf: random bit patterns, random values in the working
 //     ranges, specials, and dense neighbourhoods of every range boundary, including each
 //     (k + 1/2) ln2 where exp's and expm1's k changes; double gelus and grads: random.
