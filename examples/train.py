@@ -1,7 +1,7 @@
 """gptc's main job: train a character-level GPT with gptc on real English text.
 
 The default corpus is Debian's fortune cookie collections (packages fortunes-min and
-fortunes, see python/gptc/data.py); --data trains on any UTF-8 text file instead. The
+fortunes, see python/gptc/apps/data.py); --data trains on any UTF-8 text file instead. The
 model is nanoGPT's architecture (gptc.testing.tiny_gpt), the training loop is nanoGPT's
 (AdamW, warm-up then cosine learning rate, gradient clipping), and every training step is
 one call into kernels that gptc generated: forward, backward, clipping and AdamW.
@@ -24,7 +24,7 @@ import time
 import torch
 
 import gptc
-from gptc.data import CharTokenizer, get_batch, load_corpus, split
+from gptc.apps.data import CharTokenizer, get_batch, load_corpus, split
 from gptc.parity import nanogpt_lr
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 

@@ -4,15 +4,21 @@
     compiled = gptc.compile(model, (idx, targets))   # capture, lower, build
     logits, loss = compiled(idx, targets)             # runs the generated kernels
 
+The library: capture (capture.py, with signature.py and mlir_text.py), compile and run
+(compiler.py; locate.py finds the `gptc` tool and the runtime module), train (train.py),
+gradcheck (gradcheck.py), the parity comparison (parity.py) and the exceptions (errors.py).
+gptc.apps holds what is built on it: the main job's data pipeline and the parity CLI.
 See README.md for what works today.
 """
-from .capture import Captured, CaptureError, capture
+from .capture import Captured, capture
 from .capture import save as capture_save
-from .compiler import MAX_THREADS, CompiledModel, GptcError, compile, find_tool
+from .compiler import MAX_THREADS, CompiledModel, compile
+from .errors import CaptureError, GptcError, GradientFlowError, ParityError
 from .gradcheck import gradcheck
-from .train import AdamW, GradientFlowError, TrainStep, compile_train_step
+from .locate import find_tool
+from .train import AdamW, TrainStep, compile_train_step
 
 __all__ = ["capture", "capture_save", "compile", "compile_train_step", "AdamW", "TrainStep",
            "Captured", "CaptureError", "CompiledModel", "GptcError", "GradientFlowError",
-           "find_tool", "gradcheck", "MAX_THREADS"]
+           "ParityError", "find_tool", "gradcheck", "MAX_THREADS"]
 __version__ = "0.1.0"

@@ -2,6 +2,7 @@
 
 The compiler runs as the `gptc` command (tools/gptc), so this module needs no
 MLIR; the artifact runs through the runtime's pybind11 module (gptc._runtime).
+locate.py says where both are found.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .capture import Captured, GptcError, capture_in_child, is_tril_ones, save
-
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .capture import Captured, capture_in_child, save
+from .errors import GptcError
+from .locate import find_tool, load_runtime
+from .signature import is_tril_ones
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i1": np.bool_}
 
@@ -66,18 +68,6 @@ def _numpy(t: torch.Tensor, what: str) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
-def find_tool(name: str = "gptc") -> str:
-    """The path of a gptc tool: $GPTC_BUILD_DIR/bin, ./build/bin of the repo, or PATH."""
-    for d in (os.environ.get("GPTC_BUILD_DIR"), os.path.join(_REPO, "build")):
-        if d and os.path.exists(os.path.join(d, "bin", name)):
-            return os.path.join(d, "bin", name)
-    found = shutil.which(name)
-    if not found:
-        raise GptcError(f"cannot find the '{name}' tool: build the project (./test.sh) or set "
-                        "GPTC_BUILD_DIR")
-    return found
-
-
 def run_compiler(mlir_path: str, out_dir: str, *extra: str) -> None:
     cmd = [find_tool("gptc"), "compile", mlir_path, "-o", out_dir, *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -95,7 +85,7 @@ class CompiledModel:
     def __init__(self, captured: Captured, artifact_dir: str, temporary: str | None = None):
         """`temporary`: a folder (holding artifact_dir) that gptc made and removes when
         this object is garbage collected or the interpreter exits."""
-        from . import _runtime  # the pybind11 module over runtime/
+        _runtime = load_runtime()  # the pybind11 module over runtime/
         self.captured = captured
         self.artifact_dir = artifact_dir
         if temporary:

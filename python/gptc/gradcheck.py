@@ -15,7 +15,8 @@ import math
 import numpy as np
 import torch
 
-from .compiler import CompiledModel, GptcError, capture_and_compile, check_int, draws_dropout
+from .compiler import CompiledModel, capture_and_compile, check_int, draws_dropout
+from .errors import GptcError
 from .train import _has_loss
 
 

@@ -18,11 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .compiler import _NUMPY, CompiledModel, GptcError, capture_and_compile, check_int
-
-
-class GradientFlowError(GptcError):
-    """A trainable parameter got no gradient, or a non-finite one."""
+from .compiler import _NUMPY, CompiledModel, capture_and_compile, check_int
+from .errors import GptcError, GradientFlowError
 
 
 @dataclass

@@ -70,7 +70,7 @@ def test_child_capture_error_is_the_same_error():
 
 
 def test_training_process_never_imports_torch_export(tmp_path):
-    """compile_train_step leaves torch._dynamo, sympy and networkx (~180 MB resident)
+    """compile_train_step leaves torch._dynamo, sympy and networkx (and their memory)
     out of the calling process; GPTC_CAPTURE_IN_PROCESS=1 brings them back."""
     script = (
         "import sys, torch, gptc\n"

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gptc
+from conftest import REPO
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 
@@ -62,7 +63,7 @@ def test_a_changed_prelude_misses_the_cache(tmp_path):
     """The kernels include the prelude, so it is part of the key: editing it rebuilds."""
     mlir = capture_one_layer(tmp_path)
     include = tmp_path / "include"
-    shutil.copytree(os.path.join(gptc.compiler._REPO, "runtime", "include"), include)
+    shutil.copytree(os.path.join(REPO, "runtime", "include"), include)
     env = dict(os.environ, GPTC_RUNTIME_INCLUDE=str(include))
     cache = tmp_path / "cache"
     compile_cli(mlir, tmp_path / "a", cache, env=env)
@@ -201,7 +202,6 @@ def test_a_truncated_or_swapped_kernels_so_is_refused_not_loaded(tmp_path):
     loaded and would have run kernels laid out for another arena. Each load in a child
     process, so that a crash is seen as one."""
     import json
-    from conftest import REPO
     mlir = capture_one_layer(tmp_path)
     o3, o0, cache = tmp_path / "o3", tmp_path / "o0", tmp_path / "cache"
     compile_cli(mlir, o3, cache)

@@ -1,12 +1,12 @@
-"""The default corpus and the character-level data pipeline (python/gptc/data.py)."""
+"""The default corpus and the character-level data pipeline (python/gptc/apps/data.py)."""
 import os
 import re
 
 import pytest
 import torch
 
-from gptc import data
-from gptc.data import CharTokenizer, get_batch, load_corpus, split
+from gptc.apps import data
+from gptc.apps.data import CharTokenizer, get_batch, load_corpus, split
 
 needs_fortunes = pytest.mark.skipif(
     not data.fortune_files(),

@@ -1,0 +1,204 @@
+"""MLIR text of an exported graph: one generic op per aten op (the generic-op printer).
+
+Each aten op becomes `"torch.<overload>"(operands) {attrs} : (types) -> types loc(...)`:
+tensor arguments are operands, named in order by the `torch.operands` attribute; other
+arguments are attributes named after the schema argument; the location is the model's
+line that called the op. frontend/AtenToGpt.h reads this form.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import os
+import re
+
+import torch
+
+from .errors import CaptureError
+from .signature import dtype_name, static_shape
+
+
+def type_text(dtype: str, shape: tuple) -> str:
+    """`tensor<2x3xf32>`; `tensor<f32>` for rank 0."""
+    dims = "x".join(str(d) for d in shape)
+    return f"tensor<{dims}x{dtype}>" if dims else f"tensor<{dtype}>"
+
+
+def tensor_type(val, where: str) -> str:
+    """The MLIR type of tensor `val`, checked (dtype, static shape)."""
+    return type_text(dtype_name(val.dtype, where), static_shape(val, where))
+
+
+def escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def float_attr(x: float) -> str:
+    """An f64 attribute; NaN and infinities as their bit patterns (MLIR has no literal)."""
+    if math.isnan(x):
+        return "0x7FF8000000000000 : f64"
+    if math.isinf(x):
+        return ("0xFFF0000000000000" if x < 0 else "0x7FF0000000000000") + " : f64"
+    return f"{x:.17e} : f64"
+
+
+def attr(value, where: str):
+    """MLIR attribute text for a non-tensor argument, or None to omit it."""
+    if value is None or isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value} : i64"
+    if isinstance(value, float):
+        return float_attr(value)
+    if isinstance(value, str):
+        return f'"{escape(value)}"'
+    if isinstance(value, torch.dtype):
+        return f'"{dtype_name(value, where)}"'
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in value):
+        return "array<i64" + (": " + ", ".join(str(v) for v in value) if value else "") + ">"
+    raise CaptureError(f"unsupported argument value {value!r} {where}")
+
+
+def source_line(node) -> tuple[str, int] | None:
+    """(file, line) of the model code that made fx `node`, from its stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    # The innermost frame outside torch itself is the model's line.
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    frames = [f for f in frames if not f[0].startswith(torch_dir)] or frames
+    if not frames:
+        return None
+    path, line = frames[-1]
+    return path, int(line)
+
+
+def loc(node) -> str:
+    src = source_line(node)
+    if src is None:
+        return f'loc("{node.name}")'
+    path, line = src
+    return f'loc("{escape(path)}":{line}:0)'
+
+
+def where(node) -> str:
+    """Where an error about `node` points: the model's line, else the node."""
+    src = source_line(node)
+    return f"at {src[0]}:{src[1]}" if src else f"in node {node.name}"
+
+
+class FuncPrinter:
+    """Prints `func.func @forward` of a Signature: body() (or constant() and op() in
+    order), then module()."""
+
+    def __init__(self, sig):
+        self.values = {}  # fx node name -> SSA names (one per result)
+        self.lines = []
+        self.arg_text = []
+        self.counter = 0
+        for i, (node_name, spec) in enumerate(zip(sig.nodes, sig.args)):
+            self.values[node_name] = [f"%arg{i}"]
+            self.arg_text.append(
+                f'%arg{i}: {type_text(spec.dtype, spec.shape)} {{gpt.kind = "{spec.kind}", '
+                f'gpt.name = "{escape(spec.name)}"'
+                + (", gpt.trainable = false" if spec.kind == "param" and not spec.trainable else "")
+                + (", gpt.tril_ones" if spec.tril_ones else "") + "}")
+        for alias, first in sig.aliases.items():
+            self.values[alias] = self.values[first]
+        self.constants = sig.constants
+
+    def body(self, ep) -> None:
+        """The inline constants, then every call_function node of `ep`'s graph."""
+        for node_name, value in self.constants.items():
+            self.constant(node_name, value)
+        for node in ep.graph.nodes:
+            if node.op == "call_function":
+                self.op(node)
+
+    def constant(self, node_name: str, value: torch.Tensor) -> None:
+        """A small int64 or bool tensor as a gpt.constant."""
+        ssa = f"%c{len(self.values)}"
+        self.values[node_name] = [ssa]
+        ty = tensor_type(value, f"for constant '{node_name}'")
+        elems = ", ".join(("true" if v else "false") if value.dtype == torch.bool else str(int(v))
+                          for v in value.flatten().tolist())
+        literal = f"dense<[{elems}]>" if value.dim() == 1 else f"dense<{elems}>"
+        if value.dim() > 1:
+            raise CaptureError(f"unsupported constant of shape {tuple(value.shape)}")
+        self.lines.append(f"    {ssa} = gpt.constant {literal} : {ty}")
+
+    def op(self, node) -> None:
+        """One call_function node: a generic op, or nothing (getitem, assertions)."""
+        values = self.values
+        if node.target is operator.getitem:
+            src, idx = node.args
+            values[node.name] = [values[src.name][idx]]
+            return
+        at = where(node)
+        if node.meta.get("val") is None and not node.users and "_assert" in str(node.target):
+            return  # torch.export's shape/dtype assertions: nothing to compute
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise CaptureError(f"unsupported call {node.target} {at}")
+        schema = node.target._schema
+        opname = "torch." + str(node.target)
+        operands, operand_types, operand_names, attrs = [], [], [], []
+        bound = {}
+        for a, v in zip(schema.arguments, node.args):
+            bound[a.name] = v
+        for k, v in node.kwargs.items():
+            bound[k] = v
+        for a in schema.arguments:
+            if a.name not in bound:
+                continue
+            v = bound[a.name]
+            items = v if isinstance(v, (list, tuple)) and v and all(
+                isinstance(x, torch.fx.Node) or x is None for x in v) else None
+            if isinstance(v, torch.fx.Node) or items:
+                for x in items or [v]:
+                    if x is None:
+                        continue
+                    operands.append(values[x.name][0])
+                    operand_types.append(tensor_type(x.meta["val"], at))
+                    operand_names.append(f'"{a.name}"')
+                if items and any(x is None for x in items):
+                    # aten.index's [None, idx]: which positions the tensors fill.
+                    pos = [i for i, x in enumerate(items) if x is not None]
+                    attrs.append(f"{a.name}_positions = " + attr(pos, at))
+                continue
+            text = attr(v, f"for argument '{a.name}' of {node.target} {at}")
+            if text is not None:
+                attrs.append(f"{a.name} = {text}")
+        attrs.insert(0, "torch.operands = [" + ", ".join(operand_names) + "]")
+        val = node.meta.get("val")
+        results = list(val) if isinstance(val, (list, tuple)) else [val]
+        if any(not isinstance(r, torch.Tensor) for r in results):
+            raise CaptureError(f"op {node.target} {at} does not return tensors")
+        result_types = [tensor_type(r, at) for r in results]
+        n = self.counter
+        self.counter += 1
+        if len(results) > 1:  # %3:2 = ..., used as %3#0 and %3#1
+            lhs = f"%{n}:{len(results)}"
+            values[node.name] = [f"%{n}#{j}" for j in range(len(results))]
+            res_ty = "(" + ", ".join(result_types) + ")"
+        else:
+            lhs = f"%{n}"
+            values[node.name] = [lhs]
+            res_ty = result_types[0]
+        self.lines.append(f'    {lhs} = "{opname}"({", ".join(operands)}) {{{", ".join(attrs)}}} : '
+                          f'({", ".join(operand_types)}) -> {res_ty} {loc(node)}')
+
+    def module(self, results) -> str:
+        """The whole module, returning `results` ([(fx node, TensorSpec)])."""
+        ret = [self.values[node.name][0] for node, _ in results]
+        ret_types = [type_text(s.dtype, s.shape) for _, s in results]
+        res_decl = ", ".join(f'{t} {{gpt.name = "{s.name}"}}'
+                             for t, (_, s) in zip(ret_types, results))
+        text = ["module {",
+                f'  func.func @forward({", ".join(self.arg_text)}) -> ({res_decl}) {{',
+                *self.lines,
+                f'    return {", ".join(ret)} : {", ".join(ret_types)}',
+                "  }",
+                "}"]
+        return "\n".join(text) + "\n"
