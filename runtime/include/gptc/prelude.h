@@ -1,8 +1,8 @@
 // gptc/prelude.h — the hand-written header every generated kernel file includes.
 //
 // It holds everything the generated kernels.cpp (and later kernels.cu) may call that is part
-// of gptc's numerics contract (docs/artifact.md, DESIGN.md "Numerics: the determinism
-// contract"):
+// of gptc's numerics contract (docs/artifact.md, docs/design.md, the determinism
+// contract):
 //   * GPTC_FOR(i, n)            a loop of int64_t i over [0, n)
 //   * GPTC_FOR_SIMD(i, n)       the same, also vectorised (elementwise loops)
 //   * exp/log/tanh/erf/sin/cos  gptc's own elementary functions, float and double, written
@@ -28,8 +28,8 @@
 // ~1 double ulp, so the float result is the correctly rounded value except in rare
 // near-halfway cases, where it is off by at most one float ulp. Float exp (Cody-Waite
 // reduction, Cephes's minimax polynomial) and erf (fdlibm's forms, float coefficients) are
-// float arithmetic, twice to three times as fast vectorised; measured over all 2^32 inputs
-// they are within 1 ulp of the exact value.
+// float arithmetic, which vectorises better than the double route (bench/NOTES.md,
+// "Elementwise math"); over all 2^32 inputs they are within 1 ulp of the exact value.
 #ifndef GPTC_PRELUDE_H
 #define GPTC_PRELUDE_H
 
@@ -933,9 +933,9 @@ namespace detail {
 // The butterfly over 32 partials: p[j] = p[j] + p[j + s] for j < s, s = 16, 8, 4, 2, 1;
 // returns p[0]. On AVX-512 and AVX2 the same additions as halves of vectors (two ymm pairs,
 // ymm, xmm, then lanes), with the partial j first in each, instead of 31 scalar adds through
-// memory (measured with AVX2: a 64-wide layer_norm row took 3x as long with the loop). (A NaN
-// result may carry either operand's NaN: compilers order a commutative add freely, in the
-// scalar loop as here; every other bit is the loop's.)
+// memory, which made short rows several times slower (bench/NOTES.md, "Elementwise math").
+// (A NaN result may carry either operand's NaN: compilers order a commutative add freely, in
+// the scalar loop as here; every other bit is the loop's.)
 template <class T>
 GPTC_HD GPTC_INLINE T butterfly_sum32(T* p) {
 #if defined(GPTC_VECTOR_FORMS)
@@ -1086,8 +1086,8 @@ GPTC_HD GPTC_INLINE T gelu_tanh_grad(T g, T x) {
 // Float exp on several vectors at once (AVX2). A vectorised loop over exp_f keeps one or two
 // of its dependency chains (~50 operations a vector, mostly in one chain) in flight, and
 // waits on their latency; exp8 takes each of exp_f's operations, in exp_f's order, for all
-// N vectors before the next, so that N chains run side by side (measured on Zen 2, 512
-// elements: 2.0 against 2.8 cycles an element). Every lane's operations are exp_f's: the
+// N vectors before the next, so that N chains run side by side (bench/NOTES.md,
+// "Elementwise math"). Every lane's operations are exp_f's: the
 // same bits (PreludeMathBits.Exp8 compares them).
 // ---------------------------------------------------------------------------------------
 #if defined(GPTC_AVX2)
@@ -1157,7 +1157,7 @@ inline void exp8(__m256 (&x)[N]) {
 // only on the elements that need it, gathered into a dense run and scattered back. A GPT's
 // GELU inputs are mostly below it, so most of erf's cost is skipped. Runs of 256 with every
 // |argument| < 0.84375 (a GELU's inputs at initialisation) take only that range's rational
-// form (measured, Zen 3, inputs of spread 0.16: gelu 1.8x, its gradient 1.4x as fast).
+// form (bench/NOTES.md, "Elementwise math", has what it gains at each input spread).
 // ---------------------------------------------------------------------------------------
 #if !defined(__CUDACC__)
 namespace detail {
@@ -1294,8 +1294,8 @@ inline void gelu_erf_grad_n(int64_t n, const float* g, const float* x, float* y)
 }
 
 // y[i] = gelu_erf(x[i]) and e[i] = erf(x[i] / sqrt(2)), the value its gradient reuses
-// (gpt.gelu_keep_erf). The erfs go straight to e (measured on the Zen 4, 1.57M elements
-// of spread 0.39: 0.85-0.88x the time of copying them there from a block on the stack).
+// (gpt.gelu_keep_erf). The erfs go straight to e, which is faster than copying them
+// there from a block on the stack (bench/NOTES.md, "Elementwise math").
 inline void gelu_erf_keep_n(int64_t n, const float* x, float* y, float* e) {
   detail::erf_scaled_blocks(n, x, detail::kInvSqrt2f, e,
                             [&](int64_t b, int64_t len, const float* eb) {
@@ -1374,8 +1374,8 @@ GPTC_HD inline bool dropout_keep(uint64_t seed, uint64_t step, uint64_t id, uint
 // Dropout masks of a run of elements (CPU): keep[j] = all ones if dropout_keep(seed, step,
 // id, i0 + j, p), else 0, for j < n. The same draws as dropout_keep, 8 elements at a time
 // on AVX2 and AVX-512 (Philox's 32x32-bit products as even and odd lanes of vpmuludq): a
-// scalar loop of dropout_keep does not vectorise: ~19 ns an element, against ~3.5 here
-// (Zen 3).
+// scalar loop of dropout_keep does not vectorise, and is several times slower than this
+// (bench/NOTES.md, "Elementwise math").
 #if !defined(__CUDACC__)
 namespace detail {
 #if defined(GPTC_VECTOR_FORMS)
@@ -1467,8 +1467,8 @@ inline T* scratch(int slot, int64_t count) {
 #if defined(GPTC_AVX512)
 namespace detail {
 // Keeps a loaded vector in its register for the several FMAs that use it: GCC otherwise
-// folds the load into each of them, loading it again per use (measured: attention's
-// forward took a quarter more time that way, its gradient half more). Changes no value.
+// folds the load into each of them, loading it again per use, which slows attention's
+// loops markedly (bench/NOTES.md, "Attention forward"). Changes no value.
 #if defined(__AVX512F__)
 inline void hold(__m512& v) { asm("" : "+v"(v)); }
 #else
@@ -2071,8 +2071,8 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // increasing order from 0, folded in as acc * corr + sum. As lanes, every per-row step is
 // one vector operation: no horizontal reductions, no transposes inside the key loop, and
 // the FMA loops' register tiles hold kTileKeys keys (the scores) or as many output columns
-// (p.v). (Measured on Zen 4, the Shakespeare-size head, AVX-512: 0.71-0.77x the 4-row
-// code's time; its gradient 0.84-0.85x.)
+// (p.v). (Faster than the 4-row code, forward and gradient: bench/NOTES.md, "Attention
+// forward" and "Attention gradient".)
 //
 // Rows [0, nr) of the block, row rr seeing keys [0, vis[rr]) (vis[rr] = 0 for rr >= nr);
 // q, y: the block's first row, rows qs / ys apart; k, v: the head's first key row; stats:
@@ -2475,9 +2475,8 @@ inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int6
 
 // The block's rows as lanes: AVX-512's 16; AVX2's 16 (two ymm) from kWideRowsFrom keys on,
 // and below it two halves of 8 (one ymm each), which waste fewer of a causal block's fmas
-// past the diagonal (measured on Zen 2, one core, the tiny model's head of 64 keys: 16 lanes
-// took 1.06-1.07x the time of 8; the Shakespeare-size head of 256 keys 0.93x and 0.84x for
-// the gradient). Every row's arithmetic is the same either way.
+// past the diagonal; on longer heads the 16 lanes' wider tiles win (bench/NOTES.md,
+// "Attention forward"). Every row's arithmetic is the same either way.
 constexpr int64_t kWideRowsFrom = 128;
 namespace detail {
 // Keep's factors for the rows from r0 on, as a block of its own sees them.
@@ -2563,29 +2562,36 @@ struct MatmulEpilogue {
   float dropout_p = 0;
   T dropout_scale = 1;
 
-  bool any() const { return addend || bias || rng; }
+  GPTC_HD bool any() const { return addend || bias || rng; }
+  // The same steps for one product v of C's element i, in column col: the form a GPU
+  // thread applies to each element it owns (gptc/cuda/matmul.cuh).
+  GPTC_HD T apply_one(int64_t i, int64_t col, T v) const {
+    if (bias) v = v + bias[col];
+    if (rng)
+      v = dropout_keep((uint64_t)rng[0], (uint64_t)rng[1], (uint64_t)dropout_id, (uint64_t)i,
+                       dropout_p)
+              ? v * dropout_scale
+              : T(0);
+    if (addend) v = addend[i] + v;
+    return v;
+  }
   // v[r * ldv + j] holds the product of C's element i0 + r * ldc + j, in column col0 + j,
   // for r < rows and j < n (a run of a row each). The masks of several rows are drawn
   // before any is applied, so that their Philox chains overlap.
   void apply(int64_t rows, int64_t i0, int64_t ldc, int64_t col0, int64_t n, T* v,
              int64_t ldv) const {
     if (rows <= 0 || n <= 0) return;
+#if defined(__CUDACC__)
+    // Element by element (dropout_keep_block, below, is the CPU's vector form of the draws).
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        v[r * ldv + j] = apply_one(i0 + r * ldc + j, col0 + j, v[r * ldv + j]);
+#else
     if (bias)
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
           v[r * ldv + j] = v[r * ldv + j] + bias[col0 + j];
     if (rng) {
-#if defined(__CUDACC__)
-      // One draw at a time (dropout_keep_block is the CPU's vector form): the same draws.
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < n; ++j) {
-          T& x = v[r * ldv + j];
-          x = dropout_keep((uint64_t)rng[0], (uint64_t)rng[1], (uint64_t)dropout_id,
-                           (uint64_t)(i0 + r * ldc + j), dropout_p)
-                  ? x * dropout_scale
-                  : T(0);
-        }
-#else
       constexpr int64_t kMax = 256;                  // masks drawn per pass
       const int64_t width = n < kMax ? n : kMax;     // of a row's run
       const int64_t per = kMax / width;              // rows
@@ -2606,12 +2612,12 @@ struct MatmulEpilogue {
           }
         }
       }
-#endif
     }
     if (addend)
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
           v[r * ldv + j] = addend[i0 + r * ldc + j] + v[r * ldv + j];
+#endif
   }
 };
 
@@ -2789,21 +2795,20 @@ inline void matmul_task(int64_t t, const PanelTasks& g, int64_t M, int64_t N, in
 
 namespace detail {
 // A transposed (sam == 1, sak > 1: a weight gradient's dY^T) spreads a tile's row over K rows
-// of memory, a new cache line and page for each k, and the tile waits on memory (measured
-// with AVX2: 48-58% of the FMA peak, against 85-88% with rows contiguous). Such an A is first
+// of memory, a new cache line and page for each k, and the tile waits on memory
+// (bench/NOTES.md, "matmul: transposed operands"). Such an A is first
 // copied with its rows contiguous, once per product, by register-block transposes: a pass
 // over A, and then the same dots of the same values, bit for bit. Not when A is small (at
 // most 256K floats, 1 MB, a member): its rows then come from cache anyway, and the copy
-// and its barriers cost more than they save (measured: the tiny model's weight gradients
-// ran at 155 GFLOP/s on two cores without the copy, 120-145 with it).
+// and its barriers cost more than they save (as the tiny model's weight gradients showed).
 inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
   return sam == 1 && sak > 1 && M * K > (int64_t(1) << 18);
 }
 
 // The copy's rows are `copy_pitch(K)` floats apart: a pitch that is a multiple of 1 KB
 // would put the 64 rows a copy block writes in at most 4 of L1's 64 sets, evicting one
-// another's lines half-written; 64 bytes more spreads them (measured on Zen 3, one core:
-// the copy of a 1152 x 1024 dY^T 0.66-0.82 -> 0.30-0.42 ms, of 1152 x 512 0.31 -> 0.17).
+// another's lines half-written; 64 bytes more spreads them (bench/NOTES.md, "matmul:
+// transposed operands").
 inline int64_t copy_pitch(int64_t K) { return K % 256 == 0 ? K + 16 : K; }
 
 // Rows [0, n) of a transposed operand X (element (r, k) of member b at X[b * sxb + r + k * sxk])
@@ -2814,7 +2819,7 @@ inline int64_t copy_pitch(int64_t K) { return K % 256 == 0 ? K + 16 : K; }
 // The copy is complete when this returns (the loop's barrier); the caller's loop over the
 // tasks ends in a barrier too, so every task is done before the scratch can be reused.
 // (Splitting rows by thread instead, each copying its own rows, needs no barrier, but every
-// thread then packs all of B: measured 3-8% slower on the step's weight gradients.)
+// thread then packs all of B, which was slower on the step's weight gradients.)
 inline const float* copied_rows_ws(int64_t batch, int64_t n, int64_t K, const float* X,
                                    int64_t sxb, int64_t sxk) {
   const int64_t ld = copy_pitch(K);
@@ -2874,18 +2879,15 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 // chain from zero, the same bits as the panel-task order above; the epilogue runs in the
 // last block. The panel-task order reads all of A once per 16-column panel (for q/k/v at
 // Shakespeare size, 72 times 1.5 MB) from the L3 that the machine's other tenants share;
-// this order reads A once per k block and B once per row block. (Measured on Zen 3, the 12
-// products of a Shakespeare-size layer alternating with the panel-task order in one
-// process: 0.90x its time on one thread, 0.92x on two, sums of the medians: 0.76-0.90x with
-// one k block, 0.88-1.09x with several. bench/NOTES.md has the rest.) It is AVX2's order
-// only: with AVX-512's 32-column panels the panel-task order reads A half as often, and on
-// Zen 4 (1 MB of L2 a core) it was the faster one for every one of those 12 products and
-// for the 384x1536x2048 one (0.88-0.95x the blocked order's time on two threads, 0.96x on
-// one), so AVX-512 builds keep it. Each thread packs B for itself, not a share of it for the
-// team: the packing is a few percent of the thread's fmas, and no thread then reads panels
-// another core wrote, nor waits for the others at a barrier per block. (Packed by the team,
-// on a Zen 2 whose two virtual CPUs took 457 ns for a round trip between them: the
-// Shakespeare-size step 1.01x, its backward horizontal kernels 1.02-1.05x this time.)
+// this order reads A once per k block and B once per row block, and was the faster one for
+// AVX2's 16-column panels. It is AVX2's order only: with AVX-512's 32-column panels the
+// panel-task order reads A half as often, and on an AVX-512 machine with 1 MB of L2 a core
+// it was the faster one for every product timed, so AVX-512 builds keep it. Each thread
+// packs B for itself, not a share of it for the team: the packing is a small part of the
+// thread's fmas, and no thread then reads panels another core wrote, nor waits for the
+// others at a barrier per block, which matters where the host places the two virtual CPUs
+// far apart. (bench/NOTES.md, "matmul: loop order and blocking" and "matmul: splits and
+// threading", has the measurements.)
 constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
 constexpr bool kBlockedOrder = kPanel == 16;
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
@@ -2930,10 +2932,9 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
 // into every one of the block's panels (kc rows each, zero past N): each
 // row read whole, once. (Packed a panel at a time, each row gave 64 bytes to a panel
 // before the next row, 6 KB on, a miss per row that the prefetchers do not follow
-// across pages. Measured on Zen 2: the 384x1536x2048 product on one core 86.6-88.2
-// against 80.6-82.3 GFLOP/s by median; a Shakespeare-size layer's 12 products on two
-// threads 0.96-0.98x their time, the input gradients 0.91-0.97x, the forwards, whose B is
-// transposed, as they were.) The same values in the same places.
+// across pages; row by row is faster: bench/NOTES.md, "matmul: packing and prefetch".
+// The forwards, whose B is transposed, keep the panel-at-a-time packing.) The same values
+// in the same places.
 inline void pack_panel_rows(int64_t kc, int64_t N, const float* Bk, int64_t sbk, float* packed) {
   const int64_t full = N / kPanel, left = N - full * kPanel;
   for (int64_t k = 0; k < kc; ++k) {
@@ -2998,11 +2999,11 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
   }
 }
 
-// Where the data is. On two cores that share no cache (virtual CPUs the host placed apart:
-// 457 ns for a round trip of a cache line between them, on a Zen 2 of this machine kind),
-// every line one thread writes and the other then reads or writes moves between them, and
-// the tiny step's kernels took 5.2 ms, against 3.3 when each ran again at once on data its
-// threads had just touched. Two orders keep a small product's data where it already is:
+// Where the data is. On two cores that share no cache (virtual CPUs the host placed apart,
+// where a cache line's round trip between them is slow), every line one thread writes and
+// the other then reads or writes moves between them, and a step of small kernels spends
+// much of its time waiting for those lines (bench/NOTES.md, "The two CPUs' round trip").
+// Two orders keep a small product's data where it already is:
 //
 // By rows: where A's rows are contiguous (a forward, an input gradient: rows are tokens),
 // the panel tasks take one chunk of rows per thread, chunks outermost, so that thread t
@@ -3010,7 +3011,7 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
 // it in the row and elementwise kernels before and after (the same on two threads, within
 // a row on more), and it packs every panel of B for itself. Only while a thread's rows of A
 // fit in 256 KB: the larger products (the blocked order's on AVX2, the panel tasks' above
-// on AVX-512, measured best there) keep their order.
+// on AVX-512, the faster there) keep their order.
 inline bool splits_rows(int64_t batch, int64_t M, int64_t K, int64_t sak, int team) {
   return team > 1 && batch == 1 && sak == 1 && M >= team * 4 * kRows &&
          M * K <= team * (int64_t(1) << 16);
@@ -3026,9 +3027,9 @@ inline PanelTasks row_tasks(int64_t M, int64_t N, int64_t team) {
 // from the sums stage t - 1 left in C (matmul_tile's Carry): each output is still the one
 // k = 0..K-1 fma chain from zero, the same bits on any thread count. The stages go through
 // the units in the same order, a pipeline: a unit's flag counts the stages done with it,
-// and only partial sums move between the cores. (With both orders, the tiny step 0.83x its
-// time on that Zen 2, 4.24 against 5.09 ms; with either alone 0.99x and 1.02x: the k
-// order needs its tokens where the row order leaves them.)
+// and only partial sums move between the cores. (Only the two orders together speed up a
+// small step: the k order needs its tokens where the row order leaves them. bench/NOTES.md,
+// "matmul: splits and threading".)
 constexpr int64_t kPipelineRows = 8 * kRows;
 inline int64_t pipeline_units(int64_t M, int64_t N) {
   return (N + kPanel - 1) / kPanel * ((M + kPipelineRows - 1) / kPipelineRows);
@@ -3059,8 +3060,8 @@ inline void matmul_k_pipeline_ws(int64_t M, int64_t N, int64_t K, const float* A
     for (int64_t u = 0; u < units; ++u) new (&flags[u * kApart]) std::atomic<int>(0);
   }
   // With more threads than processors the stage waited for may not be running: give it
-  // the processor at once (measured: 8 threads on 2 cores, the tiny step 1.43x its time
-  // with 4096 spins first).
+  // the processor at once rather than spin (spinning first slowed an oversubscribed step:
+  // bench/NOTES.md, "matmul: splits and threading").
   const int spinLimit = team > gptc::processors() ? 0 : 4096;
   GPTC_FOR_WS(t, team) {  // one iteration per thread: its stage
     const int64_t k0 = K * t / team, kc = K * (t + 1) / team - k0;

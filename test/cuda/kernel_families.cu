@@ -1,0 +1,414 @@
+// The CUDA kernel families against the CPU's bits, and their speed (scripts/gpu_check.sh).
+//
+//   kernel_families [--quick] [RESULT.json]
+//
+// Each family runs on the GPU and is compared bit for bit with the prelude run on the host
+// by the same program (the host half of this file is the prelude's CPU path, the path
+// test/unit's *.cuda_host tests hold to the CPU kernels' bits):
+//   * elementwise math: exp, log, tanh, erf, sigmoid, gelu (erf and tanh) on random floats
+//     over every exponent and on the special values;
+//   * dropout masks (Philox by element index);
+//   * the canonical row sum and max (warp shuffles) on rows of 1 to 50,257 elements;
+//   * the matmul on the test GPT's and shakespeare_char's forward and gradient shapes, all
+//     four operand layouts, a batch, an epilogue (bias, dropout, residual), and a K tail
+//     whose products underflow to -0.
+// Then the matmul's speed on shakespeare_char's shapes against cuBLAS SGEMM (fp32, TF32
+// off), median of 50 after warm-up. Prints a table; writes the figures as JSON. Exits 1 if
+// any bit differs, 77 (skipped) if there is no GPU. --quick runs the small shapes only (the
+// ctest, compute-sanitizer).
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gptc/cuda/check.cuh"
+#include "gptc/cuda/matmul.cuh"
+#include "gptc/cuda/reduce.cuh"
+
+namespace {
+
+using gptc::cuda::MatmulShape;
+
+std::string g_json;  // the result's entries, comma-separated
+int g_failures = 0;
+
+void record(const std::string& entry) {
+  if (!g_json.empty()) g_json += ",\n  ";
+  g_json += entry;
+}
+
+// A device buffer that frees itself.
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(size_t count) : n(count) {
+    GPTC_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)));
+  }
+  DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    GPTC_CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  std::vector<T> host() const {
+    std::vector<T> out(n);
+    GPTC_CUDA_CHECK(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return out;
+  }
+  // Fills with a NaN pattern, so that an element the kernel never writes is a mismatch.
+  void poison() { GPTC_CUDA_CHECK(cudaMemset(ptr, 0xff, n * sizeof(T))); }
+};
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+// Bitwise equal, except that any NaN equals any NaN (a NaN's payload is not promised).
+bool same_bits(float a, float b) { return (a != a && b != b) || bits_of(a) == bits_of(b); }
+
+// Counts the elements whose bits differ and prints the first few.
+int64_t compare(const char* what, const std::vector<float>& gpu, const std::vector<float>& cpu,
+                const std::vector<int64_t>* where = nullptr) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < cpu.size(); ++i)
+    if (!same_bits(gpu[i], cpu[i])) {
+      if (bad < 3)
+        std::printf("  MISMATCH %s element %lld: gpu %a, cpu %a\n", what,
+                    (long long)(where ? (*where)[i] : (int64_t)i), gpu[i], cpu[i]);
+      ++bad;
+    }
+  if (bad) ++g_failures;
+  return bad;
+}
+
+// Random floats over every exponent (a random bit pattern of each sign) mixed with values of
+// ordinary size and the special values.
+std::vector<float> math_inputs(size_t n, std::mt19937_64& rng) {
+  std::vector<float> x(n);
+  std::uniform_real_distribution<float> mid(-12.0f, 12.0f);
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f,
+                           88.72f, -103.9f, 0.84375f, 6.0f, -6.0f, 1.0f, -1.0f};
+  for (size_t i = 0; i < n; ++i) {
+    if (i < sizeof(special) / sizeof(special[0])) {
+      x[i] = special[i];
+    } else if (i % 2) {
+      const uint32_t u = (uint32_t)rng();
+      std::memcpy(&x[i], &u, 4);
+    } else {
+      x[i] = mid(rng);
+    }
+  }
+  return x;
+}
+
+enum class Fn { Exp, Log, Tanh, Erf, Sigmoid, GeluErf, GeluTanh };
+const char* const kFnNames[] = {"exp", "log", "tanh", "erf", "sigmoid", "gelu_erf", "gelu_tanh"};
+
+__host__ __device__ float apply_fn(Fn f, float x) {
+  switch (f) {
+    case Fn::Exp: return gptc::exp(x);
+    case Fn::Log: return gptc::log(x);
+    case Fn::Tanh: return gptc::tanh(x);
+    case Fn::Erf: return gptc::erf(x);
+    case Fn::Sigmoid: return gptc::sigmoid(x);
+    case Fn::GeluErf: return gptc::gelu_erf(x);
+    case Fn::GeluTanh: return gptc::gelu_tanh(x);
+  }
+  return 0;
+}
+
+__global__ void math_kernel(Fn f, int64_t n, const float* x, float* y) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = apply_fn(f, x[i]);
+}
+
+void check_math(size_t n, std::mt19937_64& rng) {
+  const std::vector<float> x = math_inputs(n, rng);
+  DeviceArray<float> dx(x), dy(n);
+  for (int f = 0; f <= (int)Fn::GeluTanh; ++f) {
+    dy.poison();
+    math_kernel<<<1024, 256>>>((Fn)f, (int64_t)n, dx.ptr, dy.ptr);
+    GPTC_CUDA_CHECK_LAUNCH("math_kernel");
+    const std::vector<float> gpu = dy.host();
+    std::vector<float> cpu(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < (int64_t)n; ++i) cpu[i] = apply_fn((Fn)f, x[i]);
+    const int64_t bad = compare(kFnNames[f], gpu, cpu);
+    std::printf("%-28s %10zu values   %s\n", kFnNames[f], n, bad ? "DIFFERENT" : "same bits");
+    record("{\"family\": \"math\", \"fn\": \"" + std::string(kFnNames[f]) +
+           "\", \"values\": " + std::to_string(n) + ", \"mismatches\": " + std::to_string(bad) +
+           "}");
+  }
+}
+
+__global__ void dropout_kernel(int64_t n, uint64_t seed, uint64_t step, uint64_t id, float p,
+                               float* out) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = gptc::dropout_keep(seed, step, id, (uint64_t)i, p) ? 1.0f : 0.0f;
+}
+
+void check_dropout(int64_t n) {
+  DeviceArray<float> d(n);
+  int64_t bad = 0;
+  for (uint64_t step : {0ull, 1ull, 12345678901ull}) {
+    d.poison();
+    dropout_kernel<<<1024, 256>>>(n, 1337, step, 7, 0.1f, d.ptr);
+    GPTC_CUDA_CHECK_LAUNCH("dropout_kernel");
+    const std::vector<float> gpu = d.host();
+    std::vector<float> cpu(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) cpu[i] = gptc::dropout_keep(1337, step, 7, i, 0.1f) ? 1.f : 0.f;
+    bad += compare("dropout", gpu, cpu);
+  }
+  std::printf("%-28s %10lld masks    %s\n", "dropout_keep", (long long)(3 * n),
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"dropout\", \"values\": " + std::to_string(3 * n) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
+void check_reductions(std::mt19937_64& rng) {
+  const int64_t lengths[] = {1, 7, 31, 32, 33, 64, 65, 100, 384, 1000, 1536, 4097, 50257};
+  int64_t bad = 0, rows_checked = 0;
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const int64_t n : lengths) {
+    const int64_t rows = n > 4096 ? 64 : 257;
+    std::vector<float> x(rows * n);
+    for (auto& v : x) v = normal(rng) * (rng() % 7 == 0 ? 1e6f : 1.0f);
+    DeviceArray<float> dx(x), dsum(rows), dmax(rows);
+    dsum.poison();
+    dmax.poison();
+    gptc::cuda::row_reduce_kernel<<<64, 256>>>(rows, n, dx.ptr, dsum.ptr, gptc::cuda::RowSum{});
+    GPTC_CUDA_CHECK_LAUNCH("row_reduce_kernel (sum)");
+    gptc::cuda::row_reduce_kernel<<<64, 256>>>(rows, n, dx.ptr, dmax.ptr, gptc::cuda::RowMax{});
+    GPTC_CUDA_CHECK_LAUNCH("row_reduce_kernel (max)");
+    std::vector<float> sum(rows), mx(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x.data() + r * n;
+      sum[r] = gptc::reduce_sum<float>(n, [&](int64_t k) { return row[k]; });
+      mx[r] = gptc::reduce_max<float>(n, [&](int64_t k) { return row[k]; });
+    }
+    bad += compare("row_sum", dsum.host(), sum) + compare("row_max", dmax.host(), mx);
+    rows_checked += rows;
+  }
+  std::printf("%-28s %10lld rows     %s\n", "row sum, row max", (long long)rows_checked,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"reduce\", \"rows\": " + std::to_string(rows_checked) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
+struct MatmulCase {
+  const char* name;
+  MatmulShape s;
+  bool epilogue = false;  // bias + dropout + residual add
+  bool underflow = false;  // products that underflow to -0 (the K tail's sign)
+  bool timed = false;
+};
+
+// Row-major operands with the given contiguous dimensions; strides for a batch of them.
+MatmulShape shape(int64_t batch, int64_t M, int64_t N, int64_t K, bool a_k_contig,
+                  bool b_n_contig) {
+  MatmulShape s{batch, M, N, K, M * K, a_k_contig ? K : 1, a_k_contig ? 1 : M,
+                K * N, b_n_contig ? N : 1, b_n_contig ? 1 : K};
+  return s;
+}
+
+double median_ms(std::vector<float> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class F>
+double time_ms(F run, int reps = 50) {
+  cudaEvent_t a, b;
+  GPTC_CUDA_CHECK(cudaEventCreate(&a));
+  GPTC_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 5; ++i) run();
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    GPTC_CUDA_CHECK(cudaEventRecord(a));
+    run();
+    GPTC_CUDA_CHECK(cudaEventRecord(b));
+    GPTC_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    GPTC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median_ms(t);
+}
+
+void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas) {
+  const MatmulShape& s = c.s;
+  const int64_t a_n = s.batch * s.M * s.K, b_n = s.batch * s.K * s.N, c_n = s.batch * s.M * s.N;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> A(a_n), B(b_n), addend(c_n), bias(s.N);
+  for (auto& v : A) v = c.underflow ? 1e-30f : normal(rng);
+  for (auto& v : B) v = c.underflow ? -1e-30f : normal(rng);
+  for (auto& v : addend) v = normal(rng);
+  for (auto& v : bias) v = normal(rng);
+  const std::vector<int64_t> rng_words = {20261204, 3};
+  DeviceArray<float> dA(A), dB(B), dC(c_n), dAdd(addend), dBias(bias);
+  DeviceArray<int64_t> dRng(rng_words);
+  gptc::MatmulEpilogue<float> dev_ep, host_ep;
+  if (c.epilogue) {
+    dev_ep.addend = dAdd.ptr;
+    dev_ep.bias = dBias.ptr;
+    dev_ep.rng = dRng.ptr;
+    dev_ep.dropout_id = 5;
+    dev_ep.dropout_p = 0.1f;
+    dev_ep.dropout_scale = 1.0f / 0.9f;
+    host_ep = dev_ep;
+    host_ep.addend = addend.data();
+    host_ep.bias = bias.data();
+    host_ep.rng = rng_words.data();
+  }
+  dC.poison();
+  gptc::cuda::matmul(nullptr, s, dA.ptr, dB.ptr, dC.ptr, dev_ep);
+  GPTC_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> C = dC.host();
+
+  // The CPU's bits: every element of a small product, 20,000 random ones of a large one.
+  std::vector<int64_t> where;
+  if (c_n <= (1 << 20)) {
+    for (int64_t i = 0; i < c_n; ++i) where.push_back(i);
+  } else {
+    std::uniform_int_distribution<int64_t> pick(0, c_n - 1);
+    for (int i = 0; i < 20000; ++i) where.push_back(pick(rng));
+  }
+  std::vector<float> gpu(where.size()), cpu(where.size());
+#pragma omp parallel for
+  for (int64_t w = 0; w < (int64_t)where.size(); ++w) {
+    const int64_t i = where[w], n = i % s.N, m = (i / s.N) % s.M, b = i / (s.M * s.N);
+    const float* a = A.data() + b * s.sab + m * s.sam;
+    const float* bb = B.data() + b * s.sbb + n * s.sbn;
+    const float v = gptc::dot_seq<float>(
+        s.K, [&](int64_t k) { return a[k * s.sak]; }, [&](int64_t k) { return bb[k * s.sbk]; });
+    cpu[w] = host_ep.any() ? host_ep.apply_one(i, n, v) : v;
+    gpu[w] = C[i];
+  }
+  const int64_t bad = compare(c.name, gpu, cpu, &where);
+  char line[512];
+  std::snprintf(line, sizeof line, "matmul %-21s %10zu outputs  %s", c.name, where.size(),
+                bad ? "DIFFERENT" : "same bits");
+  std::string entry = "{\"family\": \"matmul\", \"case\": \"" + std::string(c.name) +
+                      "\", \"batch\": " + std::to_string(s.batch) + ", \"M\": " +
+                      std::to_string(s.M) + ", \"N\": " + std::to_string(s.N) +
+                      ", \"K\": " + std::to_string(s.K) + ", \"checked\": " +
+                      std::to_string(where.size()) + ", \"mismatches\": " + std::to_string(bad);
+  if (c.timed) {
+    const double flop = 2.0 * s.batch * s.M * s.N * s.K;
+    const double ms = time_ms([&] { gptc::cuda::matmul(nullptr, s, dA.ptr, dB.ptr, dC.ptr); });
+    // cuBLAS, column-major: C^T[N, M] = B^T[N, K] * A^T[K, M] with the same layouts.
+    const float one = 1.0f, zero = 0.0f;
+    const bool ak = s.sak == 1, bn = s.sbn == 1;
+    const double blas_ms = time_ms([&] {
+      cublasStatus_t st = cublasSgemm(
+          blas, bn ? CUBLAS_OP_N : CUBLAS_OP_T, ak ? CUBLAS_OP_N : CUBLAS_OP_T, (int)s.N,
+          (int)s.M, (int)s.K, &one, dB.ptr, bn ? (int)s.N : (int)s.K, dA.ptr,
+          ak ? (int)s.K : (int)s.M, &zero, dC.ptr, (int)s.N);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "gptc: error: cublasSgemm: status %d\n", (int)st);
+        std::exit(1);
+      }
+    });
+    std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                  "   %.3f ms %.1f TFLOP/s (cuBLAS %.3f ms %.1f)", ms, flop / ms / 1e9, blas_ms,
+                  flop / blas_ms / 1e9);
+    entry += ", \"ms\": " + std::to_string(ms) + ", \"tflops\": " +
+             std::to_string(flop / ms / 1e9) + ", \"cublas_ms\": " + std::to_string(blas_ms) +
+             ", \"cublas_tflops\": " + std::to_string(flop / blas_ms / 1e9);
+  }
+  std::printf("%s\n", line);
+  record(entry + "}");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  const char* json_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else json_path = argv[i];
+  }
+  // No GPU: one line, and the exit status ctest reads as "skipped".
+  int count = 0;
+  const cudaError_t found = cudaGetDeviceCount(&count);
+  if (found != cudaSuccess || count == 0) {
+    std::printf("skipped: %s\n",
+                gptc::cuda::describe(found == cudaSuccess ? cudaErrorNoDevice : found,
+                                     "cudaGetDeviceCount")
+                    .c_str());
+    return 77;
+  }
+  int device = 0;
+  GPTC_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop;
+  GPTC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::printf("%s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "gptc: error: cublasCreate failed\n");
+    return 1;
+  }
+  cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH);  // fp32 throughout: no TF32
+
+  std::mt19937_64 rng(42);
+  check_math(quick ? (1 << 16) : (1 << 22), rng);
+  check_dropout(quick ? (1 << 16) : (1 << 22));
+  check_reductions(rng);
+
+  // Test GPT (B 8, T 64, C 64, vocab 65) and shakespeare_char (B 64, T 256, C 384).
+  std::vector<MatmulCase> cases = {
+      {"odd, all layouts TT", shape(3, 100, 77, 33, true, true)},
+      {"odd, all layouts TF", shape(3, 100, 77, 33, true, false)},
+      {"odd, all layouts FT", shape(3, 100, 77, 33, false, true)},
+      {"odd, all layouts FF", shape(3, 100, 77, 33, false, false)},
+      {"odd, epilogue", shape(2, 130, 129, 47, true, false), true},
+      {"K tail underflow", shape(1, 64, 64, 33, true, true), false, true},
+      {"tiny qkv", shape(1, 512, 192, 64, true, false)},
+      {"tiny lm_head", shape(1, 512, 65, 64, true, false)},
+      {"tiny dW", shape(1, 64, 192, 512, false, true)},
+  };
+  if (!quick) {
+    const int64_t bt = 64 * 256, c = 384;
+    const MatmulCase big[] = {
+        {"shakespeare qkv", shape(1, bt, 3 * c, c, true, false), false, false, true},
+        {"shakespeare proj", shape(1, bt, c, c, true, false), true, false, true},
+        {"shakespeare fc", shape(1, bt, 4 * c, c, true, false), false, false, true},
+        {"shakespeare fc2", shape(1, bt, c, 4 * c, true, false), false, false, true},
+        {"shakespeare lm_head", shape(1, bt, 65, c, true, false), false, false, true},
+        {"shakespeare dx fc", shape(1, bt, c, 4 * c, true, true), false, false, true},
+        {"shakespeare dW fc", shape(1, 4 * c, c, bt, false, true), false, false, true},
+    };
+    cases.insert(cases.end(), std::begin(big), std::end(big));
+  }
+  for (const MatmulCase& c : cases) check_matmul(c, rng, blas);
+  cublasDestroy(blas);
+
+  std::printf("%s\n", g_failures ? "FAILED: the GPU's bits differ from the CPU's"
+                                 : "all families: the GPU gives the CPU's bits");
+  if (json_path) {
+    FILE* f = std::fopen(json_path, "w");
+    if (!f) {
+      std::fprintf(stderr, "gptc: error: cannot write %s\n", json_path);
+      return 1;
+    }
+    std::fprintf(f, "{\"device\": \"%s\", \"sm\": %d, \"failures\": %d, \"results\": [\n  %s\n]}\n",
+                 prop.name, prop.major * 10 + prop.minor, g_failures, g_json.c_str());
+    std::fclose(f);
+  }
+  return g_failures ? 1 : 0;
+}
