@@ -1,6 +1,6 @@
 // The CUDA kernel families against the CPU's bits, and their speed (scripts/gpu_check.sh).
 //
-//   kernel_families [--quick] [RESULT.json]
+//   kernel_families [--quick] [--only CASE] [RESULT.json]
 //
 // Each family runs on the GPU and is compared bit for bit with the prelude run on the host
 // by the same program (the host half of this file is the prelude's CPU path, the path
@@ -15,7 +15,8 @@
 // Then the matmul's speed on shakespeare_char's shapes against cuBLAS SGEMM (fp32, TF32
 // off), median of 50 after warm-up. Prints a table; writes the figures as JSON. Exits 1 if
 // any bit differs, 77 (skipped) if there is no GPU. --quick runs the small shapes only (the
-// ctest, compute-sanitizer).
+// ctest, compute-sanitizer); --only CASE only the matmul cases whose name contains CASE (for
+// a profiler).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -338,8 +339,10 @@ void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas
 int main(int argc, char** argv) {
   bool quick = false;
   const char* json_path = nullptr;
+  const char* only = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else json_path = argv[i];
   }
   // No GPU: one line, and the exit status ctest reads as "skipped".
@@ -366,9 +369,11 @@ int main(int argc, char** argv) {
   cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH);  // fp32 throughout: no TF32
 
   std::mt19937_64 rng(42);
-  check_math(quick ? (1 << 16) : (1 << 22), rng);
-  check_dropout(quick ? (1 << 16) : (1 << 22));
-  check_reductions(rng);
+  if (!only) {
+    check_math(quick ? (1 << 16) : (1 << 22), rng);
+    check_dropout(quick ? (1 << 16) : (1 << 22));
+    check_reductions(rng);
+  }
 
   // Test GPT (B 8, T 64, C 64, vocab 65) and shakespeare_char (B 64, T 256, C 384).
   std::vector<MatmulCase> cases = {
@@ -395,7 +400,8 @@ int main(int argc, char** argv) {
     };
     cases.insert(cases.end(), std::begin(big), std::end(big));
   }
-  for (const MatmulCase& c : cases) check_matmul(c, rng, blas);
+  for (const MatmulCase& c : cases)
+    if (!only || std::strstr(c.name, only)) check_matmul(c, rng, blas);
   cublasDestroy(blas);
 
   std::printf("%s\n", g_failures ? "FAILED: the GPU's bits differ from the CPU's"
