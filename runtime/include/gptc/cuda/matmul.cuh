@@ -9,9 +9,9 @@
 //
 // Tiles: a block of 256 threads computes a 128x128 (or 64x64) tile of C, walking k in steps
 // of 16 through two stages of shared memory, each thread 8x8 (4x4) outputs read from shared
-// memory as 16-byte vectors. The last k step of a K that is not a multiple of 16 runs only
-// its K % 16 fmas: an fma past K would add 0 * 0 to the accumulator and turn a -0 (an
-// underflowed product) into +0.
+// memory as 16-byte vectors (and from global memory too, where the operands' strides allow).
+// The last k step of a K that is not a multiple of 16 runs only its K % 16 fmas: an fma past
+// K would add 0 * 0 to the accumulator and turn a -0 (an underflowed product) into +0.
 //
 // Strides as in the prelude: A(b, m, k) = A[b*sab + m*sam + k*sak],
 // B(b, k, n) = B[b*sbb + k*sbk + n*sbn], C dense [batch, M, N]. Which operand dimension is
@@ -44,8 +44,7 @@ constexpr int kPad = 4;  // keeps rows 16-byte aligned and spreads the tile stor
 template <int R>
 struct Tile {
   static constexpr int kM = 16 * R, kN = 16 * R;
-  static constexpr int kLoads = kM * kTileK / kThreads;  // of each operand, per thread
-  float a[2][kTileK][kM + kPad];                         // two stages: load one, use the other
+  float a[2][kTileK][kM + kPad];  // two stages: load one, use the other
   float b[2][kTileK][kN + kPad];
 };
 
@@ -68,13 +67,69 @@ __device__ __forceinline__ void matmul_step(const float (*As)[16 * R + kPad],
     for (int j = 0; j < R; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
 }
 
-// kAK: A's k is its contiguous dimension (sak == 1); kBN: B's n is (sbn == 1). While a
-// stage's k step runs, the next stage's operands are read from global memory into
+// The next k step's elements of one operand, kRows (m or n) x kTileK, held in registers
+// while the current step runs, then stored into shared memory as [k][row]. kKContig: the
+// operand's k is its contiguous dimension (stride 1), else its row is. kVec: the contiguous
+// dimension, the other stride and the base are multiples of 4 floats, so each thread reads
+// 16-byte vectors (4 elements along the contiguous dimension, all in range or none).
+template <int kRows, bool kKContig, bool kVec>
+struct OperandStage {
+  static constexpr int kElems = kRows * kTileK / kThreads;  // per thread
+  static constexpr int kLoads = kVec ? kElems / 4 : kElems;
+  float r[kElems];
+
+  // Shared-memory coordinates of load l: its k and row (the first of 4 for a vector).
+  __device__ static void place(int tid, int l, int& kk, int& row) {
+    const int idx = tid + kThreads * l;
+    if (kVec && kKContig) kk = 4 * (idx % (kTileK / 4)), row = idx / (kTileK / 4);
+    else if (kVec) row = 4 * (idx % (kRows / 4)), kk = idx / (kRows / 4);
+    else if (kKContig) kk = idx % kTileK, row = idx / kTileK;
+    else row = idx % kRows, kk = idx / kRows;
+  }
+  // Element (row0 + row, k) is base[row * rs + k * ks]; zeros outside [rows) x [K).
+  __device__ void load(const float* __restrict base, int64_t row0, int64_t rows, int64_t rs,
+                       int64_t ks, int64_t k0, int64_t K, int tid) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      int kk, row;
+      place(tid, l, kk, row);
+      const int64_t m = row0 + row, k = k0 + kk;
+      const bool in = m < rows && k < K;
+      if (kVec) {
+        const float4 v = in ? *reinterpret_cast<const float4*>(base + m * rs + k * ks)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+        r[4 * l] = v.x, r[4 * l + 1] = v.y, r[4 * l + 2] = v.z, r[4 * l + 3] = v.w;
+      } else {
+        r[l] = in ? base[m * rs + k * ks] : 0.0f;
+      }
+    }
+  }
+  __device__ void store(float (*s)[kRows + kPad], int tid) const {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      int kk, row;
+      place(tid, l, kk, row);
+      if (kVec && kKContig) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[kk + c][row] = r[4 * l + c];
+      } else if (kVec) {
+        *reinterpret_cast<float4*>(&s[kk][row]) =
+            make_float4(r[4 * l], r[4 * l + 1], r[4 * l + 2], r[4 * l + 3]);
+      } else {
+        s[kk][row] = r[l];
+      }
+    }
+  }
+};
+
+// kAK: A's k is its contiguous dimension (sak == 1), else its m is; kBN: B's n is its
+// contiguous dimension (sbn == 1), else its k is; kVec: both are read as 16-byte vectors.
+// While a stage's k step runs, the next stage's operands are read from global memory into
 // registers, then stored into the other stage: one barrier a k step.
-template <int R, bool kAK, bool kBN>
+template <int R, bool kAK, bool kBN, bool kVec>
 __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
-    matmul_kernel(MatmulShape s, const float* __restrict__ A, const float* __restrict__ B,
-                  float* __restrict__ C, MatmulEpilogue<float> ep) {
+    matmul_kernel(MatmulShape s, const float* __restrict A, const float* __restrict B,
+                  float* __restrict C, MatmulEpilogue<float> ep) {
   using T = Tile<R>;
   __shared__ __align__(16) T tile;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -82,31 +137,15 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
   const float* a = A + b * s.sab;
   const float* bm = B + b * s.sbb;
 
-  // Operands of the k step at k0 (zeros outside the matrices: never used past K, see above).
-  float ra[T::kLoads], rb[T::kLoads];
+  OperandStage<T::kM, kAK, kVec> sa;   // A's rows are m: element (m, k) at m*sam + k*sak
+  OperandStage<T::kN, !kBN, kVec> sb;  // B's rows are n: element (n, k) at n*sbn + k*sbk
   auto load = [&](int64_t k0) {
-#pragma unroll
-    for (int l = 0; l < T::kLoads; ++l) {
-      const int idx = tid + kThreads * l;
-      const int kk = kAK ? idx % kTileK : idx / T::kM, mm = kAK ? idx / kTileK : idx % T::kM;
-      const int64_t m = m0 + mm, k = k0 + kk;
-      ra[l] = (m < s.M && k < s.K) ? a[m * s.sam + k * s.sak] : 0.0f;
-    }
-#pragma unroll
-    for (int l = 0; l < T::kLoads; ++l) {
-      const int idx = tid + kThreads * l;
-      const int kk = kBN ? idx / T::kN : idx % kTileK, nn = kBN ? idx % T::kN : idx / kTileK;
-      const int64_t n = n0 + nn, k = k0 + kk;
-      rb[l] = (n < s.N && k < s.K) ? bm[k * s.sbk + n * s.sbn] : 0.0f;
-    }
+    sa.load(a, m0, s.M, s.sam, s.sak, k0, s.K, tid);
+    sb.load(bm, n0, s.N, s.sbn, s.sbk, k0, s.K, tid);
   };
   auto store = [&](int stage) {
-#pragma unroll
-    for (int l = 0; l < T::kLoads; ++l) {
-      const int idx = tid + kThreads * l;
-      tile.a[stage][kAK ? idx % kTileK : idx / T::kM][kAK ? idx / kTileK : idx % T::kM] = ra[l];
-      tile.b[stage][kBN ? idx / T::kN : idx % kTileK][kBN ? idx % T::kN : idx / kTileK] = rb[l];
-    }
+    sa.store(tile.a[stage], tid);
+    sb.store(tile.b[stage], tid);
   };
 
   float acc[R][R];
@@ -150,20 +189,37 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
   }
 }
 
-template <int R>
+// Whether an operand can be read as 16-byte vectors along the dimension of stride
+// `unit_stride`: that stride 1, the base aligned, that dimension's extent and every other
+// stride multiples of 4 floats.
+inline bool vectorizable(const float* p, int64_t unit_stride, int64_t extent,
+                         int64_t other_stride, int64_t batch_stride) {
+  return unit_stride == 1 && reinterpret_cast<uintptr_t>(p) % 16 == 0 && extent % 4 == 0 &&
+         other_stride % 4 == 0 && batch_stride % 4 == 0;
+}
+
+template <int R, bool kAK, bool kBN>
 void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
                    float* C, const MatmulEpilogue<float>& ep) {
   const dim3 grid((unsigned)((s.N + Tile<R>::kN - 1) / Tile<R>::kN),
                   (unsigned)((s.M + Tile<R>::kM - 1) / Tile<R>::kM), (unsigned)s.batch);
-  const bool ak = s.sak == 1, bn = s.sbn == 1;
-  if (ak && bn)
-    matmul_kernel<R, true, true><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
-  else if (ak)
-    matmul_kernel<R, true, false><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
-  else if (bn)
-    matmul_kernel<R, false, true><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
+  const bool vec =
+      vectorizable(A, kAK ? s.sak : s.sam, kAK ? s.K : s.M, kAK ? s.sam : s.sak, s.sab) &&
+      vectorizable(B, kBN ? s.sbn : s.sbk, kBN ? s.N : s.K, kBN ? s.sbk : s.sbn, s.sbb);
+  if (vec)
+    matmul_kernel<R, kAK, kBN, true><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
   else
-    matmul_kernel<R, false, false><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
+    matmul_kernel<R, kAK, kBN, false><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
+}
+
+template <int R>
+void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
+                   float* C, const MatmulEpilogue<float>& ep) {
+  const bool ak = s.sak == 1, bn = s.sbn == 1;
+  if (ak && bn) launch_matmul<R, true, true>(stream, s, A, B, C, ep);
+  else if (ak) launch_matmul<R, true, false>(stream, s, A, B, C, ep);
+  else if (bn) launch_matmul<R, false, true>(stream, s, A, B, C, ep);
+  else launch_matmul<R, false, false>(stream, s, A, B, C, ep);
 }
 
 // The multiprocessors of the current device (read once).
