@@ -142,6 +142,27 @@ std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) 
   return nullptr;
 }
 
+// Appends the prelude's family headers (everything under gptc/prelude/), sorted, to
+// `files`: each is part of what a kernels.so was built from.
+LogicalResult listPreludeHeaders(StringRef runtimeInclude, std::vector<std::string> &files,
+                                 std::string &error) {
+  SmallString<256> dir(runtimeInclude);
+  llvm::sys::path::append(dir, "gptc", "prelude");
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (StringRef(it->path()).ends_with(".h"))
+      found.push_back(it->path());
+  if (ec) {
+    error = "cannot list " + dir.str().str() + ": " + ec.message();
+    return failure();
+  }
+  llvm::sort(found);
+  files.insert(files.end(), found.begin(), found.end());
+  return success();
+}
+
 /// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
 /// the determinism contract, docs/numerics.md). The library is cached by a hash of the
 /// source, the compiler and its flags, so an unchanged model is not rebuilt.
@@ -166,19 +187,20 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, bool sanit
   SmallVector<StringRef> args = {*program};
   args.append(flags.begin(), flags.end());
   args.append({include, src, "-o", fresh});
-  // The key: the generated source, the prelude it includes, the compiler, the flags (the
-  // target among them) and the host CPU (for -march=native).
+  // The key: the generated source, the prelude it includes (gptc/prelude.h and every
+  // header of its families), the compiler, the flags (the target among them) and the host
+  // CPU (for -march=native).
   std::string key = llvm::sys::getHostCPUName().str() + "\n";
   for (StringRef a : args)
     if (a != src && a != fresh)
       key += a.str() + "\n";
-  // (The prelude's path is a named string: a temporary in the loop's braces would be gone
-  // before the loop body reads it, and the prelude silently left out of the key.)
-  const std::string prelude = runtimeInclude.str() + "/gptc/prelude.h";
-  for (StringRef file : {StringRef(src), StringRef(prelude)}) {
+  std::vector<std::string> files = {src.str().str(), runtimeInclude.str() + "/gptc/prelude.h"};
+  if (failed(listPreludeHeaders(runtimeInclude, files, error)))
+    return failure();
+  for (const std::string &file : files) {
     auto buf = llvm::MemoryBuffer::getFile(file);
     if (!buf) {
-      error = "cannot read " + file.str() + ": " + buf.getError().message();
+      error = "cannot read " + file + ": " + buf.getError().message();
       return failure();
     }
     key += (*buf)->getBuffer().str();

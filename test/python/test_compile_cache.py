@@ -60,7 +60,8 @@ def test_second_compile_hits_the_cache(tmp_path):
 
 
 def test_a_changed_prelude_misses_the_cache(tmp_path):
-    """The kernels include the prelude, so it is part of the key: editing it rebuilds."""
+    """The kernels include the prelude, so it is part of the key: editing it, or any header
+    of its families, rebuilds."""
     mlir = capture_one_layer(tmp_path)
     include = tmp_path / "include"
     shutil.copytree(os.path.join(REPO, "runtime", "include"), include)
@@ -74,6 +75,11 @@ def test_a_changed_prelude_misses_the_cache(tmp_path):
     compile_cli(mlir, tmp_path / "c", cache, env=env)
     assert (tmp_path / "c" / "compile.log").exists()         # changed: rebuilt
     assert len(list(cache.glob("*.so"))) == 2
+    with open(include / "gptc" / "prelude" / "cpu" / "attention.h", "a") as f:
+        f.write("\n// an edit to a family\n")
+    compile_cli(mlir, tmp_path / "d", cache, env=env)
+    assert (tmp_path / "d" / "compile.log").exists()
+    assert len(list(cache.glob("*.so"))) == 3
 
 
 def test_a_compile_replaces_kernels_so_whole(tmp_path):
