@@ -8,7 +8,11 @@
 //   * elementwise math: exp, log, tanh, erf, sigmoid, gelu (erf and tanh) on random floats
 //     over every exponent and on the special values;
 //   * dropout masks (Philox by element index);
-//   * the canonical row sum and max (warp shuffles) on rows of 1 to 50,257 elements;
+//   * the canonical row sum and max (warp shuffles) on rows of 1 to 50,257 elements, and
+//     sums along an outer dimension (a bias's gradient);
+//   * LayerNorm and its input gradient, cross-entropy and its gradient (ignored rows, a
+//     target out of range), against the CPU kernels' expressions
+//     (codegen/EmitModelKernels.cpp) evaluated by the prelude on the host;
 //   * the matmul on the test GPT's and shakespeare_char's forward and gradient shapes, all
 //     four operand layouts, a batch, an epilogue (bias, dropout, residual), and a K tail
 //     whose products underflow to -0.
@@ -29,6 +33,8 @@
 #include <vector>
 
 #include "gptc/cuda/check.cuh"
+#include "gptc/cuda/cross_entropy.cuh"
+#include "gptc/cuda/layer_norm.cuh"
 #include "gptc/cuda/matmul.cuh"
 #include "gptc/cuda/reduce.cuh"
 
@@ -207,6 +213,174 @@ void check_reductions(std::mt19937_64& rng) {
          ", \"mismatches\": " + std::to_string(bad) + "}");
 }
 
+struct ColumnElem {  // element (i, c) of a row-major [n, cols] array
+  const float* x;
+  int64_t cols;
+  __device__ float operator()(int64_t i, int64_t c) const { return x[i * cols + c]; }
+};
+
+void check_column_sums(std::mt19937_64& rng) {
+  const int64_t shapes[][2] = {{1, 5}, {31, 33}, {100, 77}, {256, 64}, {16384, 384}};
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  int64_t bad = 0, outputs = 0;
+  for (const auto& sh : shapes) {
+    const int64_t n = sh[0], cols = sh[1];
+    std::vector<float> x(n * cols);
+    for (auto& v : x) v = normal(rng);
+    DeviceArray<float> dx(x), dout(cols);
+    dout.poison();
+    gptc::cuda::column_reduce_sum_kernel<float>
+        <<<(unsigned)((cols + 31) / 32), 1024>>>(n, cols, ColumnElem{dx.ptr, cols}, dout.ptr);
+    GPTC_CUDA_CHECK_LAUNCH("column_reduce_sum_kernel");
+    std::vector<float> cpu(cols);
+    for (int64_t c = 0; c < cols; ++c)
+      cpu[c] = gptc::reduce_sum<float>(n, [&](int64_t i) { return x[i * cols + c]; });
+    bad += compare("column sum", dout.host(), cpu);
+    outputs += cols;
+  }
+  std::printf("%-28s %10lld outputs  %s\n", "column sum", (long long)outputs,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"column_sum\", \"outputs\": " + std::to_string(outputs) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
+// The CPU kernels' expressions (codegen/EmitModelKernels.cpp: rowStats, emitLayerNorm,
+// emitLayerNormGrad, logitStats, emitCrossEntropy, emitCrossEntropyGrad), on the host.
+void host_row_stats(const float* x, int64_t n, float eps, float& mean, float& rstd) {
+  mean = gptc::reduce_sum<float>(n, [&](int64_t k) { return x[k]; }) / float(n);
+  const float var =
+      gptc::reduce_sum<float>(n, [&](int64_t k) { float d = x[k] - mean; return d * d; }) /
+      float(n);
+  rstd = float(1) / gptc::sqrt(var + eps);
+}
+
+void check_layer_norm(std::mt19937_64& rng) {
+  const int64_t shapes[][2] = {{256, 64}, {100, 77}, {16384, 384}};
+  const float eps = 1e-5f;
+  std::normal_distribution<float> normal(0.3f, 1.5f);
+  int64_t bad = 0, rows_checked = 0;
+  for (const auto& sh : shapes) {
+    const int64_t rows = sh[0], n = sh[1];
+    std::vector<float> x(rows * n), g(rows * n), w(n), b(n);
+    for (auto* v : {&x, &g, &w, &b})
+      for (auto& e : *v) e = normal(rng);
+    DeviceArray<float> dx(x), dg(g), dw(w), db(b), dy(rows * n), ddx(rows * n);
+    for (const bool affine : {true, false}) {
+      dy.poison();
+      ddx.poison();
+      gptc::cuda::layer_norm_kernel<<<256, 256>>>(rows, n, eps, dx.ptr, affine ? dw.ptr : nullptr,
+                                                 affine ? db.ptr : nullptr, dy.ptr);
+      GPTC_CUDA_CHECK_LAUNCH("layer_norm_kernel");
+      gptc::cuda::layer_norm_grad_kernel<<<256, 256>>>(rows, n, eps, dg.ptr, dx.ptr,
+                                                      affine ? dw.ptr : nullptr, ddx.ptr);
+      GPTC_CUDA_CHECK_LAUNCH("layer_norm_grad_kernel");
+      std::vector<float> y(rows * n), d(rows * n);
+#pragma omp parallel for
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * n;
+        const float* gr = g.data() + r * n;
+        float mean, rstd;
+        host_row_stats(xr, n, eps, mean, rstd);
+        for (int64_t k = 0; k < n; ++k) {
+          float v = (xr[k] - mean) * rstd;
+          if (affine) v = v * w[k];
+          if (affine) v = v + b[k];
+          y[r * n + k] = v;
+        }
+        auto dxhat = [&](int64_t k) { return affine ? gr[k] * w[k] : gr[k]; };
+        const float a = gptc::reduce_sum<float>(n, [&](int64_t k) { return dxhat(k); }) / float(n);
+        const float bb = gptc::reduce_sum<float>(n, [&](int64_t k) {
+                           return (dxhat(k)) * ((xr[k] - mean) * rstd);
+                         }) / float(n);
+        for (int64_t k = 0; k < n; ++k)
+          d[r * n + k] = rstd * ((dxhat(k)) - a - ((xr[k] - mean) * rstd) * bb);
+      }
+      bad += compare("layer_norm", dy.host(), y) + compare("layer_norm_grad", ddx.host(), d);
+      rows_checked += 2 * rows;
+    }
+  }
+  std::printf("%-28s %10lld rows     %s\n", "layer_norm and its gradient", (long long)rows_checked,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"layer_norm\", \"rows\": " + std::to_string(rows_checked) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
+void check_cross_entropy(std::mt19937_64& rng) {
+  const int64_t shapes[][2] = {{256, 65}, {16384, 65}, {64, 50257}};
+  const int64_t ignore = -1;
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  int64_t bad = 0, rows_checked = 0;
+  for (const auto& sh : shapes) {
+    const int64_t rows = sh[0], v = sh[1];
+    std::vector<float> x(rows * v);
+    for (auto& e : x) e = normal(rng);
+    std::vector<int64_t> t(rows);
+    for (int64_t r = 0; r < rows; ++r) t[r] = r % 11 == 3 ? ignore : (int64_t)(rng() % v);
+    const std::vector<float> g = {0.75f};
+    DeviceArray<float> dx(x), dloss(1), drow(rows), dg(g), dd(rows * v);
+    DeviceArray<int64_t> dt(t), dkept(1);
+    DeviceArray<unsigned> derr(std::vector<unsigned>{0});
+    dloss.poison();
+    dd.poison();
+    gptc::cuda::cross_entropy_kept_kernel<<<1, 1024>>>(rows, ignore, dt.ptr, dkept.ptr);
+    gptc::cuda::cross_entropy_rows_kernel<<<256, 256>>>(rows, v, ignore, dx.ptr, dt.ptr,
+                                                       drow.ptr, derr.ptr);
+    gptc::cuda::cross_entropy_total_kernel<<<1, 32>>>(rows, drow.ptr, dkept.ptr, dloss.ptr);
+    gptc::cuda::cross_entropy_grad_kernel<<<256, 256>>>(rows, v, ignore, dx.ptr, dt.ptr, dg.ptr,
+                                                       dkept.ptr, dd.ptr, derr.ptr);
+    GPTC_CUDA_CHECK_LAUNCH("cross_entropy kernels");
+    int64_t kept = 0;
+    for (int64_t r = 0; r < rows; ++r) kept += t[r] != ignore;
+    std::vector<float> rowLoss(rows), d(rows * v);
+    const float scale = g[0] / float(kept);
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.data() + r * v;
+      float* dr = d.data() + r * v;
+      rowLoss[r] = 0;
+      if (t[r] == ignore) {
+        for (int64_t k = 0; k < v; ++k) dr[k] = 0;
+        continue;
+      }
+      const float m = gptc::reduce_max<float>(v, [&](int64_t k) { return xr[k]; });
+      const float s = gptc::reduce_sum<float>(v, [&](int64_t k) { return gptc::exp(xr[k] - m); });
+      rowLoss[r] = gptc::log(s) + m - xr[t[r]];
+      for (int64_t k = 0; k < v; ++k)
+        dr[k] = (gptc::exp(xr[k] - m) / s - gptc::detail::sel(k == t[r], float(1), float(0))) * scale;
+    }
+    const float total = gptc::reduce_sum<float>(rows, [&](int64_t r) { return rowLoss[r]; });
+    bad += compare("cross_entropy", dloss.host(), {total / float(kept)}) +
+           compare("cross_entropy_grad", dd.host(), d);
+    if (derr.host()[0] != 0) {
+      std::printf("  MISMATCH cross_entropy: a data error on valid targets\n");
+      ++bad, ++g_failures;
+    }
+    rows_checked += rows;
+  }
+  // A target out of range: the error word is set, the row's gradient is zeros.
+  {
+    const std::vector<float> x(4 * 5, 1.0f), g = {1.0f};
+    const std::vector<int64_t> t = {0, 7, 2, 3};
+    DeviceArray<float> dx(x), drow(4), dg(g), dd(4 * 5);
+    DeviceArray<int64_t> dt(t), dkept(1);
+    DeviceArray<unsigned> derr(std::vector<unsigned>{0});
+    gptc::cuda::cross_entropy_kept_kernel<<<1, 1024>>>(4, ignore, dt.ptr, dkept.ptr);
+    gptc::cuda::cross_entropy_grad_kernel<<<1, 128>>>(4, 5, ignore, dx.ptr, dt.ptr, dg.ptr,
+                                                     dkept.ptr, dd.ptr, derr.ptr);
+    GPTC_CUDA_CHECK_LAUNCH("cross_entropy_grad_kernel");
+    const std::vector<float> d = dd.host();
+    const bool zeros = std::all_of(d.begin() + 5, d.begin() + 10, [](float e) { return e == 0; });
+    if (derr.host()[0] == 0 || !zeros) {
+      std::printf("  MISMATCH cross_entropy: a target out of range was not reported\n");
+      ++bad, ++g_failures;
+    }
+  }
+  std::printf("%-28s %10lld rows     %s\n", "cross_entropy and gradient", (long long)rows_checked,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"cross_entropy\", \"rows\": " + std::to_string(rows_checked) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
 struct MatmulCase {
   const char* name;
   MatmulShape s;
@@ -373,6 +547,9 @@ int main(int argc, char** argv) {
     check_math(quick ? (1 << 16) : (1 << 22), rng);
     check_dropout(quick ? (1 << 16) : (1 << 22));
     check_reductions(rng);
+    check_column_sums(rng);
+    check_layer_norm(rng);
+    check_cross_entropy(rng);
   }
 
   // Test GPT (B 8, T 64, C 64, vocab 65) and shakespeare_char (B 64, T 256, C 384).

@@ -71,4 +71,34 @@ __global__ void row_reduce_kernel(int64_t rows, int64_t n, const T* __restrict__
   }
 }
 
+// The same value on every lane of the warp: lane 0's (where warp_reduce_* leaves a result).
+template <class T>
+__device__ __forceinline__ T warp_broadcast(T v) {
+  return __shfl_sync(kFullMask, v, 0);
+}
+
+// out[c] = reduce_sum over i < n of elem(i, c), for c < cols: sums along an outer dimension
+// (a bias's or LayerNorm's weight gradient over the rows of a batch), each in the canonical
+// order, as the prelude's reduce_sum16 forms them. A block of 32 warps takes 32 neighbouring
+// outputs: warp w forms partial w (elements w, w + 32, ... in increasing order, lane l for
+// output c0 + l, so a warp reads 32 neighbouring elements), then the butterfly runs over the
+// 32 partials in shared memory, p[j] = p[j] + p[j + s], partial j first.
+template <class T, class Elem>
+__global__ void __launch_bounds__(1024)
+    column_reduce_sum_kernel(int64_t n, int64_t cols, Elem elem, T* __restrict out) {
+  __shared__ T p[32][33];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t c = (int64_t)blockIdx.x * 32 + lane;
+  T acc = T(0);
+  if (c < cols)
+    for (int64_t i = w; i < n; i += 32) acc = acc + T(elem(i, c));
+  p[w][lane] = acc;
+  __syncthreads();
+  for (int s = 16; s >= 1; s >>= 1) {
+    if (w < s) p[w][lane] = p[w][lane] + p[w + s][lane];
+    __syncthreads();
+  }
+  if (w == 0 && c < cols) out[c] = p[0][lane];
+}
+
 }  // namespace gptc::cuda
