@@ -13,6 +13,7 @@
 //   * LayerNorm and its input gradient, cross-entropy and its gradient (ignored rows, a
 //     target out of range), against the CPU kernels' expressions
 //     (codegen/EmitModelKernels.cpp) evaluated by the prelude on the host;
+//   * the embedding's gradient (a stable sort by id, no float atomics), ids out of range;
 //   * the matmul on the test GPT's and shakespeare_char's forward and gradient shapes, all
 //     four operand layouts, a batch, an epilogue (bias, dropout, residual), and a K tail
 //     whose products underflow to -0.
@@ -34,6 +35,7 @@
 
 #include "gptc/cuda/check.cuh"
 #include "gptc/cuda/cross_entropy.cuh"
+#include "gptc/cuda/embedding.cuh"
 #include "gptc/cuda/layer_norm.cuh"
 #include "gptc/cuda/matmul.cuh"
 #include "gptc/cuda/reduce.cuh"
@@ -381,6 +383,49 @@ void check_cross_entropy(std::mt19937_64& rng) {
          ", \"mismatches\": " + std::to_string(bad) + "}");
 }
 
+void check_embedding_grad(std::mt19937_64& rng) {
+  const int64_t shapes[][3] = {{256, 65, 64}, {16384, 65, 384}, {16384, 50257, 64}};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int64_t bad = 0, outputs = 0;
+  for (const auto& sh : shapes) {
+    const int64_t n = sh[0], vocab = sh[1], cols = sh[2];
+    for (const bool out_of_range : {false, true}) {
+      std::vector<float> g(n * cols);
+      for (auto& e : g) e = normal(rng);
+      std::vector<int64_t> idx(n);
+      for (int64_t p = 0; p < n; ++p) idx[p] = (int64_t)(rng() % vocab);
+      if (out_of_range) idx[n / 3] = -1, idx[n / 2] = vocab;
+      DeviceArray<float> dg(g), dout(vocab * cols);
+      DeviceArray<int64_t> didx(idx);
+      DeviceArray<unsigned> derr(std::vector<unsigned>{0});
+      DeviceArray<char> scratch(gptc::cuda::embedding_grad_scratch_bytes(n, vocab));
+      dout.poison();
+      gptc::cuda::embedding_grad(nullptr, n, vocab, cols, dg.ptr, didx.ptr, dout.ptr, scratch.ptr,
+                                 derr.ptr);
+      GPTC_CUDA_CHECK(cudaDeviceSynchronize());
+      // The CPU kernel (emitEmbeddingGrad): zeros, then each position's row added in order.
+      std::vector<float> cpu(vocab * cols, 0.0f);
+      for (int64_t p = 0; p < n; ++p) {
+        const int64_t row = idx[p];
+        if (row < 0 || row >= vocab) continue;
+        for (int64_t c = 0; c < cols; ++c)
+          cpu[row * cols + c] = cpu[row * cols + c] + g[p * cols + c];
+      }
+      bad += compare("embedding_grad", dout.host(), cpu);
+      if ((derr.host()[0] != 0) != out_of_range) {
+        std::printf("  MISMATCH embedding_grad: ids out of range %s\n",
+                    out_of_range ? "not reported" : "reported wrongly");
+        ++bad, ++g_failures;
+      }
+      outputs += vocab * cols;
+    }
+  }
+  std::printf("%-28s %10lld outputs  %s\n", "embedding_grad", (long long)outputs,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"embedding_grad\", \"outputs\": " + std::to_string(outputs) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
 struct MatmulCase {
   const char* name;
   MatmulShape s;
@@ -550,6 +595,7 @@ int main(int argc, char** argv) {
     check_column_sums(rng);
     check_layer_norm(rng);
     check_cross_entropy(rng);
+    check_embedding_grad(rng);
   }
 
   // Test GPT (B 8, T 64, C 64, vocab 65) and shakespeare_char (B 64, T 256, C 384).
