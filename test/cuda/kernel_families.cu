@@ -14,6 +14,8 @@
 //     target out of range), against the CPU kernels' expressions
 //     (codegen/EmitModelKernels.cpp) evaluated by the prelude on the host;
 //   * the embedding's gradient (a stable sort by id, no float atomics), ids out of range;
+//   * attention's forward (causal or not, both layouts, dropout on the weights), against
+//     the CPU kernel's per-row online softmax on the host;
 //   * the matmul on the test GPT's and shakespeare_char's forward and gradient shapes, all
 //     four operand layouts, a batch, an epilogue (bias, dropout, residual), and a K tail
 //     whose products underflow to -0.
@@ -33,12 +35,14 @@
 #include <string>
 #include <vector>
 
+#include "gptc/cuda/attention.cuh"
 #include "gptc/cuda/check.cuh"
 #include "gptc/cuda/cross_entropy.cuh"
 #include "gptc/cuda/embedding.cuh"
 #include "gptc/cuda/layer_norm.cuh"
 #include "gptc/cuda/matmul.cuh"
 #include "gptc/cuda/reduce.cuh"
+#include "references.h"
 
 namespace {
 
@@ -246,16 +250,6 @@ void check_column_sums(std::mt19937_64& rng) {
          ", \"mismatches\": " + std::to_string(bad) + "}");
 }
 
-// The CPU kernels' expressions (codegen/EmitModelKernels.cpp: rowStats, emitLayerNorm,
-// emitLayerNormGrad, logitStats, emitCrossEntropy, emitCrossEntropyGrad), on the host.
-void host_row_stats(const float* x, int64_t n, float eps, float& mean, float& rstd) {
-  mean = gptc::reduce_sum<float>(n, [&](int64_t k) { return x[k]; }) / float(n);
-  const float var =
-      gptc::reduce_sum<float>(n, [&](int64_t k) { float d = x[k] - mean; return d * d; }) /
-      float(n);
-  rstd = float(1) / gptc::sqrt(var + eps);
-}
-
 void check_layer_norm(std::mt19937_64& rng) {
   const int64_t shapes[][2] = {{256, 64}, {100, 77}, {16384, 384}};
   const float eps = 1e-5f;
@@ -279,23 +273,10 @@ void check_layer_norm(std::mt19937_64& rng) {
       std::vector<float> y(rows * n), d(rows * n);
 #pragma omp parallel for
       for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x.data() + r * n;
-        const float* gr = g.data() + r * n;
-        float mean, rstd;
-        host_row_stats(xr, n, eps, mean, rstd);
-        for (int64_t k = 0; k < n; ++k) {
-          float v = (xr[k] - mean) * rstd;
-          if (affine) v = v * w[k];
-          if (affine) v = v + b[k];
-          y[r * n + k] = v;
-        }
-        auto dxhat = [&](int64_t k) { return affine ? gr[k] * w[k] : gr[k]; };
-        const float a = gptc::reduce_sum<float>(n, [&](int64_t k) { return dxhat(k); }) / float(n);
-        const float bb = gptc::reduce_sum<float>(n, [&](int64_t k) {
-                           return (dxhat(k)) * ((xr[k] - mean) * rstd);
-                         }) / float(n);
-        for (int64_t k = 0; k < n; ++k)
-          d[r * n + k] = rstd * ((dxhat(k)) - a - ((xr[k] - mean) * rstd) * bb);
+        ref::layer_norm_row(n, eps, x.data() + r * n, affine ? w.data() : nullptr,
+                            affine ? b.data() : nullptr, y.data() + r * n);
+        ref::layer_norm_grad_row(n, eps, g.data() + r * n, x.data() + r * n,
+                                 affine ? w.data() : nullptr, d.data() + r * n);
       }
       bad += compare("layer_norm", dy.host(), y) + compare("layer_norm_grad", ddx.host(), d);
       rows_checked += 2 * rows;
@@ -331,27 +312,9 @@ void check_cross_entropy(std::mt19937_64& rng) {
     gptc::cuda::cross_entropy_grad_kernel<<<256, 256>>>(rows, v, ignore, dx.ptr, dt.ptr, dg.ptr,
                                                        dkept.ptr, dd.ptr, derr.ptr);
     GPTC_CUDA_CHECK_LAUNCH("cross_entropy kernels");
-    int64_t kept = 0;
-    for (int64_t r = 0; r < rows; ++r) kept += t[r] != ignore;
-    std::vector<float> rowLoss(rows), d(rows * v);
-    const float scale = g[0] / float(kept);
-#pragma omp parallel for
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x.data() + r * v;
-      float* dr = d.data() + r * v;
-      rowLoss[r] = 0;
-      if (t[r] == ignore) {
-        for (int64_t k = 0; k < v; ++k) dr[k] = 0;
-        continue;
-      }
-      const float m = gptc::reduce_max<float>(v, [&](int64_t k) { return xr[k]; });
-      const float s = gptc::reduce_sum<float>(v, [&](int64_t k) { return gptc::exp(xr[k] - m); });
-      rowLoss[r] = gptc::log(s) + m - xr[t[r]];
-      for (int64_t k = 0; k < v; ++k)
-        dr[k] = (gptc::exp(xr[k] - m) / s - gptc::detail::sel(k == t[r], float(1), float(0))) * scale;
-    }
-    const float total = gptc::reduce_sum<float>(rows, [&](int64_t r) { return rowLoss[r]; });
-    bad += compare("cross_entropy", dloss.host(), {total / float(kept)}) +
+    std::vector<float> d(rows * v);
+    const float loss = ref::cross_entropy(rows, v, ignore, x.data(), t.data(), g[0], d.data());
+    bad += compare("cross_entropy", dloss.host(), {loss}) +
            compare("cross_entropy_grad", dd.host(), d);
     if (derr.host()[0] != 0) {
       std::printf("  MISMATCH cross_entropy: a data error on valid targets\n");
@@ -403,14 +366,8 @@ void check_embedding_grad(std::mt19937_64& rng) {
       gptc::cuda::embedding_grad(nullptr, n, vocab, cols, dg.ptr, didx.ptr, dout.ptr, scratch.ptr,
                                  derr.ptr);
       GPTC_CUDA_CHECK(cudaDeviceSynchronize());
-      // The CPU kernel (emitEmbeddingGrad): zeros, then each position's row added in order.
-      std::vector<float> cpu(vocab * cols, 0.0f);
-      for (int64_t p = 0; p < n; ++p) {
-        const int64_t row = idx[p];
-        if (row < 0 || row >= vocab) continue;
-        for (int64_t c = 0; c < cols; ++c)
-          cpu[row * cols + c] = cpu[row * cols + c] + g[p * cols + c];
-      }
+      std::vector<float> cpu(vocab * cols);
+      ref::embedding_grad(n, vocab, cols, g.data(), idx.data(), cpu.data());
       bad += compare("embedding_grad", dout.host(), cpu);
       if ((derr.host()[0] != 0) != out_of_range) {
         std::printf("  MISMATCH embedding_grad: ids out of range %s\n",
@@ -423,6 +380,76 @@ void check_embedding_grad(std::mt19937_64& rng) {
   std::printf("%-28s %10lld outputs  %s\n", "embedding_grad", (long long)outputs,
               bad ? "DIFFERENT" : "same bits");
   record("{\"family\": \"embedding_grad\", \"outputs\": " + std::to_string(outputs) +
+         ", \"mismatches\": " + std::to_string(bad) + "}");
+}
+
+struct AttentionCase {
+  const char* name;
+  int64_t B, H, T, S, D, Dv;
+  bool causal, bthd, dropout;
+};
+
+void check_attention(std::mt19937_64& rng, bool quick) {
+  std::vector<AttentionCase> cases = {
+      {"tiny, causal", 8, 2, 32, 32, 32, 32, true, false, false},
+      {"odd, not causal, bthd", 2, 3, 37, 50, 20, 70, false, true, false},
+      {"tiny, causal, dropout", 8, 2, 64, 64, 32, 32, true, true, true},
+  };
+  if (!quick) cases.push_back({"shakespeare, causal", 64, 6, 256, 256, 64, 64, true, true, true});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int64_t bad = 0, rows_checked = 0;
+  for (const AttentionCase& c : cases) {
+    const int64_t nq = c.B * c.H * c.T * c.D, nk = c.B * c.H * c.S * c.D,
+                  nv = c.B * c.H * c.S * c.Dv, ny = c.B * c.H * c.T * c.Dv;
+    std::vector<float> q(nq), k(nk), v(nv);
+    for (auto* x : {&q, &k, &v})
+      for (auto& e : *x) e = normal(rng);
+    const std::vector<int64_t> words = {987654321, 17};
+    DeviceArray<float> dq(q), dk(k), dv(v), dy(ny), dstats(c.B * c.H * c.T * 2);
+    DeviceArray<int64_t> drng(words);
+    // Strides of (b, h, t) for a [B, H, T, W] (bhtd) or [B, T, H, W] (bthd) tensor.
+    auto strides = [&](int64_t T, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
+      sb = T * c.H * W;
+      sh = c.bthd ? W : T * W;
+      st = c.bthd ? c.H * W : W;
+    };
+    gptc::cuda::AttentionArgs a{};
+    a.B = c.B, a.H = c.H, a.T = c.T, a.S = c.S, a.D = c.D, a.Dv = c.Dv;
+    a.causal = c.causal;
+    a.scale = 1.0f / std::sqrt((float)c.D);
+    strides(c.T, c.D, a.q_b, a.q_h, a.q_t);
+    strides(c.S, c.D, a.k_b, a.k_h, a.k_s);
+    strides(c.S, c.Dv, a.v_b, a.v_h, a.v_s);
+    strides(c.T, c.Dv, a.y_b, a.y_h, a.y_t);
+    if (c.dropout) a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
+    gptc::cuda::AttentionArgs dev = a;
+    dev.q = dq.ptr, dev.k = dk.ptr, dev.v = dv.ptr, dev.y = dy.ptr, dev.stats = dstats.ptr;
+    dev.rng = c.dropout ? drng.ptr : nullptr;
+    dy.poison();
+    dstats.poison();
+    gptc::cuda::attention(nullptr, dev);
+    GPTC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> y(ny), stats(c.B * c.H * c.T * 2);
+    const ref::Attention host{c.H, c.T, c.S, c.D, c.Dv, c.causal, a.scale,
+                              q.data(), a.q_b, a.q_h, a.q_t, k.data(), a.k_b, a.k_h, a.k_s,
+                              v.data(), a.v_b, a.v_h, a.v_s, c.dropout ? words.data() : nullptr,
+                              a.dropout_id, a.dropout_p, a.dropout_scale};
+    const int64_t rows = c.B * c.H * c.T;
+    std::vector<float> row_y(rows * c.Dv);
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r)
+      ref::attention_row(host, r, row_y.data() + r * c.Dv, stats.data() + r * 2);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t bh = r / c.T, t = r % c.T, b = bh / c.H, h = bh % c.H;
+      for (int64_t col = 0; col < c.Dv; ++col)
+        y[b * a.y_b + h * a.y_h + t * a.y_t + col] = row_y[r * c.Dv + col];
+    }
+    bad += compare(c.name, dy.host(), y) + compare(c.name, dstats.host(), stats);
+    rows_checked += rows;
+  }
+  std::printf("%-28s %10lld rows     %s\n", "attention forward", (long long)rows_checked,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"attention\", \"rows\": " + std::to_string(rows_checked) +
          ", \"mismatches\": " + std::to_string(bad) + "}");
 }
 
@@ -509,12 +536,9 @@ void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas
   std::vector<float> gpu(where.size()), cpu(where.size());
 #pragma omp parallel for
   for (int64_t w = 0; w < (int64_t)where.size(); ++w) {
-    const int64_t i = where[w], n = i % s.N, m = (i / s.N) % s.M, b = i / (s.M * s.N);
-    const float* a = A.data() + b * s.sab + m * s.sam;
-    const float* bb = B.data() + b * s.sbb + n * s.sbn;
-    const float v = gptc::dot_seq<float>(
-        s.K, [&](int64_t k) { return a[k * s.sak]; }, [&](int64_t k) { return bb[k * s.sbk]; });
-    cpu[w] = host_ep.any() ? host_ep.apply_one(i, n, v) : v;
+    const int64_t i = where[w];
+    cpu[w] = ref::matmul_element(i, s.M, s.N, s.K, A.data(), s.sab, s.sam, s.sak, B.data(),
+                                 s.sbb, s.sbk, s.sbn, host_ep);
     gpu[w] = C[i];
   }
   const int64_t bad = compare(c.name, gpu, cpu, &where);
@@ -596,6 +620,7 @@ int main(int argc, char** argv) {
     check_layer_norm(rng);
     check_cross_entropy(rng);
     check_embedding_grad(rng);
+    check_attention(rng, quick);
   }
 
   // Test GPT (B 8, T 64, C 64, vocab 65) and shakespeare_char (B 64, T 256, C 384).

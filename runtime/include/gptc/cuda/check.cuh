@@ -8,7 +8,7 @@
 // without a GPU.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "gptc/cuda/device.cuh"
 
 #include <cstdio>
 #include <cstdlib>

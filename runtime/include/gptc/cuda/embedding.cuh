@@ -108,9 +108,9 @@ inline void embedding_grad(cudaStream_t stream, int64_t n, int64_t vocab, int64_
       detail::embedding_scratch(n, vocab, static_cast<char*>(scratch), &bytes);
   GPTC_CUDA_CHECK(cudaMemsetAsync(s.counts, 0, (vocab + 1) * sizeof(int), stream));
   if (n > 0) {
-    detail::embedding_keys_kernel<<<(unsigned)std::min<int64_t>((n + 255) / 256, 4096), 256, 0,
-                                    stream>>>(n, vocab, idx, s.keys, s.positions, s.counts,
-                                              error);
+    GPTC_LAUNCH(detail::embedding_keys_kernel,
+                (unsigned)std::min<int64_t>((n + 255) / 256, 4096), 256, stream)(
+        n, vocab, idx, s.keys, s.positions, s.counts, error);
     GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::embedding_keys_kernel");
     size_t temp = s.temp_bytes;
     GPTC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.temp, temp, s.keys, s.sorted_keys,
@@ -121,9 +121,9 @@ inline void embedding_grad(cudaStream_t stream, int64_t n, int64_t vocab, int64_
   GPTC_CUDA_CHECK(
       cub::DeviceScan::ExclusiveSum(s.temp, temp, s.counts, s.starts, (int)vocab + 1, stream));
   const int64_t total = vocab * cols;
-  detail::embedding_sum_kernel<<<(unsigned)std::min<int64_t>((total + 255) / 256, 65536), 256, 0,
-                                 stream>>>(vocab, cols, g, s.sorted_positions, s.starts, s.counts,
-                                           out);
+  GPTC_LAUNCH(detail::embedding_sum_kernel,
+              (unsigned)std::min<int64_t>((total + 255) / 256, 65536), 256, stream)(
+      vocab, cols, g, s.sorted_positions, s.starts, s.counts, out);
   GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::embedding_sum_kernel");
 }
 

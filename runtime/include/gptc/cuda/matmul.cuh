@@ -207,9 +207,9 @@ void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, co
       vectorizable(A, kAK ? s.sak : s.sam, kAK ? s.K : s.M, kAK ? s.sam : s.sak, s.sab) &&
       vectorizable(B, kBN ? s.sbn : s.sbk, kBN ? s.N : s.K, kBN ? s.sbk : s.sbn, s.sbb);
   if (vec)
-    matmul_kernel<R, kAK, kBN, true><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
+    GPTC_LAUNCH((matmul_kernel<R, kAK, kBN, true>), grid, kThreads, stream)(s, A, B, C, ep);
   else
-    matmul_kernel<R, kAK, kBN, false><<<grid, kThreads, 0, stream>>>(s, A, B, C, ep);
+    GPTC_LAUNCH((matmul_kernel<R, kAK, kBN, false>), grid, kThreads, stream)(s, A, B, C, ep);
 }
 
 template <int R>

@@ -9,6 +9,7 @@
 // CPU's for every n.
 #pragma once
 
+#include "gptc/cuda/device.cuh"
 #include "gptc/prelude.h"
 
 namespace gptc::cuda {

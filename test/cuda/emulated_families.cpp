@@ -1,0 +1,222 @@
+// The CUDA kernel families run on the CPU (gptc/cuda/emulate.hpp: the same kernel source,
+// each block's threads as OS threads, shuffles, barriers and shared memory emulated) against
+// the CPU kernels' arithmetic (references.h), bit for bit. This is the check that runs
+// everywhere; kernel_families.cu runs the same families on a GPU (scripts/gpu_check.sh).
+// Shapes are small: every emulated thread is an OS thread.
+#define GPTC_CUDA_EMULATE 1
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gptc/cuda/attention.cuh"
+#include "gptc/cuda/cross_entropy.cuh"
+#include "gptc/cuda/layer_norm.cuh"
+#include "gptc/cuda/matmul.cuh"
+#include "gptc/cuda/reduce.cuh"
+#include "references.h"
+
+namespace {
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+// Every element's bits equal (any NaN equals any NaN); a NaN poison marks unwritten ones.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool same = (got[i] != got[i] && want[i] != want[i]) || bits(got[i]) == bits(want[i]);
+    if (!same && bad++ < 3)
+      ADD_FAILURE() << what << " element " << i << ": emulated " << got[i] << ", CPU " << want[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+std::vector<float> normal(size_t n, std::mt19937_64& rng, float mean = 0, float sd = 1) {
+  std::normal_distribution<float> d(mean, sd);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+std::vector<float> poisoned(size_t n) {
+  std::vector<float> x(n);
+  std::memset(x.data(), 0xff, n * sizeof(float));
+  return x;
+}
+
+TEST(EmulatedFamilies, RowSumAndMax) {
+  std::mt19937_64 rng(1);
+  for (const int64_t n : {1, 31, 32, 33, 100, 384}) {
+    const int64_t rows = 9;
+    const std::vector<float> x = normal(rows * n, rng, 0, 3);
+    std::vector<float> sum = poisoned(rows), mx = poisoned(rows), want_sum(rows), want_max(rows);
+    GPTC_LAUNCH((gptc::cuda::row_reduce_kernel<float, gptc::cuda::RowSum>), 2, 64, nullptr)(
+        rows, n, x.data(), sum.data(), gptc::cuda::RowSum{});
+    GPTC_LAUNCH((gptc::cuda::row_reduce_kernel<float, gptc::cuda::RowMax>), 2, 64, nullptr)(
+        rows, n, x.data(), mx.data(), gptc::cuda::RowMax{});
+    for (int64_t r = 0; r < rows; ++r) {
+      want_sum[r] = gptc::reduce_sum<float>(n, [&](int64_t k) { return x[r * n + k]; });
+      want_max[r] = gptc::reduce_max<float>(n, [&](int64_t k) { return x[r * n + k]; });
+    }
+    expect_same_bits(sum, want_sum, "row sum");
+    expect_same_bits(mx, want_max, "row max");
+  }
+}
+
+struct ColumnElem {
+  const float* x;
+  int64_t cols;
+  float operator()(int64_t i, int64_t c) const { return x[i * cols + c]; }
+};
+
+TEST(EmulatedFamilies, ColumnSum) {
+  std::mt19937_64 rng(2);
+  const int64_t n = 77, cols = 40;
+  const std::vector<float> x = normal(n * cols, rng, 0, 2);
+  std::vector<float> out = poisoned(cols), want(cols);
+  GPTC_LAUNCH((gptc::cuda::column_reduce_sum_kernel<float, ColumnElem>), 2, 1024, nullptr)(
+      n, cols, ColumnElem{x.data(), cols}, out.data());
+  for (int64_t c = 0; c < cols; ++c)
+    want[c] = gptc::reduce_sum<float>(n, [&](int64_t i) { return x[i * cols + c]; });
+  expect_same_bits(out, want, "column sum");
+}
+
+TEST(EmulatedFamilies, LayerNormAndGradient) {
+  std::mt19937_64 rng(3);
+  const int64_t rows = 12, n = 70;
+  const float eps = 1e-5f;
+  const std::vector<float> x = normal(rows * n, rng, 0.3f, 1.5f), g = normal(rows * n, rng),
+                           w = normal(n, rng), b = normal(n, rng);
+  std::vector<float> y = poisoned(rows * n), dx = poisoned(rows * n), want_y(rows * n),
+                     want_dx(rows * n);
+  GPTC_LAUNCH(gptc::cuda::layer_norm_kernel, 2, 128, nullptr)(rows, n, eps, x.data(), w.data(),
+                                                              b.data(), y.data());
+  GPTC_LAUNCH(gptc::cuda::layer_norm_grad_kernel, 2, 128, nullptr)(rows, n, eps, g.data(),
+                                                                   x.data(), w.data(), dx.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::layer_norm_row(n, eps, x.data() + r * n, w.data(), b.data(), want_y.data() + r * n);
+    ref::layer_norm_grad_row(n, eps, g.data() + r * n, x.data() + r * n, w.data(),
+                             want_dx.data() + r * n);
+  }
+  expect_same_bits(y, want_y, "layer_norm");
+  expect_same_bits(dx, want_dx, "layer_norm_grad");
+}
+
+TEST(EmulatedFamilies, CrossEntropyAndGradient) {
+  std::mt19937_64 rng(4);
+  const int64_t rows = 20, v = 65, ignore = -1;
+  const std::vector<float> x = normal(rows * v, rng, 0, 3);
+  std::vector<int64_t> t(rows);
+  for (int64_t r = 0; r < rows; ++r) t[r] = r % 7 == 3 ? ignore : (int64_t)(rng() % v);
+  const float g = 0.75f;
+  int64_t kept = -1;
+  unsigned error = 0;
+  std::vector<float> row_loss(rows), loss = poisoned(1), d = poisoned(rows * v),
+                     want_d(rows * v);
+  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 64, nullptr)(rows, ignore, t.data(),
+                                                                     &kept);
+  GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, 2, 64, nullptr)(
+      rows, v, ignore, x.data(), t.data(), row_loss.data(), &error);
+  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, nullptr)(rows, row_loss.data(),
+                                                                      &kept, loss.data());
+  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, 2, 64, nullptr)(
+      rows, v, ignore, x.data(), t.data(), &g, &kept, d.data(), &error);
+  const float want = ref::cross_entropy(rows, v, ignore, x.data(), t.data(), g, want_d.data());
+  expect_same_bits(loss, {want}, "cross_entropy");
+  expect_same_bits(d, want_d, "cross_entropy_grad");
+  EXPECT_EQ(error, 0u);
+}
+
+TEST(EmulatedFamilies, AttentionForward) {
+  struct Case {
+    int64_t B, H, T, S, D, Dv;
+    bool causal, bthd, dropout;
+  };
+  std::mt19937_64 rng(5);
+  for (const Case c : {Case{1, 2, 40, 40, 16, 16, true, false, false},
+                       Case{1, 2, 9, 37, 8, 40, false, true, false},
+                       Case{1, 1, 36, 36, 8, 8, true, true, true}}) {
+    const std::vector<float> q = normal(c.B * c.H * c.T * c.D, rng),
+                             k = normal(c.B * c.H * c.S * c.D, rng),
+                             v = normal(c.B * c.H * c.S * c.Dv, rng);
+    const int64_t rows = c.B * c.H * c.T;
+    const std::vector<int64_t> words = {987654321, 17};
+    std::vector<float> y = poisoned(rows * c.Dv), stats = poisoned(rows * 2);
+    auto strides = [&](int64_t T, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
+      sb = T * c.H * W;
+      sh = c.bthd ? W : T * W;
+      st = c.bthd ? c.H * W : W;
+    };
+    gptc::cuda::AttentionArgs a{};
+    a.B = c.B, a.H = c.H, a.T = c.T, a.S = c.S, a.D = c.D, a.Dv = c.Dv;
+    a.causal = c.causal;
+    a.scale = 1.0f / std::sqrt((float)c.D);
+    strides(c.T, c.D, a.q_b, a.q_h, a.q_t);
+    strides(c.S, c.D, a.k_b, a.k_h, a.k_s);
+    strides(c.S, c.Dv, a.v_b, a.v_h, a.v_s);
+    strides(c.T, c.Dv, a.y_b, a.y_h, a.y_t);
+    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.y = y.data(), a.stats = stats.data();
+    if (c.dropout) {
+      a.rng = words.data();
+      a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
+    }
+    gptc::cuda::attention(nullptr, a);
+    const ref::Attention host{c.H, c.T, c.S, c.D, c.Dv, c.causal, a.scale,
+                              q.data(), a.q_b, a.q_h, a.q_t, k.data(), a.k_b, a.k_h, a.k_s,
+                              v.data(), a.v_b, a.v_h, a.v_s, a.rng,
+                              a.dropout_id, a.dropout_p, a.dropout_scale};
+    std::vector<float> want_y(rows * c.Dv), want_stats(rows * 2), row(c.Dv);
+    for (int64_t r = 0; r < rows; ++r) {
+      ref::attention_row(host, r, row.data(), want_stats.data() + r * 2);
+      const int64_t bh = r / c.T, t = r % c.T, b = bh / c.H, h = bh % c.H;
+      for (int64_t col = 0; col < c.Dv; ++col)
+        want_y[b * a.y_b + h * a.y_h + t * a.y_t + col] = row[col];
+    }
+    expect_same_bits(y, want_y, "attention");
+    expect_same_bits(stats, want_stats, "attention stats");
+  }
+}
+
+TEST(EmulatedFamilies, Matmul) {
+  std::mt19937_64 rng(6);
+  struct Case {
+    int64_t batch, M, N, K;
+    bool ak, bn, epilogue, underflow;
+  };
+  for (const Case c : {Case{2, 70, 33, 21, true, true, false, false},
+                       Case{1, 33, 70, 19, false, false, false, false},
+                       Case{1, 40, 36, 24, true, false, true, false},   // vector loads
+                       Case{1, 20, 20, 17, true, true, false, true}}) {  // K tail, -0
+    const gptc::cuda::MatmulShape s{c.batch, c.M, c.N, c.K, c.M * c.K, c.ak ? c.K : 1,
+                                    c.ak ? 1 : c.M, c.K * c.N, c.bn ? c.N : 1, c.bn ? 1 : c.K};
+    std::vector<float> A = normal(c.batch * c.M * c.K, rng), B = normal(c.batch * c.K * c.N, rng);
+    if (c.underflow) {
+      std::fill(A.begin(), A.end(), 1e-30f);
+      std::fill(B.begin(), B.end(), -1e-30f);
+    }
+    const std::vector<float> addend = normal(c.batch * c.M * c.N, rng), bias = normal(c.N, rng);
+    const std::vector<int64_t> words = {20261204, 3};
+    gptc::MatmulEpilogue<float> ep;
+    if (c.epilogue) {
+      ep.addend = addend.data(), ep.bias = bias.data(), ep.rng = words.data();
+      ep.dropout_id = 5, ep.dropout_p = 0.1f, ep.dropout_scale = 1.0f / 0.9f;
+    }
+    std::vector<float> C = poisoned(c.batch * c.M * c.N), want(C.size());
+    gptc::cuda::matmul(nullptr, s, A.data(), B.data(), C.data(), ep);
+    for (int64_t i = 0; i < (int64_t)want.size(); ++i)
+      want[i] = ref::matmul_element(i, c.M, c.N, c.K, A.data(), s.sab, s.sam, s.sak, B.data(),
+                                    s.sbb, s.sbk, s.sbn, ep);
+    expect_same_bits(C, want, "matmul");
+    if (c.underflow) EXPECT_EQ(bits(C[0]), 0x80000000u);  // -0 kept through the K tail
+  }
+}
+
+}  // namespace
