@@ -135,7 +135,7 @@ TEST(EmulatedFamilies, CrossEntropyAndGradient) {
   EXPECT_EQ(error, 0u);
 }
 
-TEST(EmulatedFamilies, AttentionForward) {
+TEST(EmulatedFamilies, AttentionAndGradient) {
   struct Case {
     int64_t B, H, T, S, D, Dv;
     bool causal, bthd, dropout;
@@ -150,38 +150,30 @@ TEST(EmulatedFamilies, AttentionForward) {
     const int64_t rows = c.B * c.H * c.T;
     const std::vector<int64_t> words = {987654321, 17};
     std::vector<float> y = poisoned(rows * c.Dv), stats = poisoned(rows * 2);
-    auto strides = [&](int64_t T, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
-      sb = T * c.H * W;
-      sh = c.bthd ? W : T * W;
-      st = c.bthd ? c.H * W : W;
-    };
-    gptc::cuda::AttentionArgs a{};
-    a.B = c.B, a.H = c.H, a.T = c.T, a.S = c.S, a.D = c.D, a.Dv = c.Dv;
-    a.causal = c.causal;
-    a.scale = 1.0f / std::sqrt((float)c.D);
-    strides(c.T, c.D, a.q_b, a.q_h, a.q_t);
-    strides(c.S, c.D, a.k_b, a.k_h, a.k_s);
-    strides(c.S, c.Dv, a.v_b, a.v_h, a.v_s);
-    strides(c.T, c.Dv, a.y_b, a.y_h, a.y_t);
+    gptc::cuda::AttentionArgs a =
+        ref::attention_args(c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout);
     a.q = q.data(), a.k = k.data(), a.v = v.data(), a.y = y.data(), a.stats = stats.data();
-    if (c.dropout) {
-      a.rng = words.data();
-      a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
-    }
+    if (c.dropout) a.rng = words.data();
     gptc::cuda::attention(nullptr, a);
-    const ref::Attention host{c.H, c.T, c.S, c.D, c.Dv, c.causal, a.scale,
-                              q.data(), a.q_b, a.q_h, a.q_t, k.data(), a.k_b, a.k_h, a.k_s,
-                              v.data(), a.v_b, a.v_h, a.v_s, a.rng,
-                              a.dropout_id, a.dropout_p, a.dropout_scale};
-    std::vector<float> want_y(rows * c.Dv), want_stats(rows * 2), row(c.Dv);
-    for (int64_t r = 0; r < rows; ++r) {
-      ref::attention_row(host, r, row.data(), want_stats.data() + r * 2);
-      const int64_t bh = r / c.T, t = r % c.T, b = bh / c.H, h = bh % c.H;
-      for (int64_t col = 0; col < c.Dv; ++col)
-        want_y[b * a.y_b + h * a.y_h + t * a.y_t + col] = row[col];
-    }
+    const gptc::cuda::AttentionArgs& host = a;  // host memory already
+    std::vector<float> want_y(rows * c.Dv), want_stats(rows * 2);
+    ref::attention(host, want_y.data(), want_stats.data());
     expect_same_bits(y, want_y, "attention");
     expect_same_bits(stats, want_stats, "attention stats");
+
+    // The gradient, from the forward's stats and a random output gradient g (laid out as y).
+    const std::vector<float> g = normal(rows * c.Dv, rng);
+    std::vector<float> dq = poisoned(q.size()), dk = poisoned(k.size()), dv = poisoned(v.size()),
+                       scratch(gptc::cuda::attention_grad_scratch_floats(a));
+    gptc::cuda::AttentionGradArgs ga{a, g.data(), dq.data(), dk.data(), dv.data(),
+                                     scratch.data()};
+    gptc::cuda::attention_grad(nullptr, ga);
+    std::vector<float> want_dq(q.size()), want_dk(k.size()), want_dv(v.size());
+    ref::attention_grad(host, g.data(), want_stats.data(), want_dq.data(), want_dk.data(),
+                        want_dv.data());
+    expect_same_bits(dq, want_dq, "attention dq");
+    expect_same_bits(dk, want_dk, "attention dk");
+    expect_same_bits(dv, want_dv, "attention dv");
   }
 }
 

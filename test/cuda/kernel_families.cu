@@ -14,8 +14,8 @@
 //     target out of range), against the CPU kernels' expressions
 //     (codegen/EmitModelKernels.cpp) evaluated by the prelude on the host;
 //   * the embedding's gradient (a stable sort by id, no float atomics), ids out of range;
-//   * attention's forward (causal or not, both layouts, dropout on the weights), against
-//     the CPU kernel's per-row online softmax on the host;
+//   * attention and its gradient (causal or not, both layouts, dropout on the weights),
+//     against the CPU kernels' per-row online softmax and gradient on the host;
 //   * the matmul on the test GPT's and shakespeare_char's forward and gradient shapes, all
 //     four operand layouts, a batch, an epilogue (bias, dropout, residual), and a K tail
 //     whose products underflow to -0.
@@ -54,6 +54,14 @@ int g_failures = 0;
 void record(const std::string& entry) {
   if (!g_json.empty()) g_json += ",\n  ";
   g_json += entry;
+}
+
+// Prints a family's line ("same bits" or "DIFFERENT") and records its JSON entry.
+void report(const char* label, const char* family, const char* unit, int64_t count, int64_t bad) {
+  std::printf("%-28s %10lld %-8s %s\n", label, (long long)count, unit,
+              bad ? "DIFFERENT" : "same bits");
+  record("{\"family\": \"" + std::string(family) + "\", \"" + unit + "\": " +
+         std::to_string(count) + ", \"mismatches\": " + std::to_string(bad) + "}");
 }
 
 // A device buffer that frees itself.
@@ -183,10 +191,7 @@ void check_dropout(int64_t n) {
     for (int64_t i = 0; i < n; ++i) cpu[i] = gptc::dropout_keep(1337, step, 7, i, 0.1f) ? 1.f : 0.f;
     bad += compare("dropout", gpu, cpu);
   }
-  std::printf("%-28s %10lld masks    %s\n", "dropout_keep", (long long)(3 * n),
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"dropout\", \"values\": " + std::to_string(3 * n) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("dropout_keep", "dropout", "values", 3 * n, bad);
 }
 
 void check_reductions(std::mt19937_64& rng) {
@@ -213,10 +218,7 @@ void check_reductions(std::mt19937_64& rng) {
     bad += compare("row_sum", dsum.host(), sum) + compare("row_max", dmax.host(), mx);
     rows_checked += rows;
   }
-  std::printf("%-28s %10lld rows     %s\n", "row sum, row max", (long long)rows_checked,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"reduce\", \"rows\": " + std::to_string(rows_checked) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("row sum, row max", "reduce", "rows", rows_checked, bad);
 }
 
 struct ColumnElem {  // element (i, c) of a row-major [n, cols] array
@@ -244,10 +246,7 @@ void check_column_sums(std::mt19937_64& rng) {
     bad += compare("column sum", dout.host(), cpu);
     outputs += cols;
   }
-  std::printf("%-28s %10lld outputs  %s\n", "column sum", (long long)outputs,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"column_sum\", \"outputs\": " + std::to_string(outputs) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("column sum", "column_sum", "outputs", outputs, bad);
 }
 
 void check_layer_norm(std::mt19937_64& rng) {
@@ -282,10 +281,7 @@ void check_layer_norm(std::mt19937_64& rng) {
       rows_checked += 2 * rows;
     }
   }
-  std::printf("%-28s %10lld rows     %s\n", "layer_norm and its gradient", (long long)rows_checked,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"layer_norm\", \"rows\": " + std::to_string(rows_checked) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("layer_norm and its gradient", "layer_norm", "rows", rows_checked, bad);
 }
 
 void check_cross_entropy(std::mt19937_64& rng) {
@@ -340,10 +336,7 @@ void check_cross_entropy(std::mt19937_64& rng) {
       ++bad, ++g_failures;
     }
   }
-  std::printf("%-28s %10lld rows     %s\n", "cross_entropy and gradient", (long long)rows_checked,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"cross_entropy\", \"rows\": " + std::to_string(rows_checked) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("cross_entropy and gradient", "cross_entropy", "rows", rows_checked, bad);
 }
 
 void check_embedding_grad(std::mt19937_64& rng) {
@@ -377,10 +370,7 @@ void check_embedding_grad(std::mt19937_64& rng) {
       outputs += vocab * cols;
     }
   }
-  std::printf("%-28s %10lld outputs  %s\n", "embedding_grad", (long long)outputs,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"embedding_grad\", \"outputs\": " + std::to_string(outputs) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("embedding_grad", "embedding_grad", "outputs", outputs, bad);
 }
 
 struct AttentionCase {
@@ -395,7 +385,8 @@ void check_attention(std::mt19937_64& rng, bool quick) {
       {"odd, not causal, bthd", 2, 3, 37, 50, 20, 70, false, true, false},
       {"tiny, causal, dropout", 8, 2, 64, 64, 32, 32, true, true, true},
   };
-  if (!quick) cases.push_back({"shakespeare, causal", 64, 6, 256, 256, 64, 64, true, true, true});
+  // shakespeare_char's heads at batch 8 (the host reference of the gradient runs serially).
+  if (!quick) cases.push_back({"shakespeare, causal", 8, 6, 256, 256, 64, 64, true, true, true});
   std::normal_distribution<float> normal(0.0f, 1.0f);
   int64_t bad = 0, rows_checked = 0;
   for (const AttentionCase& c : cases) {
@@ -407,21 +398,8 @@ void check_attention(std::mt19937_64& rng, bool quick) {
     const std::vector<int64_t> words = {987654321, 17};
     DeviceArray<float> dq(q), dk(k), dv(v), dy(ny), dstats(c.B * c.H * c.T * 2);
     DeviceArray<int64_t> drng(words);
-    // Strides of (b, h, t) for a [B, H, T, W] (bhtd) or [B, T, H, W] (bthd) tensor.
-    auto strides = [&](int64_t T, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
-      sb = T * c.H * W;
-      sh = c.bthd ? W : T * W;
-      st = c.bthd ? c.H * W : W;
-    };
-    gptc::cuda::AttentionArgs a{};
-    a.B = c.B, a.H = c.H, a.T = c.T, a.S = c.S, a.D = c.D, a.Dv = c.Dv;
-    a.causal = c.causal;
-    a.scale = 1.0f / std::sqrt((float)c.D);
-    strides(c.T, c.D, a.q_b, a.q_h, a.q_t);
-    strides(c.S, c.D, a.k_b, a.k_h, a.k_s);
-    strides(c.S, c.Dv, a.v_b, a.v_h, a.v_s);
-    strides(c.T, c.Dv, a.y_b, a.y_h, a.y_t);
-    if (c.dropout) a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
+    const gptc::cuda::AttentionArgs a =
+        ref::attention_args(c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout);
     gptc::cuda::AttentionArgs dev = a;
     dev.q = dq.ptr, dev.k = dk.ptr, dev.v = dv.ptr, dev.y = dy.ptr, dev.stats = dstats.ptr;
     dev.rng = c.dropout ? drng.ptr : nullptr;
@@ -430,27 +408,28 @@ void check_attention(std::mt19937_64& rng, bool quick) {
     gptc::cuda::attention(nullptr, dev);
     GPTC_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> y(ny), stats(c.B * c.H * c.T * 2);
-    const ref::Attention host{c.H, c.T, c.S, c.D, c.Dv, c.causal, a.scale,
-                              q.data(), a.q_b, a.q_h, a.q_t, k.data(), a.k_b, a.k_h, a.k_s,
-                              v.data(), a.v_b, a.v_h, a.v_s, c.dropout ? words.data() : nullptr,
-                              a.dropout_id, a.dropout_p, a.dropout_scale};
+    gptc::cuda::AttentionArgs host = a;
+    host.q = q.data(), host.k = k.data(), host.v = v.data();
+    host.rng = c.dropout ? words.data() : nullptr;
     const int64_t rows = c.B * c.H * c.T;
-    std::vector<float> row_y(rows * c.Dv);
-#pragma omp parallel for
-    for (int64_t r = 0; r < rows; ++r)
-      ref::attention_row(host, r, row_y.data() + r * c.Dv, stats.data() + r * 2);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t bh = r / c.T, t = r % c.T, b = bh / c.H, h = bh % c.H;
-      for (int64_t col = 0; col < c.Dv; ++col)
-        y[b * a.y_b + h * a.y_h + t * a.y_t + col] = row_y[r * c.Dv + col];
-    }
+    ref::attention(host, y.data(), stats.data());
     bad += compare(c.name, dy.host(), y) + compare(c.name, dstats.host(), stats);
     rows_checked += rows;
+
+    // The gradient from the forward's stats and a random output gradient (laid out as y).
+    std::vector<float> g(ny);
+    for (auto& e : g) e = normal(rng);
+    DeviceArray<float> dgr(g), ddq(nq), ddk(nk), ddv(nv),
+        dscratch(gptc::cuda::attention_grad_scratch_floats(a));
+    ddq.poison(), ddk.poison(), ddv.poison();
+    gptc::cuda::attention_grad(nullptr, {dev, dgr.ptr, ddq.ptr, ddk.ptr, ddv.ptr, dscratch.ptr});
+    GPTC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> wq(nq), wk(nk), wv(nv);
+    ref::attention_grad(host, g.data(), stats.data(), wq.data(), wk.data(), wv.data());
+    bad += compare(c.name, ddq.host(), wq) + compare(c.name, ddk.host(), wk) +
+           compare(c.name, ddv.host(), wv);
   }
-  std::printf("%-28s %10lld rows     %s\n", "attention forward", (long long)rows_checked,
-              bad ? "DIFFERENT" : "same bits");
-  record("{\"family\": \"attention\", \"rows\": " + std::to_string(rows_checked) +
-         ", \"mismatches\": " + std::to_string(bad) + "}");
+  report("attention and gradient", "attention", "rows", rows_checked, bad);
 }
 
 struct MatmulCase {

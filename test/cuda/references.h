@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gptc/cuda/attention.cuh"
 #include "gptc/prelude.h"
 
 namespace ref {
@@ -84,23 +85,33 @@ inline void embedding_grad(int64_t n, int64_t vocab, int64_t cols, const float* 
   }
 }
 
+// The arguments of an attention over contiguous [B, H, T, W] (bhtd) or [B, T, H, W] (bthd)
+// tensors, no pointers yet: scale 1/sqrt(D), dropout on the weights (p 0.1, id 4) if asked.
+inline gptc::cuda::AttentionArgs attention_args(int64_t B, int64_t H, int64_t T, int64_t S,
+                                                int64_t D, int64_t Dv, bool causal, bool bthd,
+                                                bool dropout) {
+  auto strides = [&](int64_t rows, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
+    sb = rows * H * W;
+    sh = bthd ? W : rows * W;
+    st = bthd ? H * W : W;
+  };
+  gptc::cuda::AttentionArgs a{};
+  a.B = B, a.H = H, a.T = T, a.S = S, a.D = D, a.Dv = Dv;
+  a.causal = causal;
+  a.scale = 1.0f / std::sqrt((float)D);
+  strides(T, D, a.q_b, a.q_h, a.q_t);
+  strides(S, D, a.k_b, a.k_h, a.k_s);
+  strides(S, Dv, a.v_b, a.v_h, a.v_s);
+  strides(T, Dv, a.y_b, a.y_h, a.y_t);
+  if (dropout) a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
+  return a;
+}
+
 // Attention's forward for one query row (emitAttention's scalar path; attention_rows gives
-// its bits): the row's output y[Dv] and stats (m, l). Strides as gptc::cuda::AttentionArgs.
-struct Attention {
-  int64_t H, T, S, D, Dv;
-  bool causal;
-  float scale;
-  const float* q;
-  int64_t q_b, q_h, q_t;
-  const float* k;
-  int64_t k_b, k_h, k_s;
-  const float* v;
-  int64_t v_b, v_h, v_s;
-  const int64_t* rng;  // [seed, step], or null: no dropout
-  int64_t dropout_id;
-  float dropout_p, dropout_scale;
-};
-inline void attention_row(const Attention& a, int64_t r, float* y, float* stats) {
+// its bits; test/unit/prelude_matmul_test.cpp holds them to the same order): the row's
+// output y[Dv] and stats (m, l). `a` holds host pointers (y and stats unused).
+inline void attention_row(const gptc::cuda::AttentionArgs& a, int64_t r, float* y,
+                          float* stats) {
   const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
   const float* q = a.q + b * a.q_b + h * a.q_h + t * a.q_t;
   const float* kb = a.k + b * a.k_b + h * a.k_h;
@@ -140,6 +151,78 @@ inline void attention_row(const Attention& a, int64_t r, float* y, float* stats)
   }
   for (int64_t c = 0; c < a.Dv; ++c) y[c] = acc[c] / l;
   stats[0] = m, stats[1] = l;
+}
+
+// Every row's attention_row, written into y (laid out by a's y strides) and stats.
+inline void attention(const gptc::cuda::AttentionArgs& a, float* y, float* stats) {
+  const int64_t rows = a.B * a.H * a.T;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> row(a.Dv);
+    attention_row(a, r, row.data(), stats + r * 2);
+    const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
+    std::copy(row.begin(), row.end(), y + b * a.y_b + h * a.y_h + t * a.y_t);
+  }
+}
+
+// Attention's gradient (emitAttentionGrad's scalar path; attention_grad_rows gives its bits):
+// dq like q, dk like k, dv like v; g laid out as y, stats as the forward's.
+inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
+                           const float* stats, float* dq, float* dk, float* dv) {
+  const int64_t B = a.B, g_b = a.y_b, g_h = a.y_h, g_t = a.y_t;
+  const int64_t rows = B * a.H * a.T;
+  std::vector<float> dS(rows * a.S, 0.0f), PK(rows * a.S, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
+    const float* q = a.q + b * a.q_b + h * a.q_h + t * a.q_t;
+    const float* gr = g + b * g_b + h * g_h + t * g_t;
+    const float* kb = a.k + b * a.k_b + h * a.k_h;
+    const float* vb = a.v + b * a.v_b + h * a.v_h;
+    const int64_t vis = a.causal ? std::min(t + 1, a.S) : a.S;
+    const float m = stats[r * 2], l = stats[r * 2 + 1];
+    std::vector<float> P(vis), dP(vis);
+    for (int64_t j = 0; j < vis; ++j) {
+      const float s = gptc::dot_seq<float>(a.D, [&](int64_t c) { return q[c]; },
+                                           [&](int64_t c) { return kb[j * a.k_s + c]; });
+      const float d = gptc::dot_seq<float>(a.Dv, [&](int64_t c) { return gr[c]; },
+                                           [&](int64_t c) { return vb[j * a.v_s + c]; });
+      P[j] = gptc::exp(s * a.scale - m) / l;
+      const float keep = a.rng ? (gptc::dropout_keep(a.rng[0], a.rng[1], a.dropout_id,
+                                                     r * a.S + j, a.dropout_p)
+                                      ? a.dropout_scale
+                                      : 0.0f)
+                               : 1.0f;
+      dP[j] = d * keep;
+      PK[r * a.S + j] = P[j] * keep;
+    }
+    const float Dsum = gptc::dot_seq<float>(vis, [&](int64_t j) { return P[j]; },
+                                            [&](int64_t j) { return dP[j]; });
+    for (int64_t j = 0; j < vis; ++j) dS[r * a.S + j] = P[j] * (dP[j] - Dsum);
+    float* dqr = dq + b * a.q_b + h * a.q_h + t * a.q_t;
+    for (int64_t c = 0; c < a.D; ++c)
+      dqr[c] = gptc::dot_seq<float>(vis, [&](int64_t j) { return dS[r * a.S + j]; },
+                                    [&](int64_t j) { return kb[j * a.k_s + c]; }) *
+               a.scale;
+  }
+  for (int64_t bh = 0; bh < B * a.H; ++bh) {
+    const int64_t b = bh / a.H, h = bh % a.H;
+    for (int64_t j = 0; j < a.S; ++j) {
+      const int64_t first = a.causal ? j : 0;
+      for (int64_t c = 0; c < a.D; ++c) {
+        float acc = 0;
+        for (int64_t t = first; t < a.T; ++t)
+          acc = gptc::fma(dS[(bh * a.T + t) * a.S + j], a.q[b * a.q_b + h * a.q_h + t * a.q_t + c],
+                          acc);
+        dk[b * a.k_b + h * a.k_h + j * a.k_s + c] = acc * a.scale;
+      }
+      for (int64_t c = 0; c < a.Dv; ++c) {
+        float acc = 0;
+        for (int64_t t = first; t < a.T; ++t)
+          acc = gptc::fma(PK[(bh * a.T + t) * a.S + j], g[b * g_b + h * g_h + t * g_t + c], acc);
+        dv[b * a.v_b + h * a.v_h + j * a.v_s + c] = acc;
+      }
+    }
+  }
 }
 
 // The prelude's matmul for output element i (dot_seq, then the epilogue).

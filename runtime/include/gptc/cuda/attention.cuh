@@ -1,4 +1,5 @@
-// gptc/cuda/attention.cuh — attention's forward on the GPU, the CPU's bits, no atomics.
+// gptc/cuda/attention.cuh — attention and its gradient on the GPU, the CPU's bits, no
+// atomics.
 //
 // The CPU kernel (codegen/EmitModelKernels.cpp, emitAttention; gptc::attention_rows on
 // AVX-512 and AVX2, the same bits) runs an online softmax per query row over key blocks of
@@ -11,6 +12,15 @@
 // gradient. Here one warp takes one query row: lane j scores key j0 + j, the folds run in
 // order through shuffles (every lane computes the same fold), and lane c owns output
 // columns c, c + 32, ...
+//
+// The gradient (emitAttentionGrad) per query row t, given the forward's (m, l) and the
+// output's gradient g: P_j = exp(S_j scale - m) / l; dP_j = (g . v_j) K_j, with K_j the
+// dropout's keep factor (1 without dropout); Dsum = the fma chain of P_j dP_j over the keys
+// seen, in order from 0; dS_j = P_j (dP_j - Dsum); dq[c] = (the fma chain of dS_j k_j[c])
+// scale. Then per key j: dk[c] = (the fma chain of dS_tj q_t[c] over the query rows t that see
+// j, in increasing t from 0) scale, and dv[c] = the same chain of (P_tj K_tj) g_t[c]. The
+// first kernel takes a query row a warp and leaves dS and P K in scratch ([B H, T, S] each);
+// the second takes a (key, column) a thread and runs the chains over t: no atomics.
 #pragma once
 
 #include "gptc/cuda/check.cuh"
@@ -105,6 +115,154 @@ __global__ void attention_kernel(AttentionArgs a) {
       a.stats[r * 2 + 1] = l;
     }
   }
+}
+
+// The gradient's operands and results, beside the forward's (AttentionArgs: q, k, v, the
+// strides, the dropout; y unused, stats read): g like y; dq like q, dk like k, dv like v;
+// scratch holds 2 B H T S floats.
+struct AttentionGradArgs {
+  AttentionArgs f;
+  const float* g;
+  float *dq, *dk, *dv;
+  float* scratch;
+};
+
+namespace detail {
+// For key j0 + lane of row r (zeros past the block's nb keys): P = exp(S scale - m) / l, dP
+// = (g . v) K and P K, K the dropout's keep factor (1 without dropout).
+struct AttentionGradLane {
+  float P, dP, PK;
+};
+__device__ __forceinline__ AttentionGradLane attention_grad_lane(
+    const AttentionArgs& f, int64_t r, int64_t j0, int64_t nb, float m, float l, const float* q,
+    const float* g, const float* kb, const float* vb) {
+  const int lane = threadIdx.x % 32;
+  if (lane >= nb) return {0, 0, 0};
+  const float* kj = kb + (j0 + lane) * f.k_s;
+  const float* vj = vb + (j0 + lane) * f.v_s;
+  float s = 0, dp = 0;
+  for (int64_t c = 0; c < f.D; ++c) s = gptc::fma(q[c], kj[c], s);
+  for (int64_t c = 0; c < f.Dv; ++c) dp = gptc::fma(g[c], vj[c], dp);
+  const float P = gptc::exp(s * f.scale - m) / l;
+  float keep = 1.0f;
+  if (f.rng)
+    keep = gptc::dropout_keep((uint64_t)f.rng[0], (uint64_t)f.rng[1], (uint64_t)f.dropout_id,
+                              (uint64_t)(r * f.S + j0 + lane), f.dropout_p)
+               ? f.dropout_scale
+               : 0.0f;
+  return {P, dp * keep, P * keep};
+}
+}  // namespace detail
+
+// dq, and each row's dS and P K into the scratch: one warp a query row.
+__global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
+  const AttentionArgs& f = a.f;
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = f.B * f.H * f.T;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  float* dS_all = a.scratch;
+  float* PK_all = a.scratch + rows * f.S;
+  for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
+       r += warps) {
+    const int64_t bh = r / f.T, t = r % f.T, b = bh / f.H, h = bh % f.H;
+    const float* q = f.q + b * f.q_b + h * f.q_h + t * f.q_t;
+    const float* g = a.g + b * f.y_b + h * f.y_h + t * f.y_t;
+    const float* kb = f.k + b * f.k_b + h * f.k_h;
+    const float* vb = f.v + b * f.v_b + h * f.v_h;
+    const int64_t vis = f.causal ? (t + 1 < f.S ? t + 1 : f.S) : f.S;
+    const float m = f.stats[r * 2], l = f.stats[r * 2 + 1];
+    // Dsum first (the lanes' operands are computed again below: the same bits).
+    float Dsum = 0;
+    for (int64_t j0 = 0; j0 < vis; j0 += 32) {
+      const int64_t nb = vis - j0 < 32 ? vis - j0 : 32;
+      const detail::AttentionGradLane op =
+          detail::attention_grad_lane(f, r, j0, nb, m, l, q, g, kb, vb);
+      for (int j = 0; j < (int)nb; ++j)
+        Dsum = gptc::fma(__shfl_sync(0xffffffffu, op.P, j), __shfl_sync(0xffffffffu, op.dP, j),
+                         Dsum);
+    }
+    float qacc[kAttentionMaxColumnsPerLane];
+#pragma unroll
+    for (int i = 0; i < kAttentionMaxColumnsPerLane; ++i) qacc[i] = 0;
+    for (int64_t j0 = 0; j0 < vis; j0 += 32) {
+      const int64_t nb = vis - j0 < 32 ? vis - j0 : 32;
+      const detail::AttentionGradLane op =
+          detail::attention_grad_lane(f, r, j0, nb, m, l, q, g, kb, vb);
+      const float dS = op.P * (op.dP - Dsum);
+      if (lane < nb) {
+        dS_all[r * f.S + j0 + lane] = dS;
+        PK_all[r * f.S + j0 + lane] = op.PK;
+      }
+      for (int j = 0; j < (int)nb; ++j) {
+        const float dsj = __shfl_sync(0xffffffffu, dS, j);
+        const float* kj = kb + (j0 + j) * f.k_s;
+#pragma unroll
+        for (int i = 0; i < kAttentionMaxColumnsPerLane; ++i) {
+          const int64_t c = lane + 32 * i;
+          if (c < f.D) qacc[i] = gptc::fma(dsj, kj[c], qacc[i]);
+        }
+      }
+    }
+    float* dq = a.dq + b * f.q_b + h * f.q_h + t * f.q_t;
+#pragma unroll
+    for (int i = 0; i < kAttentionMaxColumnsPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < f.D) dq[c] = qacc[i] * f.scale;
+    }
+  }
+}
+
+// dk and dv from the scratch: one thread a (head, key, column), its chains over the query
+// rows that see the key, in increasing order.
+__global__ void attention_grad_keys_kernel(AttentionGradArgs a) {
+  const AttentionArgs& f = a.f;
+  const int64_t W = f.D > f.Dv ? f.D : f.Dv;
+  const int64_t total = f.B * f.H * f.S * W, rows = f.B * f.H * f.T;
+  const float* dS_all = a.scratch;
+  const float* PK_all = a.scratch + rows * f.S;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t bh = e / (f.S * W), j = (e / W) % f.S, c = e % W, b = bh / f.H, h = bh % f.H;
+    const int64_t first = f.causal ? j : 0;  // row t sees key j from t = j on
+    const float* q = f.q + b * f.q_b + h * f.q_h;
+    const float* g = a.g + b * f.y_b + h * f.y_h;
+    if (c < f.D) {
+      float acc = 0;
+      for (int64_t t = first; t < f.T; ++t)
+        acc = gptc::fma(dS_all[(bh * f.T + t) * f.S + j], q[t * f.q_t + c], acc);
+      a.dk[b * f.k_b + h * f.k_h + j * f.k_s + c] = acc * f.scale;
+    }
+    if (c < f.Dv) {
+      float acc = 0;
+      for (int64_t t = first; t < f.T; ++t)
+        acc = gptc::fma(PK_all[(bh * f.T + t) * f.S + j], g[t * f.y_t + c], acc);
+      a.dv[b * f.v_b + h * f.v_h + j * f.v_s + c] = acc;
+    }
+  }
+}
+
+// The scratch attention_grad needs, in floats.
+inline int64_t attention_grad_scratch_floats(const AttentionArgs& f) {
+  return 2 * f.B * f.H * f.T * f.S;
+}
+
+// Launches the gradient: the rows kernel, then the keys kernel.
+inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& a) {
+  const AttentionArgs& f = a.f;
+  if (f.D > 32 * kAttentionMaxColumnsPerLane) {
+    std::fprintf(stderr, "gptc: error: gptc::cuda::attention_grad: D %lld is over %d\n",
+                 (long long)f.D, 32 * kAttentionMaxColumnsPerLane);
+    std::exit(1);
+  }
+  const int64_t rows = f.B * f.H * f.T, blocks = (rows + 7) / 8;
+  GPTC_LAUNCH(attention_grad_rows_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256,
+              stream)(a);
+  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_rows_kernel");
+  const int64_t W = f.D > f.Dv ? f.D : f.Dv, total = f.B * f.H * f.S * W;
+  const int64_t kblocks = (total + 255) / 256;
+  GPTC_LAUNCH(attention_grad_keys_kernel, (unsigned)(kblocks < 65535 ? kblocks : 65535), 256,
+              stream)(a);
+  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_keys_kernel");
 }
 
 // Launches the forward: one warp a query row.
