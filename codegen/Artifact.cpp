@@ -304,7 +304,10 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     signatureLine("result", name, type);
     results.push_back(tensorSpec(name, type));
   }
+  // target and numerics: what the library runs on and which numerics contract it keeps (a
+  // runtime refuses an artifact for a target it was not built for).
   llvm::json::Object manifest{{"format", "gptc-artifact"},     {"version", 1},
+                              {"target", "cpu"},               {"numerics", "portable"},
                               {"library", "kernels.so"},       {"source", "kernels.cpp"},
                               {"weights", "weights.safetensors"}, {"arena_bytes", src.arenaBytes},
                               {"kernels", src.numKernels},     {"args", std::move(args)},

@@ -311,6 +311,13 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   }
   if (m.contains("sanitize") && !m["sanitize"].is_boolean())
     throw bad("\"sanitize\" is not a boolean");
+  // What the library runs on and its numerics (absent in artifacts from before they were
+  // recorded: the CPU's, portable). This runtime runs CPU kernels only.
+  if (m.contains("target") && (!m["target"].is_string() || m["target"] != "cpu"))
+    throw bad("an artifact for target " + m["target"].dump() +
+              "; this runtime runs \"cpu\" artifacts only (it was built without CUDA)");
+  if (m.contains("numerics") && (!m["numerics"].is_string() || m["numerics"] != "portable"))
+    throw bad("numerics " + m["numerics"].dump() + " is not one this runtime knows (\"portable\")");
   if (!m.contains("arena_bytes") || !m["arena_bytes"].is_number_unsigned())
     throw bad("missing or invalid \"arena_bytes\"");
   if (!m.contains("args") || !m["args"].is_array()) throw bad("missing \"args\" array");

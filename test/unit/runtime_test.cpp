@@ -238,6 +238,20 @@ TEST_F(RuntimeTest, ClearErrors) {
                      "preloaded: LD_PRELOAD="), std::string::npos) << e;
   }
 
+  // An artifact for another target, or another numerics mode: refused in one line, before
+  // the library is loaded.
+  for (const auto& [field, message] :
+       {std::pair<std::string, std::string>{"\"target\": \"cuda\"",
+                                            "an artifact for target \"cuda\"; this runtime runs "
+                                            "\"cpu\" artifacts only"},
+        {"\"numerics\": \"fast\"", "numerics \"fast\" is not one this runtime knows"}}) {
+    std::string other = kManifest;
+    other.replace(other.find("\"kernels\": 1"), 12, "\"kernels\": 1, " + field);
+    spit(d / "manifest.json", other);
+    e = load_error(d);
+    EXPECT_NE(e.find(message), std::string::npos) << e;
+  }
+
   spit(d / "manifest.json", kManifest);
   std::vector<double> wd(6, 1.0);
   st::write((d / "weights.safetensors").string(), {{"w", "F64", {2, 3}, wd.data()}});
