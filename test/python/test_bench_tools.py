@@ -538,3 +538,33 @@ def test_report_names_the_record_and_what_is_wrong(tmp_path):
     assert "| tiny | eager | error: x | | | | |" in page.read_text().splitlines()
     assert "| 2026-12-03T1000Z-zen4 | ? | Zen 4, AVX-512 | — | default |" in page.read_text()
     assert readme.read_text() == "x\n"
+
+
+def test_report_shows_the_latest_gpu_check(tmp_path):
+    """The page's GPU section is the newest record of bench/results/gpu/: each family's
+    count and mismatches (a family that differs shows it), the matmuls summed, and the timed
+    shapes against cuBLAS; without a GPU record there is no section."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    report = importlib.import_module("report")
+    assert report.gpu_section(str(tmp_path)) == []
+
+    def record(finished, note, mismatches):
+        return {"finished": finished, "gpu": "NVIDIA H200", "sm": 90, "numerics": "portable fp32",
+                "note": note, "failures": 0,
+                "results": [{"family": "math", "fn": "exp", "values": 1024, "mismatches": 0},
+                            {"family": "layer_norm", "rows": 64, "mismatches": mismatches},
+                            {"family": "matmul", "case": "small", "M": 4, "N": 4, "K": 4,
+                             "checked": 16, "mismatches": 0},
+                            {"family": "matmul", "case": "qkv", "M": 16384, "N": 1152, "K": 384,
+                             "checked": 20000, "mismatches": 1, "tflops": 34.9,
+                             "cublas_tflops": 41.3}]}
+    for name, rec in [("old.json", record("2026-12-04T11:00:00Z", "an older run", 0)),
+                      ("new.json", record("2026-12-04T12:00:00Z", "the newer run", 3))]:
+        (tmp_path / name).write_text(json.dumps(rec))
+    lines = report.gpu_section(str(tmp_path))
+    text = "\n".join(lines)
+    assert "new.json" in text and "the newer run" in text and "an older run" not in text
+    assert "| exp | 1,024 values | 0 |" in lines
+    assert "| layer_norm | 64 rows | 3 |" in lines
+    assert "| matmul (2 shapes and layouts) | 20,016 outputs | 1 |" in lines
+    assert "| qkv | 16384 × 1152 × 384 | 34.9 | 41.3 |" in lines
