@@ -119,6 +119,20 @@ std::string elf_not_whole(const std::string& bytes) {
   return "";
 }
 
+// Keeps the OpenMP runtime the kernels `lib` were linked with (libgomp) loaded until the
+// process ends. Its worker threads outlive every parallel region, idle inside it; when the
+// last kernels.so that needed it is unloaded in a program that does not link it itself (a
+// C or C++ deployment binary), dlclose would unmap it under them: a SIGSEGV at the next
+// load or at exit. The kernels themselves are still unloaded with their Model. Found by
+// asking the library for an OpenMP symbol and pinning the file that defines it (no-op for
+// kernels built without OpenMP, or a runtime that is already the program's own).
+void pin_openmp_runtime(void* lib) {
+  void* sym = dlsym(lib, "omp_get_max_threads");
+  Dl_info info;
+  if (sym && dladdr(sym, &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 // Opens the library `bytes` (read from `path`) through a private copy: a temporary file
 // with a name this process has not used before, dlopened and then unlinked. dlopen hands
 // back a library that is already loaded under the same name without reading the file
@@ -402,6 +416,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (!impl.lib) {
     throw Error(lpath + ": cannot load (" + loadError + ")");
   }
+  pin_openmp_runtime(impl.lib);
   auto abi = (EntryAbiFn)dlsym(impl.lib, "gptc_entry_abi");
   impl.entry = (EntryFn)dlsym(impl.lib, "gptc_entry");
   if (!abi || !impl.entry) throw Error(lpath + ": missing symbol gptc_entry_abi or gptc_entry");
