@@ -239,10 +239,22 @@ std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions 
   return "";
 }
 
-/// The folder holding gptc/prelude.h ($GPTC_RUNTIME_INCLUDE overrides the build's).
+/// The folder holding gptc/prelude.h: $GPTC_RUNTIME_INCLUDE; else, for an installed gptc,
+/// <prefix>/include beside <prefix>/bin/gptc; else the source tree it was built from.
 std::string runtimeInclude() {
   const char *include = std::getenv("GPTC_RUNTIME_INCLUDE");
-  return include && *include ? include : GPTC_RUNTIME_INCLUDE_DIR;
+  if (include && *include)
+    return include;
+  std::string exe = llvm::sys::fs::getMainExecutable(nullptr, (void *)&runtimeInclude);
+  if (!exe.empty()) {
+    llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::sys::path::append(installed, "include");
+    llvm::SmallString<256> prelude(installed);
+    llvm::sys::path::append(prelude, "gptc", "prelude.h");
+    if (llvm::sys::fs::exists(prelude))
+      return installed.str().str();
+  }
+  return GPTC_RUNTIME_INCLUDE_DIR;
 }
 
 int writeText(const std::string &path, const std::string &text) {
