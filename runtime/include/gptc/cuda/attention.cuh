@@ -117,6 +117,19 @@ __global__ void attention_kernel(AttentionArgs a) {
   }
 }
 
+// Launches the forward: one warp a query row.
+inline void attention(cudaStream_t stream, const AttentionArgs& a) {
+  if (a.Dv > 32 * kAttentionMaxColumnsPerLane) {
+    std::fprintf(stderr, "gptc: error: gptc::cuda::attention: Dv %lld is over %d\n",
+                 (long long)a.Dv, 32 * kAttentionMaxColumnsPerLane);
+    std::exit(1);
+  }
+  const int64_t rows = a.B * a.H * a.T;
+  const int64_t blocks = (rows + 7) / 8;
+  GPTC_LAUNCH(attention_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256, stream)(a);
+  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_kernel");
+}
+
 // The gradient's operands and results, beside the forward's (AttentionArgs: q, k, v, the
 // strides, the dropout; y unused, stats read): g like y; dq like q, dk like k, dv like v;
 // scratch holds 2 B H T S floats.
@@ -263,19 +276,6 @@ inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& a) {
   GPTC_LAUNCH(attention_grad_keys_kernel, (unsigned)(kblocks < 65535 ? kblocks : 65535), 256,
               stream)(a);
   GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_keys_kernel");
-}
-
-// Launches the forward: one warp a query row.
-inline void attention(cudaStream_t stream, const AttentionArgs& a) {
-  if (a.Dv > 32 * kAttentionMaxColumnsPerLane) {
-    std::fprintf(stderr, "gptc: error: gptc::cuda::attention: Dv %lld is over %d\n",
-                 (long long)a.Dv, 32 * kAttentionMaxColumnsPerLane);
-    std::exit(1);
-  }
-  const int64_t rows = a.B * a.H * a.T;
-  const int64_t blocks = (rows + 7) / 8;
-  GPTC_LAUNCH(attention_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256, stream)(a);
-  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_kernel");
 }
 
 }  // namespace gptc::cuda
