@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,10 @@ class TrainStep:
         self._persistent = [name for name, _, _ in rt.params]  # params and moments
         self._results = [name for name, _, _ in rt.results]
         self.last_grad_norms = None
+        # One step, save, load or parameter read at a time: a step's number is taken and
+        # written back, and a checkpoint's tensors copied with their label, while no other
+        # thread can run a step (the run itself releases the GIL).
+        self._lock = threading.RLock()
 
     @property
     def artifact_dir(self) -> str:
@@ -129,6 +134,10 @@ class TrainStep:
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
         lr = check_at_least("lr", self.optimizer.lr if lr is None else lr, 0.0)
+        with self._lock:
+            return self._step(x, y, lr)
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor, lr: float) -> torch.Tensor:
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
@@ -154,20 +163,23 @@ class TrainStep:
 
     def state_dict(self) -> dict:
         """Parameters by their PyTorch names, tied names included."""
-        out = {n: torch.from_numpy(self.model.runtime.param(n)) for n in self._params}
+        with self._lock:
+            out = {n: torch.from_numpy(self.model.runtime.param(n)) for n in self._params}
         for alias, name in self.captured.tied.items():
             out[alias] = out[name]
         return out
 
     def load_state_dict(self, state: dict) -> None:
-        self.model.set_params(state, self._params)
+        with self._lock:
+            self.model.set_params(state, self._params)
 
     def save(self, path: str) -> None:
         """Parameters, AdamW moments and the step counter; written atomically."""
         from safetensors.numpy import save_file
-        tensors = {n: self.model.runtime.param(n) for n in self._persistent}
-        meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
-                "seed": str(self.seed)}
+        with self._lock:  # one step's tensors under that step's label
+            tensors = {n: self.model.runtime.param(n) for n in self._persistent}
+            meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
+                    "seed": str(self.seed)}
         directory = os.path.dirname(os.path.abspath(path))
         try:
             fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
@@ -192,6 +204,10 @@ class TrainStep:
 
     def load(self, path: str) -> None:
         """Restore a checkpoint written by save(); the next step continues bit for bit."""
+        with self._lock:
+            self._load(path)
+
+    def _load(self, path: str) -> None:
         from safetensors import safe_open
         try:
             with safe_open(path, framework="numpy") as f:
