@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -104,14 +105,24 @@ public:
   bool next() { return error.empty() && ++i < args.size(); }
   const std::string &current() const { return args[i]; }
   bool flag(const std::string &f) const { return args[i] == f; }
+  /// The flag `f`, noted as given (a second time is an error).
+  bool once(const std::string &f) {
+    if (args[i] != f)
+      return false;
+    note(f);
+    return true;
+  }
+  bool given(const std::string &f) const { return seen.count(f) != 0; }
   bool value(const std::string &f, std::string &into) {
     const std::string &a = args[i];
     if (a.rfind(f + "=", 0) == 0) {
+      note(f);
       into = a.substr(f.size() + 1);
       return true;
     }
     if (a != f)
       return false;
+    note(f);
     if (i + 1 >= args.size())
       error = "option '" + f + "' needs a value";
     else
@@ -154,8 +165,14 @@ public:
   std::string error;
 
 private:
+  // An option given twice (-o A -o B, -O3 -O3) was taken silently, the last one winning.
+  void note(const std::string &f) {
+    if (!seen.insert(f).second && error.empty())
+      error = "option '" + f + "' given twice";
+  }
   const std::vector<std::string> &args;
   size_t i = (size_t)-1;
+  std::set<std::string> seen;
 };
 
 /// A flag's number as a message quotes it: "2", "-1e-09", "nan".
@@ -171,17 +188,17 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
   auto &adamw = opts.pipeline.adamw;
   using Mode = mlir::gpt::PipelineOptions::Mode;
   while (c.next()) {
-    if (c.flag("--train"))
+    if (c.once("--train"))
       opts.pipeline.mode = Mode::Train;
-    else if (c.flag("--grad"))
+    else if (c.once("--grad"))
       opts.pipeline.mode = Mode::Gradients;
-    else if (c.flag("--stats"))
+    else if (c.once("--stats"))
       opts.stats = true;
-    else if (c.flag("-O0"))
+    else if (c.once("-O0"))
       opts.pipeline.fuse = false;
-    else if (c.flag("-O3"))
+    else if (c.once("-O3"))
       opts.pipeline.fuse = true;
-    else if (c.flag("--sanitize"))
+    else if (c.once("--sanitize"))
       opts.pipeline.redzone = 128;
     else if (!(c.number("--beta1", adamw.beta1) || c.number("--beta2", adamw.beta2) ||
                c.number("--eps", adamw.eps) || c.number("--weight-decay", adamw.weightDecay) ||
@@ -191,6 +208,15 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
   }
   if (!c.error.empty())
     return c.error;
+  // Combinations that meant nothing, or one thing silently: the last flag won.
+  if (c.given("--train") && c.given("--grad"))
+    return "--train and --grad exclude each other (a training step computes the gradients)";
+  if (c.given("-O0") && c.given("-O3"))
+    return "-O0 and -O3 exclude each other";
+  if (!c.given("--train"))
+    for (const char *f : {"--beta1", "--beta2", "--eps", "--weight-decay", "--grad-clip"})
+      if (c.given(f))
+        return std::string(f) + " applies to a training step only (add --train)";
   // The ranges torch.optim.AdamW accepts, and finite (a NaN fails every comparison). 0
   // for --grad-clip means no clipping; a negative one silently meant the same.
   for (auto [name, value, below1] :
@@ -213,6 +239,10 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
     return "unknown stage '" + opts.emit + "' for --emit (gpt, kernels or source)";
   if (opts.emit.empty() && opts.output == "-")  // it made a folder named '-'
     return "an artifact is a folder: give one with -o (standard output takes --emit's text)";
+  bool same = false;  // -o the input: the input was overwritten
+  if (opts.output == opts.input ||
+      (!llvm::sys::fs::equivalent(opts.output, opts.input, same) && same))
+    return "the output '" + opts.output + "' is the input file";
   return "";
 }
 
