@@ -147,15 +147,26 @@ class TrainStep:
             raise GptcError(f"the training step takes inputs {user}, expected (x, y)")
         for name, t in zip(user, (x, y)):
             feed[name] = self.model.input_array(name, t)
+        # The kernels update in place, in the same call that computes the gradients' norms:
+        # with the check on, the state before the step is kept so that a refused step can
+        # be undone whole.
+        before = ({n: self.model.runtime.param(n) for n in self._persistent}
+                  if self.check_gradients else None)
         try:
             outs = self.model.runtime.run([feed[n] for n in self._inputs])
         except (RuntimeError, ValueError) as e:
             raise GptcError(str(e)) from None
-        self.num_steps = step
         results = dict(zip(self._results, outs))
         self.last_grad_norms = torch.from_numpy(np.asarray(results["grad_norms"]))
         if self.check_gradients:
-            check_gradient_flow(self._trainable, self.last_grad_norms.tolist())
+            try:
+                check_gradient_flow(self._trainable, self.last_grad_norms.tolist())
+            except GradientFlowError as e:
+                for n, a in before.items():
+                    self.model.set_param(n, a)
+                raise GradientFlowError(f"{e}; the step was not applied (parameters, "
+                                        f"moments and the step count are as before it)") from None
+        self.num_steps = step
         loss = [o for n, o in results.items() if n != "grad_norms" and np.asarray(o).ndim == 0]
         return torch.from_numpy(np.asarray(loss[-1]))
 
@@ -251,7 +262,9 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
     loss as a scalar output. With check_gradients, every step checks that each parameter
-    got a finite, non-zero gradient (the gradient-flow arbiter). fuse=False compiles
+    got a finite, non-zero gradient (the gradient-flow arbiter); a step that fails it is
+    undone (parameters, moments and step count as before it; each step keeps a copy of the
+    state for that) and raises GradientFlowError. fuse=False compiles
     one kernel per op (gptc compile -O0): slower, and bit for bit the same results.
     sanitize=True builds the kernels with AddressSanitizer and UBSan and poisoned redzones
     between buffers (gptc compile --sanitize): the same results, or a sanitizer's report

@@ -710,6 +710,32 @@ def test_gradient_flow_arbiter_names_the_parameter(model, missing, tmp_path):
     assert "second" not in str(info.value) and "used" not in str(info.value)
 
 
+def test_a_step_the_gradient_flow_check_refuses_is_not_applied(tmp_path):
+    """A NaN weight makes every gradient NaN: the step is refused, and the parameters, the
+    AdamW moments and the step count stay exactly as before it (they were all NaN and the
+    count 1); a later healthy step is step 1."""
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    model = TinyGPT(cfg).train()
+    (x, y), = batches(1, cfg, batch=2)
+    step = gptc.compile_train_step(model, (x, y), check_gradients=True, workdir=str(tmp_path))
+    state = step.state_dict()
+    poisoned = state["lm_head.weight"].clone()
+    poisoned[0, 0] = float("nan")
+    step.load_state_dict({**state, "lm_head.weight": poisoned,
+                          "transformer.wte.weight": poisoned})
+    runtime = step.model.runtime
+    before = {n: runtime.param(n) for n, _, _ in runtime.params}
+    with pytest.raises(gptc.GradientFlowError, match="the step was not applied"):
+        step(x, y)
+    assert step.num_steps == 0
+    for n, a in before.items():
+        assert np.array_equal(runtime.param(n), a, equal_nan=True), n
+    step.load_state_dict(state)  # healthy again: the next step is numbered 1
+    step(x, y)
+    assert step.num_steps == 1
+
+
 def test_gptc_check_gradcheck_cli_on_an_f32_capture(tmp_path):
     """`gptc check --gradcheck` builds the f64 twin itself (gpt-promote-f64)."""
     torch.manual_seed(0)
