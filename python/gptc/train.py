@@ -83,6 +83,36 @@ def _has_loss(captured) -> None:
                         f"({', '.join(scalars)}): the loss must be the only one")
 
 
+# A checkpoint being written: .gptc-ckpt-<pid>-<random>, beside its final name.
+_TMP_PREFIX = ".gptc-ckpt-"
+
+
+def remove_stale_temporaries(directory: str) -> None:
+    """Removes the checkpoint temporaries in `directory` that a killed process left (its pid
+    no longer runs): a save interrupted by kill -9 never renamed or removed its file."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(_TMP_PREFIX):
+            continue
+        pid = name[len(_TMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue  # ours (another thread's save in flight), or not one of these
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running: its save may be in flight
+        except ProcessLookupError:
+            pass
+        except OSError:  # another user's process: alive
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
+
+
 def check_gradient_flow(names, norms) -> None:
     """Raise GradientFlowError naming every parameter whose gradient is zero or not finite."""
     bad = [f"{n} ({'no gradient' if v == 0 else 'non-finite gradient'})"
@@ -185,15 +215,18 @@ class TrainStep:
             self.model.set_params(state, self._params)
 
     def save(self, path: str) -> None:
-        """Parameters, AdamW moments and the step counter; written atomically."""
+        """Parameters, AdamW moments and the step counter; written atomically (a temporary
+        file beside it, renamed over it), through a symbolic link to its target."""
         from safetensors.numpy import save_file
         with self._lock:  # one step's tensors under that step's label
             tensors = {n: self.model.runtime.param(n) for n in self._persistent}
             meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
                     "seed": str(self.seed)}
-        directory = os.path.dirname(os.path.abspath(path))
+        target = os.path.realpath(path)  # a link stays a link; its target gets the checkpoint
+        directory = os.path.dirname(target)
+        remove_stale_temporaries(directory)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+            fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-", dir=directory)
         except OSError as e:
             raise GptcError(f"cannot save checkpoint {path}: {e.strerror or e}") from None
         os.close(fd)
@@ -201,7 +234,7 @@ class TrainStep:
             save_file(tensors, tmp, metadata=meta)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except Exception as e:  # OSError, or safetensors' own error (a full disk, say)
             raise GptcError(f"cannot save checkpoint {path}: {e}") from None
         finally:

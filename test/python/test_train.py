@@ -817,7 +817,7 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
     with pytest.raises(gptc.GptcError, match=f"^cannot save checkpoint {ckpt}: disk full$"):
         step.save(str(ckpt))
     assert ckpt.read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ckpt-")] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".gptc-ckpt-")] == []
     monkeypatch.undo()
     step.load(str(ckpt))
     assert step.num_steps == 1
@@ -825,6 +825,33 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
     with pytest.raises(gptc.GptcError, match="^cannot save checkpoint .*/nowhere/c.safetensors: "
                                              "No such file or directory$"):
         step.save(str(tmp_path / "nowhere" / "c.safetensors"))
+
+
+def test_save_writes_through_links_and_clears_a_killed_saves_temporaries(tmp_path):
+    """A checkpoint saved to a symbolic link goes to its target (the link stays); the
+    temporary a save killed with -9 left behind (its process gone) is removed by the next
+    save, while one of a live process (a save in flight) is left alone."""
+    model, cfg = dropout_model()
+    data = batches(1, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "latest.safetensors").symlink_to(store / "ckpt.safetensors")
+    # A dead process's temporary (a child that exited), and a live one's (this test's parent).
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = store / f".gptc-ckpt-{dead.pid}-abc123"
+    stale.write_bytes(b"x" * 4096)
+    live = store / f".gptc-ckpt-{os.getppid()}-def456"
+    live.write_bytes(b"y")
+    step.save(str(tmp_path / "latest.safetensors"))
+    assert (tmp_path / "latest.safetensors").is_symlink()
+    assert (store / "ckpt.safetensors").is_file()
+    assert not stale.exists() and live.exists()
+    restored = gptc.compile_train_step(dropout_model()[0], data[0], workdir=str(tmp_path / "r"))
+    restored.load(str(tmp_path / "latest.safetensors"))
+    assert restored.num_steps == 1
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
