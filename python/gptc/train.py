@@ -10,10 +10,12 @@ PyTorch only captures the model.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
 import threading
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +83,14 @@ def _has_loss(captured) -> None:
     if len(scalars) > 1:
         raise GptcError(f"the model returns {len(scalars)} scalar floating-point outputs "
                         f"({', '.join(scalars)}): the loss must be the only one")
+
+
+# The metadata entry holding each tensor's CRC-32 (of its bytes, 8 hex digits), as JSON.
+_CHECKSUMS = "gptc.crc32"
+
+
+def _crc32(a: np.ndarray) -> str:
+    return f"{zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1)) & 0xffffffff:08x}"
 
 
 # A checkpoint being written: .gptc-ckpt-<pid>-<random>, beside its final name.
@@ -222,6 +232,8 @@ class TrainStep:
             tensors = {n: self.model.runtime.param(n) for n in self._persistent}
             meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
                     "seed": str(self.seed)}
+        meta[_CHECKSUMS] = json.dumps({n: _crc32(a) for n, a in tensors.items()},
+                                      sort_keys=True)
         target = os.path.realpath(path)  # a link stays a link; its target gets the checkpoint
         directory = os.path.dirname(target)
         remove_stale_temporaries(directory)
@@ -277,6 +289,14 @@ class TrainStep:
                 if t.shape != shape or t.dtype != _NUMPY[dtype]:
                     raise GptcError(f"{path}: tensor '{n}' is {t.dtype} {t.shape}, this step "
                                     f"has {np.dtype(_NUMPY[dtype])} {shape}")
+            # A flipped byte loaded silently (a loss off in the fifth digit). Checkpoints from
+            # before checksums were recorded have none to check.
+            if _CHECKSUMS in meta:
+                sums = json.loads(meta[_CHECKSUMS])
+                for n, t in tensors.items():
+                    if sums.get(n) != _crc32(t):
+                        raise GptcError(f"{path}: tensor '{n}' does not match its checksum "
+                                        "(the file is corrupt)")
             for n, t in tensors.items():
                 self.model.set_param(n, t)
         except GptcError:

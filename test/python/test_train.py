@@ -827,6 +827,29 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
         step.save(str(tmp_path / "nowhere" / "c.safetensors"))
 
 
+def test_a_flipped_byte_in_a_checkpoint_is_found_on_load(tmp_path):
+    """Each tensor's CRC-32 is in the checkpoint's metadata: one flipped data byte is an
+    error naming the file and the tensor, and the step keeps its state (it loaded silently,
+    with a loss off in the fifth digit)."""
+    model, cfg = dropout_model()
+    data = batches(1, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    ckpt = tmp_path / "ckpt.safetensors"
+    step.save(str(ckpt))
+    raw = bytearray(ckpt.read_bytes())
+    header = int.from_bytes(raw[:8], "little")
+    raw[8 + header + 1000] ^= 0x10  # a byte inside the data section
+    ckpt.write_bytes(bytes(raw))
+    before = step.state_dict()
+    with pytest.raises(gptc.GptcError, match=r"ckpt.safetensors: tensor '.+' does not match its "
+                                             r"checksum \(the file is corrupt\)$"):
+        step.load(str(ckpt))
+    assert step.num_steps == 1
+    for n, t in step.state_dict().items():
+        assert torch.equal(t, before[n]), n
+
+
 def test_save_writes_through_links_and_clears_a_killed_saves_temporaries(tmp_path):
     """A checkpoint saved to a symbolic link goes to its target (the link stays); the
     temporary a save killed with -9 left behind (its process gone) is removed by the next
