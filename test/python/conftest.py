@@ -18,3 +18,16 @@ import tempfile  # noqa: E402
 if "GPTC_CACHE_DIR" not in os.environ:
     os.environ["GPTC_CACHE_DIR"] = tempfile.mkdtemp(prefix="gptc-test-cache-")
     atexit.register(shutil.rmtree, os.environ["GPTC_CACHE_DIR"], True)
+
+
+def capture_one_layer(tmp_path):
+    """A one-layer TinyGPT's forward (seed 0, batch 2, targets = inputs), captured to
+    tmp_path/model.mlir; returns that path."""
+    import gptc
+    from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+    torch.manual_seed(0)
+    cfg = TinyGPTConfig(n_layer=1)
+    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
+    return mlir

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gptc
-from conftest import REPO
+from conftest import REPO, capture_one_layer
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 
@@ -27,16 +27,6 @@ def compile_cli(mlir, out, cache, *flags, env=None):
     run = run_cli(mlir, out, cache, *flags, env=env)
     assert run.returncode == 0, run.stderr
     return time.perf_counter() - t
-
-
-def capture_one_layer(tmp_path):
-    """A one-layer TinyGPT's forward, captured to tmp_path/model.mlir."""
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
-    return mlir
 
 
 def test_second_compile_hits_the_cache(tmp_path):

@@ -4,12 +4,9 @@ import os
 import shutil
 import subprocess
 
-import gptc
 import pytest
-import torch
-from conftest import REPO
+from conftest import REPO, capture_one_layer
 from gptc.locate import find_tool
-from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 LOAD_FREE = r"""
 #include <pthread.h>
@@ -69,11 +66,7 @@ def test_a_program_without_openmp_loads_and_frees_models_on_many_threads(tmp_pat
                            "libgptc_runtime.a")
     if not os.path.exists(library):
         pytest.skip(f"no {library}: the runtime library is built with the tools")
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg).eval(), (x, x.clone())), str(mlir))
+    mlir = capture_one_layer(tmp_path)
     artifact = tmp_path / "artifact"
     subprocess.run([find_tool("gptc"), "compile", str(mlir), "-o", str(artifact)], check=True,
                    capture_output=True)

@@ -5,11 +5,10 @@ import os
 import shutil
 import subprocess
 
-import gptc
 import pytest
 import torch
-from conftest import REPO
-from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+from conftest import REPO, capture_one_layer
+from gptc.testing.tiny_gpt import TinyGPTConfig
 
 BUILD = os.environ.get("GPTC_BUILD_DIR", os.path.join(REPO, "build"))
 
@@ -74,11 +73,7 @@ def test_the_installed_tree_compiles_models_and_builds_programs(tmp_path):
         assert REPO not in text and str(prefix) not in text, f
 
     # The installed gptc compiles a model with the installed prelude (no source tree).
-    torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=1)
-    x = torch.randint(0, cfg.vocab_size, (2, cfg.block_size))
-    mlir = tmp_path / "model.mlir"
-    gptc.capture_save(gptc.capture(TinyGPT(cfg).eval(), (x, x.clone())), str(mlir))
+    mlir = capture_one_layer(tmp_path)
     artifact = tmp_path / "artifact"
     env = {k: v for k, v in os.environ.items() if k != "GPTC_RUNTIME_INCLUDE"}
     compile_cmd = [str(prefix / "bin" / "gptc"), "compile", str(mlir), "-o", str(artifact)]
@@ -111,6 +106,6 @@ def test_the_installed_tree_compiles_models_and_builds_programs(tmp_path):
     # Both run the artifact, with the loss the Python runtime computes from it.
     from gptc import _runtime
     model = _runtime.Model(str(artifact))
-    zeros = torch.zeros(2, cfg.block_size, dtype=torch.int64)
+    zeros = torch.zeros(2, TinyGPTConfig(n_layer=1).block_size, dtype=torch.int64)
     loss = float(model.run([zeros.numpy(), zeros.numpy()])[1])
     assert by_cmake == by_pkg_config == f"loss {loss:.9g}\n"
