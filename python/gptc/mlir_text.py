@@ -84,9 +84,27 @@ def loc(node) -> str:
 
 
 def where(node) -> str:
-    """Where an error about `node` points: the model's line, else the node."""
-    src = source_line(node)
+    """Where an error about `node` points: the model's line (for a higher-order op without
+    one, the first line of the region it wraps), else the node."""
+    src = source_line(node) or next(filter(None, map(source_line, inner_nodes(node))), None)
     return f"at {src[0]}:{src[1]}" if src else f"in node {node.name}"
+
+
+def inner_nodes(node):
+    """The nodes of the subgraphs a higher-order op's node calls (its get_attr operands)."""
+    owner = node.graph.owning_module
+    for a in node.args:
+        if isinstance(a, torch.fx.Node) and a.op == "get_attr" and owner is not None:
+            sub = getattr(owner, a.target, None)
+            if isinstance(sub, torch.fx.GraphModule):
+                yield from sub.graph.nodes
+
+
+# What a region torch.export keeps as a higher-order op is, in the model's words.
+_REGIONS = {"wrap_with_set_grad_enabled": "a torch.no_grad() or torch.enable_grad() region",
+            "wrap_with_autocast": "a torch.autocast region",
+            "cond": "a torch.cond branch", "map_impl": "a torch.map loop",
+            "while_loop": "a torch.while_loop"}
 
 
 class FuncPrinter:
@@ -139,6 +157,12 @@ class FuncPrinter:
         at = where(node)
         if node.meta.get("val") is None and not node.users and "_assert" in str(node.target):
             return  # torch.export's shape/dtype assertions: nothing to compute
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            name = node.target.name()
+            raise CaptureError(
+                f"{_REGIONS.get(name, 'a higher-order op')} ('{name}') {at} is not supported: "
+                "gptc captures plain tensor ops; compute it outside forward(), or without the "
+                "context manager")
         if not isinstance(node.target, torch._ops.OpOverload):
             raise CaptureError(f"unsupported call {node.target} {at}")
         schema = node.target._schema
