@@ -1,5 +1,6 @@
 # lit configuration for gptc's FileCheck tests.
 import os
+import sys
 
 import lit.formats
 
@@ -14,3 +15,5 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
 config.environment["PATH"] = os.pathsep.join(
     [config.gptc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# The Python lit runs under (the build's), for RUN lines that generate input.
+config.substitutions.append(("%python", sys.executable))

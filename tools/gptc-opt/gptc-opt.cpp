@@ -66,6 +66,10 @@ int main(int argc, char **argv) {
   auto file = llvm::MemoryBuffer::getMemBufferCopy(mapped->getBuffer(),
                                                    mapped->getBufferIdentifier());
   mapped.reset();
+  if (std::string deep = gptc::tooDeeplyNested(file->getBuffer()); !deep.empty()) {
+    llvm::errs() << kTool << ": " << input << ":" << deep << "\n";
+    return 1;
+  }
   std::string result;
   llvm::raw_string_ostream os(result);
   if (config.shouldVerifyDiagnostics() || !config.inputSplitMarker().empty()) {

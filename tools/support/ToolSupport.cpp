@@ -52,11 +52,52 @@ std::unique_ptr<ScopedDiagnosticHandler> gptc::installOneLineDiagnostics(MLIRCon
   });
 }
 
+std::string gptc::tooDeeplyNested(StringRef text) {
+  // Far beyond any model's IR (a few levels), far below what the parser's recursion takes.
+  constexpr int kMaxDepth = 512;
+  int depth = 0, line = 1, col = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++col;
+    if (c == '\n') {
+      ++line, col = 0;
+      continue;
+    }
+    if (inString) {
+      if (c == '\\')
+        ++i, ++col;  // an escaped character
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i;  // a comment, to the end of the line
+    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > kMaxDepth)
+        return std::to_string(line) + ":" + std::to_string(col) +
+               ": error: brackets nested deeper than " + std::to_string(kMaxDepth) +
+               " levels; no model's IR nests so deep";
+    } else if ((c == ')' || c == ']' || c == '}' || (c == '>' && (i == 0 || text[i - 1] != '-'))) &&
+               depth > 0) {
+      --depth;
+    }
+  }
+  return "";
+}
+
 OwningOpRef<ModuleOp> gptc::parseModule(MLIRContext &ctx, const std::string &path,
                                         const char *tool) {
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path);
   if (!buffer) {
     fail(tool, "cannot read '" + path + "': " + buffer.getError().message());
+    return nullptr;
+  }
+  if (std::string deep = tooDeeplyNested((*buffer)->getBuffer()); !deep.empty()) {
+    llvm::errs() << tool << ": " << path << ":" << deep << "\n";
     return nullptr;
   }
   llvm::SourceMgr sm;

@@ -30,8 +30,13 @@ void registerDialects(mlir::DialectRegistry &registry);
 std::unique_ptr<mlir::ScopedDiagnosticHandler> installOneLineDiagnostics(mlir::MLIRContext &ctx,
                                                                          const char *tool);
 
+/// Where `text` nests brackets ((, [, {, <) deeper than MLIR's recursive parser can go
+/// without overflowing its stack, as "LINE:COL: error: ..."; "" where it does not. The
+/// tools check this before parsing: 10,000 nested brackets crashed them.
+std::string tooDeeplyNested(llvm::StringRef text);
+
 /// Parses `path` ("-" for stdin); prints a one-line error and returns null on
-/// a missing file or malformed IR.
+/// a missing file, nesting too deep to parse, or malformed IR.
 mlir::OwningOpRef<mlir::ModuleOp> parseModule(mlir::MLIRContext &ctx, const std::string &path,
                                               const char *tool);
 
