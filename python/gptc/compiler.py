@@ -142,8 +142,9 @@ class CompiledModel:
         known = {a.name for a in self.captured.args if a.kind == "param"} | set(self.captured.tied)
         unknown = [n for n in state if n not in known]
         if unknown:
-            raise GptcError("state_dict has entries the model does not have: "
-                            + ", ".join(f"'{n}'" for n in unknown))
+            shown = ", ".join(f"'{n}'" for n in unknown[:3])
+            more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            raise GptcError(f"state_dict has entries the model does not have: {shown}{more}")
         specs = self.param_specs()
 
         def array(entry, n):  # state[entry] for parameter n, checked

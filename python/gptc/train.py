@@ -264,47 +264,56 @@ class TrainStep:
             self._load(path)
 
     def _load(self, path: str) -> None:
-        from safetensors import safe_open
-        try:
-            with safe_open(path, framework="numpy") as f:
-                meta = f.metadata() or {}
-                if meta.get("format") != "gptc-train-checkpoint":
-                    raise GptcError(f"{path}: not a gptc training checkpoint")
-                if "step" not in meta:
-                    raise GptcError(f"{path}: no 'step' in the checkpoint's metadata")
-                # step + 1 is the next step's number, fed as int64 like the seed.
-                num_steps = check_int(f"{path}: metadata 'step'", meta["step"], 0, INT64_MAX - 1,
-                                      text=True)
-                seed = check_int(f"{path}: metadata 'seed'", meta.get("seed", self.seed),
-                                 INT64_MIN, INT64_MAX, text=True)
-                missing = [n for n in self._persistent if n not in f.keys()]
-                if missing:
-                    raise GptcError(f"{path}: missing tensor '{missing[0]}'")
-                # Every tensor is read and checked before any is copied in: a checkpoint
-                # of another model leaves this one's state as it was.
-                specs = self.model.param_specs()
-                tensors = {n: f.get_tensor(n) for n in self._persistent}
-            for n, t in tensors.items():
-                dtype, shape = specs[n]
-                if t.shape != shape or t.dtype != _NUMPY[dtype]:
-                    raise GptcError(f"{path}: tensor '{n}' is {t.dtype} {t.shape}, this step "
-                                    f"has {np.dtype(_NUMPY[dtype])} {shape}")
-            # A flipped byte loaded silently (a loss off in the fifth digit). Checkpoints from
-            # before checksums were recorded have none to check.
-            if _CHECKSUMS in meta:
-                sums = json.loads(meta[_CHECKSUMS])
-                for n, t in tensors.items():
-                    if sums.get(n) != _crc32(t):
-                        raise GptcError(f"{path}: tensor '{n}' does not match its checksum "
-                                        "(the file is corrupt)")
-            for n, t in tensors.items():
-                self.model.set_param(n, t)
-        except GptcError:
-            raise
-        except Exception as e:  # corrupt or truncated file
-            raise GptcError(f"{path}: cannot read checkpoint ({str(e).splitlines()[0]})") from None
+        meta, tensors = read_checkpoint(path, self._persistent)
+        # step + 1 is the next step's number, fed as int64 like the seed.
+        num_steps = check_int(f"{path}: metadata 'step'", meta["step"], 0, INT64_MAX - 1,
+                              text=True)
+        seed = check_int(f"{path}: metadata 'seed'", meta.get("seed", self.seed),
+                         INT64_MIN, INT64_MAX, text=True)
+        # Every tensor is read and checked before any is copied in: a checkpoint of
+        # another model leaves this one's state as it was.
+        specs = self.model.param_specs()
+        for n, t in tensors.items():
+            dtype, shape = specs[n]
+            if t.shape != shape or t.dtype != _NUMPY[dtype]:
+                raise GptcError(f"{path}: tensor '{n}' is {t.dtype} {t.shape}, this step "
+                                f"has {np.dtype(_NUMPY[dtype])} {shape}")
+        for n, t in tensors.items():
+            self.model.set_param(n, t)
         self.num_steps = num_steps
         self.seed = seed
+
+
+def read_checkpoint(path: str, names=None) -> tuple[dict, dict]:
+    """(metadata, {name: numpy array}) of a training checkpoint written by TrainStep.save:
+    the tensors `names` (default all), each checked against its recorded CRC-32. A file
+    that is not such a checkpoint, lacks a tensor or fails a checksum is a GptcError."""
+    from safetensors import safe_open
+    try:
+        with safe_open(path, framework="numpy") as f:
+            meta = f.metadata() or {}
+            if meta.get("format") != "gptc-train-checkpoint":
+                raise GptcError(f"{path}: not a gptc training checkpoint")
+            if "step" not in meta:
+                raise GptcError(f"{path}: no 'step' in the checkpoint's metadata")
+            names = list(f.keys()) if names is None else list(names)
+            missing = [n for n in names if n not in f.keys()]
+            if missing:
+                raise GptcError(f"{path}: missing tensor '{missing[0]}'")
+            tensors = {n: f.get_tensor(n) for n in names}
+        # A flipped byte loaded silently (a loss off in the fifth digit). Checkpoints from
+        # before checksums were recorded have none to check.
+        if _CHECKSUMS in meta:
+            sums = json.loads(meta[_CHECKSUMS])
+            for n, t in tensors.items():
+                if sums.get(n) != _crc32(t):
+                    raise GptcError(f"{path}: tensor '{n}' does not match its checksum "
+                                    "(the file is corrupt)")
+    except GptcError:
+        raise
+    except Exception as e:  # corrupt or truncated file
+        raise GptcError(f"{path}: cannot read checkpoint ({str(e).splitlines()[0]})") from None
+    return meta, tensors
 
 
 def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: AdamW | None = None,

@@ -190,3 +190,31 @@ def test_corpus_batches_decode_to_text(corpus):
         sx, sy = tok.decode(row_x), tok.decode(row_y)
         assert sx[1:] == sy[:-1]
         assert sx in corpus[len(train):]
+
+
+# -- the multilingual corpus -----------------------------------------------------------
+
+def test_multilingual_corpus_has_each_language_in_its_script():
+    try:
+        langs = data.load_multilingual(max_chars=30_000)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    assert [c for c, _, _ in langs] == [c for c, *_ in data.LANGUAGES]
+    by = {c: t for c, _, t in langs}
+    for code, text in by.items():
+        assert 1_000 < len(text) < 40_000 or code == "ga", (code, len(text))
+    def share(text, lo, hi):
+        return sum(lo <= ord(c) <= hi for c in text) / len(text)
+    assert share(by["ru"], 0x400, 0x4FF) > 0.5 and share(by["bg"], 0x400, 0x4FF) > 0.5
+    assert share(by["zh"], 0x4E00, 0x9FFF) > 0.3 and "[33m" not in by["zh"]
+    assert "ß" in by["de"] or "ä" in by["de"]
+    assert data.load_multilingual(max_chars=30_000) == langs
+    # The other languages' packages put collections beside the English ones: the
+    # English corpus never reads them.
+    assert not {"chinese", "song100", "tang300", "brasil"} & {
+        os.path.basename(p) for p in data.fortune_files()}
+
+
+def test_multilingual_corpus_names_missing_packages(tmp_path):
+    with pytest.raises(FileNotFoundError, match="apt-get install fortunes .*fortunes-zh"):
+        data.load_multilingual(directory=str(tmp_path))

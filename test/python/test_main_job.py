@@ -1,5 +1,6 @@
 """The main job (examples/train.py) end to end, a few iterations on the default corpus."""
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -9,24 +10,59 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_train(out, *extra):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+# A small model, so that a test compiles in seconds (the default is nanoGPT's CPU recipe).
+SMALL = ("--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "16",
+         "--batch", "4", "--threads", "2")
+ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), PYTHONUNBUFFERED="1")
+
+
+def run_train(out, *extra, config=()):
     return subprocess.run([sys.executable, os.path.join(REPO, "examples", "train.py"),
-                           "--out", str(out), "--iters", "6", "--eval-interval", "3",
-                           "--eval-batches", "2", "--sample-chars", "40", *extra],
-                          capture_output=True, text=True, env=env, timeout=600)
+                           *config, "--out", str(out), "--iters", "6", "--eval-interval", "3",
+                           "--eval-batches", "2", "--sample-chars", "40", *SMALL, *extra],
+                          capture_output=True, text=True, env=ENV, timeout=600)
 
 
+def run_sample(run, *extra):
+    return subprocess.run([sys.executable, os.path.join(REPO, "examples", "sample.py"),
+                           str(run), *extra], capture_output=True, text=True, env=ENV,
+                          timeout=600)
+
+
+def load_job():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "gptc_main_job", os.path.join(REPO, "examples", "train.py"))
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    return job
+
+
+needs_fortunes = pytest.mark.skipif(
+    not os.path.isdir("/usr/share/games/fortunes"),
+    reason="the default corpus needs the fortunes packages (scripts/setup.sh)")
+
+
+@needs_fortunes
 def test_main_job_trains_evaluates_plots_and_samples(tmp_path):
-    if not os.path.isdir("/usr/share/games/fortunes"):
-        pytest.skip("the default corpus needs the fortunes packages (scripts/setup.sh)")
     proc = run_train(tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with open(tmp_path / "train.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["iter"]) for r in rows] == list(range(6))
     assert all(float(r["train_loss"]) > 0 for r in rows)
-    assert sum(1 for r in rows if r["val_loss"]) >= 2
+    evals = [r for r in rows if r["val_loss"]]
+    assert [int(r["iter"]) for r in evals] == [2, 5]
+    # The untrained twin: the initial weights' loss on the same batches, at every evaluation.
+    with open(tmp_path / "eval.csv") as f:
+        evals = list(csv.DictReader(f))
+    val = [r for r in evals if r["split"] == "val"]
+    assert [int(r["iter"]) for r in val] == [0, 3, 6]
+    assert val[0]["loss"] == val[0]["twin_loss"]
+    assert len({r["twin_loss"] for r in val}) == 1
+    assert float(val[-1]["loss"]) < float(val[-1]["twin_loss"])
+    assert rows[-1]["twin_val_loss"] == val[0]["twin_loss"]
+    assert f"(untrained twin {float(val[0]['twin_loss']):.4f})" in proc.stdout
     assert (tmp_path / "loss.png").stat().st_size > 1000
     assert (tmp_path / "ckpt.safetensors").exists()
     print("\n" + proc.stdout[-600:])
@@ -38,7 +74,8 @@ def test_main_job_names_characters_it_never_trains_on(tmp_path):
     corpus = tmp_path / "text.txt"
     corpus.write_text("abcab " * 300 + "\u00e9")
     proc = run_train(tmp_path / "out", "--data", str(corpus), "--iters", "2", "--n-layer", "1",
-                     "--n-embd", "16", "--block-size", "8", "--batch", "2", "--threads", "1")
+                     "--n-embd", "16", "--block-size", "8", "--batch", "2", "--threads", "1",
+                     "--prompt", "a")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "note: 1 of the 5 characters occur only in the held-out split, never in " \
            "training: '\u00e9'" in proc.stdout
@@ -110,32 +147,29 @@ def test_main_job_resume_from_a_bad_meta_json_or_checkpoint_is_one_line(tmp_path
 def test_main_job_resume_refuses_a_corrupt_train_csv(tmp_path):
     """On --resume the earlier rows come from OUT/train.csv: one without an iter column,
     or with one that is not a number, was a KeyError or ValueError traceback."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "gptc_main_job", os.path.join(REPO, "examples", "train.py"))
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
+    job = load_job()
     path = tmp_path / "train.csv"
-    head = "iter,lr,train_loss,val_loss\n"
+    fields = "iter,lr,train_loss,val_loss,twin_val_loss"
+    head = fields + "\n"
     for content, said in (
-            ("garbage\nx\n", "its header is 'garbage', expected 'iter,lr,train_loss,val_loss'"),
-            ("", "its header is '', expected 'iter,lr,train_loss,val_loss'"),
-            (head + "abc,1,2,3\n", "line 2: iter 'abc' is not a whole number"),
-            (head + "1.5,1,2,3\n", "line 2: iter '1.5' is not a whole number"),
-            (head + "1,1,x,3\n", "line 2: train_loss 'x' is not a number"),
-            (head + "1,1,2,nan?\n", "line 2: val_loss 'nan?' is not a number"),
+            ("garbage\nx\n", f"its header is 'garbage', expected '{fields}'"),
+            ("", f"its header is '', expected '{fields}'"),
+            (head + "abc,1,2,3,4\n", "line 2: iter 'abc' is not a whole number"),
+            (head + "1.5,1,2,3,4\n", "line 2: iter '1.5' is not a whole number"),
+            (head + "1,1,x,3,4\n", "line 2: train_loss 'x' is not a number"),
+            (head + "1,1,2,nan?,4\n", "line 2: val_loss 'nan?' is not a number"),
             # A short row came back with None for its missing fields, a long one with its
             # extra fields under the key None (the rewrite of the file then failed).
-            (head + "0,1,2,3\n1,1,2\n", "line 3 has 3 fields, expected 4"),
-            (head + "0,1,2,3,4\n", "line 2 has 5 fields, expected 4")):
+            (head + "0,1,2,3,4\n1,1,2\n", "line 3 has 3 fields, expected 5"),
+            (head + "0,1,2,3,4,5\n", "line 2 has 6 fields, expected 5")):
         path.write_text(content)
         with pytest.raises(job.UsageError) as e:
             job.read_csv_rows(str(path), 5)
         assert str(e.value) == f"{path} is not this script's train.csv ({said})"
-    path.write_text(head + "0,1,2,\n3,1,2,\n7,1,2,3\n")  # val_loss is empty between evals
+    path.write_text(head + "0,1,2,,\n3,1,2,,\n7,1,2,3,4\n")  # empty between evals
     assert job.read_csv_rows(str(path), 5) == [
-        dict(iter="0", lr="1", train_loss="2", val_loss=""),
-        dict(iter="3", lr="1", train_loss="2", val_loss="")]
+        dict(iter="0", lr="1", train_loss="2", val_loss="", twin_val_loss=""),
+        dict(iter="3", lr="1", train_loss="2", val_loss="", twin_val_loss="")]
 
 
 def test_forward_example_refuses_bad_sizes_with_one_line():
@@ -151,3 +185,211 @@ def test_forward_example_refuses_bad_sizes_with_one_line():
         assert proc.returncode == 2, (flag, proc.stderr[-2000:])
         assert proc.stderr.strip().splitlines()[-1].startswith(f"forward.py: error: {said}"), \
             proc.stderr
+
+
+# -- nanoGPT-style configuration ----------------------------------------------------------
+
+def test_config_files_and_overrides_as_nanogpt(tmp_path):
+    """A nanoGPT config file (its own key names, wandb and device keys included) sets the
+    defaults; --key=value overrides it, in either spelling; an unknown key, a value of the
+    wrong type or a broken file is one line before anything runs."""
+    job = load_job()
+    cfg = tmp_path / "train_shakespeare_char.py"
+    cfg.write_text("out_dir = 'out-shakespeare-char'\neval_interval = 250\neval_iters = 20\n"
+                   "log_interval = 10\nalways_save_checkpoint = False\nwandb_log = False\n"
+                   "wandb_project = 'shakespeare-char'\ndataset = 'shakespeare_char'\n"
+                   "gradient_accumulation_steps = 1\nbatch_size = 64\nblock_size = 256\n"
+                   "n_layer = 6\nn_head = 6\nn_embd = 384\ndropout = 0.2\n"
+                   "learning_rate = 1e-3\nmax_iters = 5000\nlr_decay_iters = 5000\n"
+                   "min_lr = 1e-4\nbeta2 = 0.99\nwarmup_iters = 100\n# device = 'cpu'\n")
+    args = job.parse_args([str(cfg), "--n_layer=2", "--block-size", "64", "--max_iters=300"])
+    assert (args.out, args.eval_interval, args.eval_batches, args.batch) == \
+        ("out-shakespeare-char", 250, 20, 64)
+    assert (args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout) == \
+        (2, 6, 384, 64, 0.2)
+    assert (args.iters, args.lr_decay_iters, args.lr, args.warmup_iters) == (300, 5000, 1e-3, 100)
+    assert "note: wandb_log = False is ignored (no wandb logging)" in args.notes
+    assert any(n.startswith("note: dataset 'shakespeare_char' has no data/shakespeare_char/")
+               for n in args.notes)
+    # nanoGPT's layout: config/ beside data/DATASET/input.txt
+    (tmp_path / "config").mkdir()
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    (tmp_path / "data" / "tiny" / "input.txt").write_text("hello world\n" * 50)
+    (tmp_path / "config" / "c.py").write_text("dataset = 'tiny'\nbias = True\n")
+    args = job.parse_args([str(tmp_path / "config" / "c.py")])
+    assert args.data == str(tmp_path / "data" / "tiny" / "input.txt") and args.bias is True
+    assert job.parse_args(["--bias=false"]).bias is False
+
+    for content, said in (("n_layers = 2\n", "unknown config key 'n_layers'"),
+                          ("n_layer = '2'\n", "n_layer = '2' must be an int"),
+                          ("dropout = 'high'\n", "dropout = 'high' must be a number"),
+                          ("bias = 1\n", "bias = 1 must be True or False"),
+                          ("n_layer = = 2\n", "c.py:1: invalid syntax"),
+                          ("import missing_module_xyz\n", "ModuleNotFoundError")):
+        (tmp_path / "c.py").write_text(content)
+        proc = run_train(tmp_path / "out", config=[str(tmp_path / "c.py")])
+        assert proc.returncode == 2, (content, proc.stderr[-2000:])
+        assert said in proc.stderr.strip().splitlines()[-1], (content, proc.stderr)
+    proc = run_train(tmp_path / "out", "--n_layers=2")
+    assert proc.returncode == 2 and "unrecognized arguments: --n_layers=2" in proc.stderr
+    proc = run_train(tmp_path / "out", config=[str(tmp_path / "absent.py")])
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == \
+        f"train.py: error: config file not found: {tmp_path / 'absent.py'}"
+    proc = run_train(tmp_path / "out", "--gradient_accumulation_steps=4")
+    assert proc.returncode == 2 and "--gradient-accumulation-steps must be 1" in proc.stderr
+
+
+# -- your own model.py ------------------------------------------------------------------------
+
+NANOGPT_STYLE = '''
+from dataclasses import asdict, dataclass
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+class GPT(TinyGPT):
+    def __init__(self, config):
+        super().__init__(TinyGPTConfig(**asdict(config)))
+'''
+
+
+def test_model_file_trains_and_samples(tmp_path):
+    """--model: a nanoGPT-style file's GPT is built from the job's settings, trained and
+    sampled from; the run's meta.json names it so that sample.py rebuilds it."""
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog.\n" * 60)
+    model = tmp_path / "model.py"
+    model.write_text(NANOGPT_STYLE)
+    proc = run_train(tmp_path / "out", "--model", str(model), "--data", str(text))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"model: {model}, 1 layers" in proc.stdout
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert meta["model"] == str(model)
+    sample = run_sample(tmp_path / "out", "--length", "20", "--prompt", "the ")
+    assert sample.returncode == 0, sample.stderr[-2000:]
+    assert sample.stdout.startswith("the ") and len(sample.stdout) == len("the ") + 20 + 1
+
+    for content, said in (
+            ("class GPTConfig:\n    pass\n", f"{model} does not define GPT"),
+            (NANOGPT_STYLE + "    def forward(self, idx, targets=None):\n"
+                             "        return super().forward(idx, targets)[0]\n",
+             "GPT(idx, targets) must return (logits, loss) with a scalar loss, as nanoGPT's; "
+             "it returned a Tensor"),
+            ("raise RuntimeError('broken')\n", "cannot load"),
+            (NANOGPT_STYLE.replace("bias: bool = True", ""),
+             "GPTConfig(...) failed: TypeError")):
+        model.write_text(content)
+        proc = run_train(tmp_path / "out2", "--model", str(model), "--data", str(text))
+        assert proc.returncode == 1, (said, proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gptc: error: ") and said in lines[0], \
+            (said, proc.stderr)
+
+
+# -- Ctrl-C, resume, sampling ----------------------------------------------------------------
+
+def test_sigint_keeps_a_checkpoint_and_resume_is_bitwise(tmp_path):
+    """Ctrl-C stops after the current step and saves it; --resume from there gives, bit
+    for bit, the parameters, moments, losses and evaluations of an uninterrupted run."""
+    import signal
+    from safetensors.numpy import load_file
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i}: the {i % 7} quick foxes.\n" for i in range(400)))
+    common = [*SMALL, "--data", str(text), "--eval-interval", "20", "--eval-batches", "2",
+              "--sample-chars", "0", "--lr-decay-iters", "400", "--dropout", "0.1"]
+    cmd = [sys.executable, os.path.join(REPO, "examples", "train.py"), *common]
+    proc = subprocess.Popen(cmd + ["--out", str(tmp_path / "a"), "--iters", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    for line in proc.stdout:
+        if line.startswith("after 40 steps"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    stopped = load_file(str(tmp_path / "a" / "ckpt.safetensors"))
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "a" / "ckpt.safetensors"), "numpy") as f:
+        k = int(f.metadata()["step"])
+    assert 40 <= k < 100000 and stopped
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: saved iteration {k} to {tmp_path / 'a' / 'ckpt.safetensors'}; "
+        "continue with --resume")
+    n = k + 25
+    resumed = subprocess.run(cmd + ["--out", str(tmp_path / "a"), "--iters", str(n), "--resume"],
+                             capture_output=True, text=True, env=ENV, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resumed from {tmp_path / 'a' / 'ckpt.safetensors'} at iteration {k}" in resumed.stdout
+    whole = subprocess.run(cmd + ["--out", str(tmp_path / "b"), "--iters", str(n)],
+                           capture_output=True, text=True, env=ENV, timeout=300)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    a = load_file(str(tmp_path / "a" / "ckpt.safetensors"))
+    b = load_file(str(tmp_path / "b" / "ckpt.safetensors"))
+    assert a.keys() == b.keys() and len(a) > 10
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
+    for name in ("train.csv", "eval.csv"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text(), name
+
+
+@needs_fortunes
+def test_sample_script_is_stable_for_a_seed(tmp_path):
+    """The same seed gives the same text, on one thread or two; another seed, other text.
+    A missing run, an empty prompt or one outside the vocabulary is one line."""
+    proc = run_train(tmp_path / "out", "--iters", "20", "--eval-interval", "10")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (tmp_path / "prompt.txt").write_text("The ")
+    texts = []
+    for extra in (("--threads", "1"), ("--threads", "2"), ("--prompt-file",
+                                                           str(tmp_path / "prompt.txt"))):
+        p = run_sample(tmp_path / "out", "--prompt", "The ", "--length", "60", "--seed", "5",
+                       "--top-k", "10", *extra) if extra[0] == "--threads" else \
+            run_sample(tmp_path / "out" / "ckpt.safetensors", *extra, "--length", "60",
+                       "--seed", "5", "--top-k", "10")
+        assert p.returncode == 0, p.stderr[-2000:]
+        texts.append(p.stdout)
+    assert texts[0] == texts[1] == texts[2] and texts[0].startswith("The ")
+    other = run_sample(tmp_path / "out", "--prompt", "The ", "--length", "60", "--seed", "6",
+                       "--top-k", "10")
+    assert other.returncode == 0 and other.stdout != texts[0]
+    for args, said in (((tmp_path / "nope",), f"no checkpoint at {tmp_path / 'nope'}"),
+                       ((tmp_path / "out", "--prompt", ""), "the prompt is empty"),
+                       ((tmp_path / "out", "--prompt", "\u00e9"),
+                        "the prompt: character '\u00e9' is not in the vocabulary")):
+        p = run_sample(*args)
+        assert p.returncode == 1, p.stderr[-2000:]
+        assert p.stderr.strip().splitlines() == [f"gptc: error: {said}"], p.stderr
+
+
+# -- the multilingual corpus -----------------------------------------------------------------
+
+def test_multilingual_run_reports_fertility_and_losses_per_language(tmp_path):
+    from gptc.apps import data
+    try:
+        data.load_multilingual(max_chars=1000)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    proc = run_train(tmp_path, "--corpus", "multilingual", "--lang-chars", "20000",
+                     "--vocab-size", "512", "--iters", "2", "--eval-interval", "2",
+                     "--eval-batches", "12", "--sample-chars", "10")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tokenizer: byte-level BPE, 512 tokens" in proc.stdout
+    with open(tmp_path / "fertility.csv") as f:
+        rows = {r["code"]: r for r in csv.DictReader(f)}
+    assert list(rows) == [code for code, *_ in data.LANGUAGES]
+    # Chinese costs three bytes a character: a small byte-level vocabulary gives it more
+    # tokens a character than any alphabetic language.
+    per_char = {c: 1 / float(r["chars_per_token"]) for c, r in rows.items()}
+    assert max(per_char, key=per_char.get) == "zh"
+    assert abs(sum(float(r["token_share"]) for r in rows.values()) - 1) < 1e-3
+    assert "val by language: en " in proc.stdout and " zh " in proc.stdout
+    with open(tmp_path / "eval.csv") as f:
+        splits = {r["split"] for r in csv.DictReader(f)}
+    assert {"train", "val", "val:en", "val:ru", "val:zh"} <= splits

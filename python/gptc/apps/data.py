@@ -20,10 +20,14 @@ import torch
 
 FORTUNES_DIR = "/usr/share/games/fortunes"
 
-# Collections that are not English prose: ASCII pictures, and the file of fortunes kept
-# for translators (a copy of others). The offensive collections live in off/ (package
-# fortunes-off) and are never read: only plain files directly in FORTUNES_DIR are.
-EXCLUDED_COLLECTIONS = frozenset({"ascii-art", "translate-me"})
+# Collections that are not English prose: ASCII pictures, the file of fortunes kept for
+# translators (a copy of others), and the collections that other languages' packages put
+# beside the English ones (fortunes-zh: chinese, song100, tang300; fortunes-br: brasil),
+# which the multilingual corpus reads as their languages. The offensive collections live
+# in off/ (package fortunes-off) and are never read: only plain files directly in
+# FORTUNES_DIR are.
+EXCLUDED_COLLECTIONS = frozenset({"ascii-art", "translate-me",
+                                  "chinese", "song100", "tang300", "brasil"})
 
 INSTALL_HINT = ("install the default corpus with `apt-get install fortunes-min` "
                 "(or `fortunes` for the full ~2.7 MB collection), or pass a text file")
@@ -31,6 +35,7 @@ INSTALL_HINT = ("install the default corpus with `apt-get install fortunes-min` 
 _OVERSTRIKE = re.compile(r"[^\n]\x08")
 _NOT_PLAIN = re.compile(r"[^\n\t\x20-\x7e]")
 _BLANK_RUNS = re.compile(r"\n{3,}")
+_ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # fortunes-zh colours its poems' titles
 
 
 def fortune_files(directory=None) -> list:
@@ -53,25 +58,28 @@ def fortune_files(directory=None) -> list:
     return paths
 
 
-def _clean_fortune_text(raw: str) -> str:
-    """Plain printable ASCII: overstrike sequences (``_\\bA``, ``A\\bA``) keep the struck
-    character, bells and any other control or non-ASCII characters (a few accents and some
-    mojibake) are dropped, CRLF becomes LF."""
-    text = raw.replace("\r\n", "\n").replace("\r", "\n")
+def _clean_fortune_text(raw: str, ascii_only: bool = True) -> str:
+    """Overstrike sequences (``_\\bA``, ``A\\bA``) keep the struck character, CRLF becomes
+    LF, and terminal colour codes, bells and other control characters are dropped.
+    ``ascii_only`` (the English corpus) also drops every non-ASCII character (a few accents
+    and some mojibake); otherwise every printable character stays."""
+    text = _ANSI_COLOUR.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
     while "\x08" in text:
         new = _OVERSTRIKE.sub("", text)
         if new == text:  # a backspace at the start of a line: drop it
             new = text.replace("\x08", "")
         text = new
-    return _NOT_PLAIN.sub("", text)
+    if ascii_only:
+        return _NOT_PLAIN.sub("", text)
+    return "".join(c for c in text if c.isprintable() or c in "\n\t")
 
 
-def split_fortunes(raw: str) -> list:
+def split_fortunes(raw: str, ascii_only: bool = True) -> list:
     """The fortunes of one collection: pieces between lines holding only '%', with trailing
     whitespace removed from every line, blank lines trimmed at both ends and runs of blank
     lines inside made one; empty ones dropped."""
     fortunes, current = [], []
-    for line in _clean_fortune_text(raw).split("\n"):
+    for line in _clean_fortune_text(raw, ascii_only).split("\n"):
         if line.strip() == "%":
             fortunes.append(current)
             current = []
@@ -101,6 +109,85 @@ def load_fortunes(directory=None) -> str:
         raise ValueError(f"no default corpus: the fortune files in {directory} hold no text; "
                          f"{INSTALL_HINT}")
     return "\n\n".join(fortunes) + "\n"
+
+
+# The multilingual corpus: the languages Debian packages fortunes in, with their package
+# and where it puts its collections (a folder of FORTUNES_DIR, or named collections in it).
+# English is the default corpus above.
+LANGUAGES = (
+    ("en", "English", "fortunes", None),
+    ("de", "German", "fortunes-de", "de"),
+    ("es", "Spanish", "fortunes-es", "es"),
+    ("it", "Italian", "fortunes-it", "it"),
+    ("pt", "Portuguese", "fortunes-br", ("brasil",)),
+    ("pl", "Polish", "fortunes-pl", "pl"),
+    ("cs", "Czech", "fortunes-cs", "cs"),
+    ("eo", "Esperanto", "fortunes-eo", "eo"),
+    ("ga", "Irish", "fortunes-ga", "ga"),
+    ("ru", "Russian", "fortunes-ru", "ru"),
+    ("bg", "Bulgarian", "fortunes-bg", "bg"),
+    ("zh", "Chinese", "fortunes-zh", ("chinese", "song100", "tang300")),
+)
+# Pictures rather than prose, in the language folders.
+_FOREIGN_PICTURES = frozenset({"asciiart", "banner"})
+MULTILINGUAL_PACKAGES = tuple(p for _, _, p, _ in LANGUAGES)
+
+
+def _language_files(where, directory):
+    """The collection files of one language: named ones, or a folder's plain files (names
+    without a dot, or ending in .fortunes as fortunes-es names them; no links, no off/)."""
+    if isinstance(where, tuple):
+        return [os.path.join(directory, n) for n in where
+                if os.path.isfile(os.path.join(directory, n))]
+    folder = os.path.join(directory, where)
+    if not os.path.isdir(folder):
+        return []
+    paths = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        stem = name[:-len(".fortunes")] if name.endswith(".fortunes") else name
+        if ("." in stem or stem in _FOREIGN_PICTURES or os.path.islink(path)
+                or not os.path.isfile(path)):
+            continue
+        paths.append(path)
+    return paths
+
+
+def _thin(fortunes, max_chars):
+    """Whole fortunes spread evenly over the collection (every k-th), about max_chars."""
+    total = sum(len(f) + 2 for f in fortunes)
+    if max_chars is None or total <= max_chars:
+        return fortunes
+    stride = -(-total // max_chars)
+    return fortunes[::stride]
+
+
+def load_multilingual(max_chars=200_000, directory=None) -> list:
+    """[(code, language, text)] for every language of LANGUAGES: its fortunes (printable
+    Unicode kept), thinned to about ``max_chars`` characters by taking every k-th fortune
+    so that every collection is represented. Raises FileNotFoundError naming the packages
+    to install when a language has no collections."""
+    directory = FORTUNES_DIR if directory is None else directory
+    out, missing = [], []
+    for code, name, package, where in LANGUAGES:
+        if where is None:
+            paths, ascii_only = fortune_files(directory), True
+        else:
+            paths, ascii_only = _language_files(where, directory), False
+        fortunes = []
+        for path in paths:
+            with open(path, "rb") as f:
+                fortunes.extend(split_fortunes(f.read().decode("utf-8", errors="replace"),
+                                               ascii_only))
+        if not fortunes:
+            missing.append(package)
+            continue
+        out.append((code, name, "\n\n".join(_thin(fortunes, max_chars)) + "\n"))
+    if missing:
+        raise FileNotFoundError(
+            f"the multilingual corpus needs {', '.join(missing)}: install with `apt-get "
+            f"install {' '.join(missing)}` (scripts/setup.sh installs them)")
+    return out
 
 
 def load_corpus(path=None) -> str:

@@ -14,10 +14,7 @@ absolute for the parameters).
 import argparse
 import ast
 import dataclasses
-import importlib.machinery
-import importlib.util
 import math
-import os
 import sys
 
 import torch
@@ -25,6 +22,7 @@ import torch
 from ..compiler import MAX_THREADS  # the runtime refuses more threads
 from ..errors import GptcError, ParityError
 from ..parity import report, verdict
+from . import model_file
 
 
 def _parse_value(text, kind):
@@ -75,30 +73,10 @@ def make_config(config_cls, overrides):
 
 def load_model_file(path):
     """GPTConfig and GPT from a nanoGPT-style model file."""
-    if not os.path.isfile(path):
-        raise ParityError(f"model file not found: {path}")
-    name = "gptc_parity_model_" + os.path.splitext(os.path.basename(path))[0]
-    # An explicit source loader: by suffix, importlib finds none for a file not named .py.
-    loader = importlib.machinery.SourceFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # its own imports
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ParityError(f"cannot load {path}: {e.msg} (line {e.lineno})") from None
-    except SystemExit as e:  # sys.exit(0) would end the report with success, nothing checked
-        raise ParityError(f"cannot load {path}: it exited while loading "
-                          f"(SystemExit: {e.code})") from None
-    except Exception as e:
-        raise ParityError(f"cannot load {path}: {type(e).__name__}: {e}") from None
-    finally:
-        sys.path.pop(0)
-    missing = [n for n in ("GPTConfig", "GPT") if not hasattr(module, n)]
-    if missing:
-        raise ParityError(f"{path} does not define {' and '.join(missing)} "
-                          "(a nanoGPT-style model file: GPT(GPTConfig(...)))")
-    return module.GPTConfig, module.GPT
+        return model_file.load_model_file(path)
+    except model_file.ModelFileError as e:
+        raise ParityError(str(e)) from None
 
 
 def build_model(path, overrides, seed):
