@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import time
+import types
 
 import torch
 
@@ -201,10 +202,14 @@ def get_lr(it, args):
                       decay_iters=args.lr_decay_iters)
 
 
-def estimate_loss(fwd, batches):
-    """Mean loss of the compiled eval forward over fixed (x, y) batches."""
-    losses = [float(fwd(x, y)[1]) for x, y in batches]
-    return sum(losses) / len(losses)
+def estimate_losses(loss_of, eval_sets):
+    """{split: mean of loss_of(x, y) over its fixed batches}, and "val": the mean over every
+    held-out batch, so that the languages weigh alike."""
+    losses = {k: sum(loss_of(x, y) for x, y in b) / len(b) for k, b in eval_sets.items()}
+    vals = [k for k in eval_sets if k != "train"]
+    losses["val"] = (sum(losses[k] * len(eval_sets[k]) for k in vals)
+                     / sum(len(eval_sets[k]) for k in vals))
+    return losses
 
 
 def read_csv_rows(path, before_iter, fields=CSV_FIELDS):
@@ -349,34 +354,12 @@ def make_tokenizer(args, languages, old_meta):
     return tok
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    for note in args.notes:
-        print(note)
-    torch.set_num_threads(args.threads)
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create --out {args.out}: {e.strerror}") from None
-    meta_path = os.path.join(args.out, "meta.json")
-    ckpt_path = os.path.join(args.out, "ckpt.safetensors")
-    csv_path = os.path.join(args.out, "train.csv")
-    eval_path = os.path.join(args.out, "eval.csv")
-
-    # --- the run being resumed ------------------------------------------------------
-    resume_path, old_meta = None, None
-    if args.resume is not None:
-        resume_path = args.resume or ckpt_path
-        if not os.path.isfile(resume_path):
-            raise UsageError(f"checkpoint to resume from not found: {resume_path}")
-        old_meta_path = os.path.join(os.path.dirname(resume_path) or ".", "meta.json")
-        if os.path.isfile(old_meta_path):
-            try:
-                old_meta = read_meta(old_meta_path)
-            except RunError as e:
-                raise UsageError(str(e)) from None
-
-    # --- data ---------------------------------------------------------------------------
+def prepare_data(args, old_meta=None):
+    """The corpus as the job trains on it: read, tokenized (a resumed run keeps its
+    tokenizer), each language split 90/10, what the tokenizer does reported, and the fixed
+    evaluation batches drawn: --eval-batches from the train split, and as many from the
+    held-out split shared out among the languages. A namespace of tok, unit ("char" or
+    "token"), languages, train_data, val_parts [(code, language, ids)] and eval_sets."""
     languages = load_text(args)
     tok = make_tokenizer(args, languages, old_meta)
     unit = "char" if isinstance(tok, CharTokenizer) else "token"
@@ -424,6 +407,50 @@ def main(argv=None):
             shown = " ".join(repr(c) for c in unseen[:10]) + (" ..." if len(unseen) > 10 else "")
             print(f"note: {len(unseen)} of the {tok.vocab_size} characters occur only in the "
                   f"held-out split, never in training: {shown}")
+    val_gen = torch.Generator().manual_seed(args.seed + 1)   # fixed evaluation batches
+    eval_sets = {"train": [get_batch(train_data, args.batch, args.block_size, val_gen)
+                           for _ in range(args.eval_batches)]}
+    per_lang = max(1, -(-args.eval_batches // len(val_parts)))
+    for code, name, v in val_parts:
+        n = args.eval_batches if len(val_parts) == 1 else per_lang
+        eval_sets["val:" + (code or "all")] = [
+            get_batch(v, args.batch, args.block_size, val_gen) for _ in range(n)]
+    return types.SimpleNamespace(tok=tok, unit=unit, languages=languages,
+                                 train_data=train_data, val_parts=val_parts,
+                                 eval_sets=eval_sets)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for note in args.notes:
+        print(note)
+    torch.set_num_threads(args.threads)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create --out {args.out}: {e.strerror}") from None
+    meta_path = os.path.join(args.out, "meta.json")
+    ckpt_path = os.path.join(args.out, "ckpt.safetensors")
+    csv_path = os.path.join(args.out, "train.csv")
+    eval_path = os.path.join(args.out, "eval.csv")
+
+    # --- the run being resumed ------------------------------------------------------
+    resume_path, old_meta = None, None
+    if args.resume is not None:
+        resume_path = args.resume or ckpt_path
+        if not os.path.isfile(resume_path):
+            raise UsageError(f"checkpoint to resume from not found: {resume_path}")
+        old_meta_path = os.path.join(os.path.dirname(resume_path) or ".", "meta.json")
+        if os.path.isfile(old_meta_path):
+            try:
+                old_meta = read_meta(old_meta_path)
+            except RunError as e:
+                raise UsageError(str(e)) from None
+
+    # --- data ---------------------------------------------------------------------------
+    data = prepare_data(args, old_meta)
+    tok, languages, train_data, val_parts, unit = (
+        data.tok, data.languages, data.train_data, data.val_parts, data.unit)
     prompt = args.prompt if args.prompt is not None else default_prompt(tok)
     if prompt == "":
         raise UsageError("--prompt must not be empty")
@@ -460,15 +487,7 @@ def main(argv=None):
                              f"model configuration (see its meta.json)")
 
     gen = torch.Generator().manual_seed(args.seed)           # training batches
-    val_gen = torch.Generator().manual_seed(args.seed + 1)   # fixed evaluation batches
-    eval_sets = {"train": [get_batch(train_data, args.batch, args.block_size, val_gen)
-                           for _ in range(args.eval_batches)]}
-    per_lang = max(1, -(-args.eval_batches // len(val_parts)))
-    for code, name, v in val_parts:
-        n = args.eval_batches if len(val_parts) == 1 else per_lang
-        eval_sets["val:" + (code or "all")] = [
-            get_batch(v, args.batch, args.block_size, val_gen) for _ in range(n)]
-
+    eval_sets = data.eval_sets
     x0, y0 = get_batch(train_data, args.batch, args.block_size,
                        torch.Generator().manual_seed(args.seed))
     try:
@@ -493,12 +512,7 @@ def main(argv=None):
 
     def evaluate(state):
         eval_fwd.load_state_dict(state)
-        losses = {k: estimate_loss(eval_fwd, b) for k, b in eval_sets.items()}
-        vals = [b for k, b in eval_sets.items() if k != "train"]
-        # The languages weigh alike: the mean over all of their batches.
-        losses["val"] = (sum(losses[k] * len(b) for k, b in eval_sets.items() if k != "train")
-                         / sum(len(b) for b in vals))
-        return losses
+        return estimate_losses(lambda x, y: float(eval_fwd(x, y)[1]), eval_sets)
 
     # The untrained twin: the same model at its initial weights, on the same batches.
     twin = evaluate(step.state_dict())

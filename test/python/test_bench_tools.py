@@ -568,3 +568,32 @@ def test_report_shows_the_latest_gpu_check(tmp_path):
     assert "| layer_norm | 64 rows | 3 |" in lines
     assert "| matmul (2 shapes and layouts) | 20,016 outputs | 1 |" in lines
     assert "| qkv | 16384 × 1152 × 384 | 34.9 | 41.3 |" in lines
+
+
+def test_report_shows_the_main_job_against_pytorch(tmp_path):
+    """The newest record of bench/results/main_job/ becomes a table: each framework's val
+    loss after the recipe, gptc's untrained twin, loop and whole-run times, peak RSS."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    report = importlib.import_module("report")
+    assert report.latest_main_job(str(tmp_path)) is None
+
+    def rec(finished, val):
+        evals = lambda v: [{"iter": 0, "val": 4.6}, {"iter": 2000, "val": v, "train": v}]  # noqa
+        fig = {fw: {"evals": evals(val + d), "loop_s": 60.0 + d, "wall_s": 90.0 + d,
+                    "peak_rss_mib": 800.0} for fw, d in (("gptc", 0), ("eager", 0.001),
+                                                          ("compile", 0.002))}
+        fig["gptc"]["evals"][-1]["twin_val"] = 4.6242
+        return {"finished": finished, "machine": {"kind": "Zen 4", "width": "AVX-512"},
+                "settings": {"n_layer": 4, "n_embd": 128, "block_size": 64, "batch": 12,
+                             "iters": 2000, "threads": 2, "corpus": "fortunes", "data": None},
+                "figures": fig}
+    (tmp_path / "a.json").write_text(json.dumps(rec("2026-12-04T10:00:00Z", 2.0)))
+    (tmp_path / "b.json").write_text(json.dumps(rec("2026-12-04T11:00:00Z", 1.9)))
+    name, r = report.latest_main_job(str(tmp_path))
+    lines = report.main_job_table(name, r, "bench/results/main_job/")
+    assert "(4 layers, 128 wide, block 64, batch 12, 2000 steps) on Debian fortunes" in lines[0]
+    assert "[record](bench/results/main_job/b.json)" in lines[0]
+    assert "| | gptc | eager | torch.compile |" in lines
+    assert "| val loss after 2000 steps | 1.9000 | 1.9010 | 1.9020 |" in lines
+    assert "| val loss untrained (the twin) | 4.6242 | | |" in lines
+    assert "| training loop, s (with evaluations) | 60.0 | 60.0 | 60.0 |" in lines

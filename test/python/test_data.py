@@ -93,6 +93,11 @@ def test_empty_or_binary_file_is_a_clear_error(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00abc")
     with pytest.raises(ValueError, match="not UTF-8"):
         load_corpus(str(binary))
+    late = tmp_path / "late.txt"
+    late.write_bytes("h\u00e9llo ".encode() * 100 + b"\xc3(")
+    with pytest.raises(ValueError, match=r"not UTF-8 text: byte 0xc3 at offset 700 "
+                                         r"\(invalid continuation byte\)"):
+        load_corpus(str(late))
 
 
 def test_no_fortunes_names_the_package(tmp_path, monkeypatch):

@@ -239,6 +239,19 @@ def test_config_files_and_overrides_as_nanogpt(tmp_path):
     assert proc.returncode == 2 and "--gradient-accumulation-steps must be 1" in proc.stderr
 
 
+def test_shipped_config_files_are_the_recipe_and_nanogpts():
+    """examples/config/cpu_recipe.py spells out the defaults exactly; the shakespeare_char
+    file (nanoGPT's keys and values) parses with its ignored keys noted."""
+    job = load_job()
+    config = os.path.join(REPO, "examples", "config")
+    assert vars(job.parse_args([os.path.join(config, "cpu_recipe.py")])) == \
+        vars(job.parse_args([]))
+    args = job.parse_args([os.path.join(config, "train_shakespeare_char.py"), "--max_iters=500"])
+    assert (args.n_layer, args.n_embd, args.block_size, args.batch, args.iters,
+            args.lr_decay_iters, args.dropout) == (6, 384, 256, 64, 500, 5000, 0.2)
+    assert "note: wandb_log = False is ignored (no wandb logging)" in args.notes
+
+
 # -- your own model.py ------------------------------------------------------------------------
 
 NANOGPT_STYLE = '''

@@ -207,7 +207,8 @@ def load_corpus(path=None) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"corpus file {path} is not UTF-8 text ({e})") from None
+        raise ValueError(f"corpus file {path} is not UTF-8 text: byte 0x{raw[e.start]:02x} "
+                         f"at offset {e.start} ({e.reason})") from None
     if not text:
         raise ValueError(f"corpus file {path} is empty")
     return text
