@@ -9,6 +9,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Process.h"
@@ -84,10 +85,15 @@ std::string cacheDir() {
   return dir.str().str();
 }
 
-/// A compile cache entry is two files: KEY.so, the library, and KEY.sum, the hex xxh3 of
-/// its bytes, written after it. Each is written aside and renamed into place, so a
-/// concurrent compile never sees half of one.
+/// A compile cache entry is two files: KEY.so, the library, and KEY.sum, written after it,
+/// the hex xxh3 of "KEY:" and the hex xxh3 of its bytes: the sum binds the library to its
+/// key, so another entry's pair copied under this key does not pass. Each file is written
+/// aside and renamed into place, so a concurrent compile never sees half of one.
 std::string hexHash(StringRef bytes) { return llvm::utohexstr(llvm::xxh3_64bits(bytes)); }
+
+std::string entrySum(StringRef cached, StringRef bytes) {
+  return hexHash(llvm::sys::path::stem(cached).str() + ":" + hexHash(bytes));
+}
 
 /// The temporary name `path` is written under before it is renamed into place.
 std::string asideOf(StringRef path) {
@@ -119,13 +125,43 @@ void storeCached(StringRef lib, StringRef cached, StringRef sum) {
   auto buf = llvm::MemoryBuffer::getFile(lib);
   std::string ignored;  // a cache that cannot be written costs only the entry
   if (buf && succeeded(replaceFile(cached, (*buf)->getBuffer(), ignored)))
-    (void)replaceFile(sum, hexHash((*buf)->getBuffer()), ignored);
+    (void)replaceFile(sum, entrySum(cached, (*buf)->getBuffer()), ignored);
+}
+
+/// Whether `bytes` is a library gptc built: an ELF shared object whose dynamic symbols
+/// define the entry points the runtime looks up (runtime/src/model.cpp).
+bool isKernelsLibrary(llvm::MemoryBufferRef bytes) {
+  auto obj = llvm::object::ObjectFile::createObjectFile(bytes);
+  if (!obj) {
+    llvm::consumeError(obj.takeError());
+    return false;
+  }
+  auto *elf = dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
+  if (!elf || elf->getEType() != llvm::ELF::ET_DYN)
+    return false;
+  const StringRef wanted[] = {"gptc_entry", "gptc_entry_abi", "gptc_signature"};
+  unsigned found = 0;
+  for (const llvm::object::ELFSymbolRef &sym : elf->getDynamicSymbolIterators()) {
+    auto name = sym.getName();
+    auto flags = sym.getFlags();
+    if (!name || !flags) {
+      llvm::consumeError(name.takeError());
+      llvm::consumeError(flags.takeError());
+      continue;
+    }
+    for (unsigned i = 0; i < std::size(wanted); ++i)
+      if (*name == wanted[i] && !(*flags & llvm::object::SymbolRef::SF_Undefined))
+        found |= 1u << i;
+  }
+  return found == (1u << std::size(wanted)) - 1;
 }
 
 /// The cached library, if the entry is whole (else null). One whose bytes do not match its
-/// sum (a disk error, an edit, a copy cut short) is removed, with a warning, and the
-/// library rebuilt: otherwise every later compile would publish the same broken library.
-/// An entry without a sum (being written, or from an older gptc) is a miss.
+/// sum (a disk error, an edit, a copy cut short), or that is not a library gptc built
+/// though its sum matches (a file put there by hand or by another tool), is removed, with
+/// a warning, and the library rebuilt: otherwise every later compile would publish the
+/// same broken library. An entry without a sum (being written, or from an older gptc) is
+/// a miss.
 std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) {
   if (!llvm::sys::fs::exists(cached))
     return nullptr;
@@ -133,10 +169,14 @@ std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) 
   auto want = llvm::MemoryBuffer::getFile(sum);
   if (!lib || !want)
     return nullptr;
-  if (hexHash((*lib)->getBuffer()) == (*want)->getBuffer().trim())
-    return std::move(*lib);
-  llvm::errs() << "gptc: warning: compile cache entry " << cached
-               << " does not match its checksum; removed, rebuilding\n";
+  const char *why = "does not match its checksum";
+  if (entrySum(cached, (*lib)->getBuffer()) == (*want)->getBuffer().trim()) {
+    if (isKernelsLibrary((*lib)->getMemBufferRef()))
+      return std::move(*lib);
+    why = "is not a kernels library gptc built";
+  }
+  llvm::errs() << "gptc: warning: compile cache entry " << cached << " " << why
+               << "; removed, rebuilding\n";
   (void)llvm::sys::fs::remove(cached);
   (void)llvm::sys::fs::remove(sum);
   return nullptr;

@@ -8,6 +8,7 @@ APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev llv
               pybind11-dev nlohmann-json3-dev libgtest-dev
               libsimde-dev  # tests: the AVX-512 forms emulated on CPUs without AVX-512
               pkg-config    # tests: a program built against the installed runtime
+              libxxhash0    # tests: the compile cache's sums, computed independently
               fortunes-min fortunes   # fortunes: the main job's default English corpus
               # the main job's --corpus multilingual: eleven more languages
               fortunes-de fortunes-es fortunes-it fortunes-br fortunes-pl fortunes-cs

@@ -1,5 +1,6 @@
 """The compile cache: an unchanged model is not rebuilt by the host compiler."""
 import ctypes
+import ctypes.util
 import json
 import os
 import shutil
@@ -163,6 +164,61 @@ def test_a_corrupt_cache_entry_is_rebuilt_not_published(tmp_path):
     assert entry.with_suffix(".sum").exists()
     compile_cli(mlir, tmp_path / "d", cache)
     assert not (tmp_path / "d" / "compile.log").exists()  # a hit again
+
+
+def entry_sum(entry, data):
+    """What gptc writes in KEY.sum (codegen/Artifact.cpp): xxh3 of "KEY:" and the hex xxh3
+    of the library, upper-case hex without leading zeros, through libxxhash's XXH3_64bits
+    (LLVM's xxh3_64bits is the same function)."""
+    try:
+        lib = ctypes.CDLL("libxxhash.so.0")
+    except OSError:
+        pytest.skip("libxxhash.so.0 (Debian's libxxhash0) is not installed")
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = lambda b: format(lib.XXH3_64bits(b, len(b)), "X")  # noqa: E731
+    return h(f"{entry.stem}:{h(data)}".encode())
+
+
+def test_a_consistent_but_foreign_cache_entry_is_rebuilt(tmp_path):
+    """An entry whose checksum is consistent but whose library is not this key's made
+    every compile of the model publish a kernels.so that cannot load, with advice that
+    never named the cache. Another entry's pair copied under this key fails its checksum
+    (the sum covers the key); a file that is not a library gptc built, with a sum made to
+    match, is refused too: each is removed with a warning, and the library rebuilt."""
+    mlir = capture_one_layer(tmp_path)
+    cache = tmp_path / "cache"
+    compile_cli(mlir, tmp_path / "a", cache)
+    compile_cli(mlir, tmp_path / "b", cache, "--train")
+    forward = next(e for e in cache.glob("*.so")
+                   if e.read_bytes() == (tmp_path / "a" / "kernels.so").read_bytes())
+    step = next(e for e in cache.glob("*.so") if e != forward)
+    good = forward.read_bytes()
+    assert forward.with_suffix(".sum").read_text() == entry_sum(forward, good)
+    # The training step's pair under the forward's key.
+    forward.write_bytes(step.read_bytes())
+    forward.with_suffix(".sum").write_text(step.with_suffix(".sum").read_text())
+    run = run_cli(mlir, tmp_path / "c", cache)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.strip() == (f"gptc: warning: compile cache entry {forward} does not "
+                                  "match its checksum; removed, rebuilding")
+    assert (tmp_path / "c" / "kernels.so").read_bytes() == good
+    # Not a library gptc built, its sum made to match: text, and a system library.
+    libc = ctypes.util.find_library("m")
+    for poison in (b"not a library\n", open(f"/lib/x86_64-linux-gnu/{libc}", "rb").read()
+                   if libc and os.path.exists(f"/lib/x86_64-linux-gnu/{libc}") else None):
+        if poison is None:
+            continue
+        forward.write_bytes(poison)
+        forward.with_suffix(".sum").write_text(entry_sum(forward, poison))
+        run = run_cli(mlir, tmp_path / "d", cache)
+        assert run.returncode == 0, run.stderr
+        assert run.stderr.strip() == (f"gptc: warning: compile cache entry {forward} is not "
+                                      "a kernels library gptc built; removed, rebuilding")
+        assert (tmp_path / "d" / "kernels.so").read_bytes() == good
+        assert forward.read_bytes() == good
+    from gptc import _runtime
+    _runtime.Model(str(tmp_path / "d"))
 
 
 def test_the_python_api_passes_the_compilers_warning_on(tmp_path, monkeypatch):
