@@ -4,9 +4,10 @@
     python3 examples/sample.py out/ckpt.safetensors --prompt-file prompt.txt --top-k 20
 
 Reads the run's meta.json (model config, tokenizer, model file) and checkpoint, compiles
-the model's batch-1 forward with gptc and samples as nanoGPT does (temperature, top-k,
-multinomial from a generator seeded with --seed). The logits' bits do not depend on the
-thread count, so a seed gives the same text on any number of threads.
+the model's KV-cached decode step with gptc (gptc.compile_generate) and draws with gptc's
+sampler (temperature, top-k, top-p; a Philox stream keyed by --seed). The logits' bits do
+not depend on the thread count, so a seed gives the same text on any number of threads;
+a C program running the same decode step with gptc_sample writes the same text.
 """
 import argparse
 import math
@@ -17,8 +18,7 @@ import torch
 
 import gptc
 from gptc.apps.model_file import ModelFileError
-from gptc.apps.sampling import (RunError, default_prompt, generate, load_trained, read_meta,
-                                run_paths)
+from gptc.apps.sampling import RunError, default_prompt, load_trained, read_meta, run_paths
 
 
 def parse_args(argv=None):
@@ -33,6 +33,8 @@ def parse_args(argv=None):
     ap.add_argument("--temperature", type=float, default=0.8,
                     help="0 always takes the likeliest token")
     ap.add_argument("--top-k", type=int, default=None)
+    ap.add_argument("--top-p", type=float, default=1.0,
+                    help="nucleus sampling: the likeliest tokens whose probability reaches it")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=None,
                     help="default: every core this process may use")
@@ -43,7 +45,9 @@ def parse_args(argv=None):
         ap.error("--temperature must be a finite number >= 0")
     if args.top_k is not None and args.top_k < 1:
         ap.error("--top-k must be at least 1")
-    if not -2**63 <= args.seed < 2**64:  # torch.Generator.manual_seed's range
+    if not 0 < args.top_p <= 1:
+        ap.error("--top-p must be in (0, 1]")
+    if not -2**63 <= args.seed < 2**64:  # the sampler's seed: 64 bits
         ap.error(f"--seed must be from {-2**63} to {2**64 - 1}")
     if args.threads is None:
         args.threads = min(len(os.sched_getaffinity(0)), gptc.MAX_THREADS)
@@ -59,7 +63,7 @@ def main(argv=None):
     if not os.path.isfile(ckpt_path):
         raise RunError(f"no checkpoint at {ckpt_path}")
     meta = read_meta(meta_path)
-    tok, fwd = load_trained(ckpt_path, meta, args.threads)
+    tok, gen = load_trained(ckpt_path, meta, args.threads)
     if args.prompt_file is not None:
         try:
             with open(args.prompt_file, encoding="utf-8") as f:
@@ -74,8 +78,8 @@ def main(argv=None):
         ids = tok.encode(prompt)
     except ValueError as e:
         raise RunError(f"the prompt: {e}") from None
-    out = generate(fwd, ids, args.length, meta["config"]["block_size"], tok.vocab_size,
-                   args.temperature, args.top_k, torch.Generator().manual_seed(args.seed))
+    out = gen.generate(ids, args.length, temperature=args.temperature, top_k=args.top_k,
+                       top_p=args.top_p, seed=args.seed, vocab=tok.vocab_size)
     sys.stdout.write(prompt + tok.decode(out) + "\n")
     return 0
 

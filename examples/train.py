@@ -21,7 +21,8 @@ Ctrl-C stops at the end of the current step and saves it; --resume continues bit
 Writes into --out: train.csv (iter, lr, train_loss; at evaluations val_loss and the
 twin's), eval.csv (every evaluation, per split and language, with the twin's loss),
 loss.png, ckpt.safetensors (model + optimizer + step counter), meta.json (model config,
-tokenizer) and, with several languages, fertility.csv. examples/sample.py samples from it.
+tokenizer), generate/ (the trained model's KV-cached decode step, for examples/generate.c)
+and, with several languages, fertility.csv. examples/sample.py samples from it.
 """
 import argparse
 import csv
@@ -40,7 +41,8 @@ import gptc
 from gptc.apps import config as configurator
 from gptc.apps.data import CharTokenizer, get_batch, load_corpus, load_multilingual, split
 from gptc.apps.model_file import ModelFileError, build_model, check_returns_loss
-from gptc.apps.sampling import RunError, default_prompt, generate, read_meta, tokenizer_of
+from gptc.apps.sampling import (RunError, default_prompt, make_generator, read_meta,
+                                tokenizer_of)
 from gptc.apps.vocab import (FERTILITY_COLUMNS, BPETokenizer, encode_all, fertility,
                              fertility_warnings, format_fertility, tokenizer_meta)
 from gptc.parity import nanogpt_lr
@@ -502,12 +504,10 @@ def main(argv=None):
         grad_clip=args.grad_clip, seed=args.seed)
     t1 = time.perf_counter()
     eval_fwd = gptc.compile(model.eval(), eval_sets["train"][0])
-    context = torch.zeros(1, args.block_size, dtype=torch.long)
-    gen_fwd = gptc.compile(model.eval(), (context, context))
-    for compiled in (step, eval_fwd, gen_fwd):
+    for compiled in (step, eval_fwd):
         compiled.set_num_threads(args.threads)
     t2 = time.perf_counter()
-    print(f"compiled: training step in {t1 - t0:.1f} s, eval forwards in {t2 - t1:.1f} s; "
+    print(f"compiled: training step in {t1 - t0:.1f} s, eval forward in {t2 - t1:.1f} s; "
           f"{args.threads} threads")
 
     def evaluate(state):
@@ -617,11 +617,14 @@ def main(argv=None):
 
     # --- sample -----------------------------------------------------------------------------
     if args.sample_chars:
-        gen_fwd.load_state_dict(step.state_dict())
-        sample = generate(gen_fwd, prompt_ids, args.sample_chars, args.block_size,
-                          tok.vocab_size, args.temperature, args.top_k,
-                          torch.Generator().manual_seed(args.seed))
-        print(f"sample (temperature {args.temperature}, top-k {args.top_k}):")
+        gen = make_generator(model.eval(), args.block_size, step.state_dict(), args.threads)
+        if isinstance(gen, gptc.Generator):  # the decode step, for C (examples/generate.c)
+            gen.save(os.path.join(args.out, "generate"),
+                     [c.encode() for c in tok.chars] if unit == "char" else None)
+        sample = gen.generate(prompt_ids, args.sample_chars, temperature=args.temperature,
+                              top_k=args.top_k, seed=args.seed, vocab=tok.vocab_size)
+        print(f"sample (temperature {args.temperature}, top-k {args.top_k}, seed {args.seed}; "
+              f"examples/sample.py samples more):")
         print("-" * 60)
         print(prompt + tok.decode(sample))
         print("-" * 60)

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gptc/model.hpp"
+#include "gptc/sample.hpp"
 
 namespace py = pybind11;
 using gptc::rt::Model;
@@ -103,6 +104,21 @@ void* buffer_ptr(const py::object& arr, bool writable) {
 
 PYBIND11_MODULE(_runtime, mod) {
   mod.doc() = "gptc runtime: load and run a compiled gptc artifact folder";
+
+  mod.def(
+      "sample",
+      [](py::buffer logits, float temperature, int64_t top_k, float top_p, uint64_t seed,
+         uint64_t draw) {
+        py::buffer_info b = logits.request();
+        if (b.format != py::format_descriptor<float>::format() || b.ndim != 1 ||
+            b.strides[0] != (py::ssize_t)sizeof(float))
+          throw py::value_error("sample: logits must be a contiguous 1-D float32 array");
+        return gptc::rt::sample(static_cast<const float*>(b.ptr), (int64_t)b.shape[0],
+                                temperature, top_k, top_p, seed, draw);
+      },
+      py::arg("logits"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
+      py::arg("seed"), py::arg("draw"),
+      "The token gptc's sampler draws from a float32 row of logits (gptc/sample.hpp).");
 
   // gptc::rt::Error derives from std::runtime_error: pybind11 raises it as RuntimeError
   // carrying the runtime's one-line message.

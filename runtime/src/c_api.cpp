@@ -1,6 +1,7 @@
 // c_api.cpp — the C API of gptc/runtime.h over gptc::rt::Model. No exception crosses it:
 // failures return NULL / -1 and leave a one-line message in a thread-local string.
 #include "gptc/runtime.h"
+#include "gptc/sample.hpp"
 
 #include <string>
 #include <vector>
@@ -111,6 +112,16 @@ int gptc_model_set_num_threads(gptc_model* m, int n) {
 int gptc_model_save_weights(const gptc_model* m, const char* path) {
   if (!m || !path) return fail("gptc_model_save_weights: model or path is NULL");
   return guarded([&] { m->model->save_weights(path); });
+}
+
+int64_t gptc_sample(const float* logits, int64_t vocab, float temperature, int64_t top_k,
+                    float top_p, uint64_t seed, uint64_t draw) {
+  int64_t token = -1;
+  if (guarded([&] {
+        token = gptc::rt::sample(logits, vocab, temperature, top_k, top_p, seed, draw);
+      }) != 0)
+    return -1;
+  return token;
 }
 
 }  // extern "C"

@@ -1,22 +1,22 @@
-"""Text from a trained main-job run: its meta.json, the compiled forward, the sampler.
+"""Text from a trained main-job run: its meta.json, checkpoint and a compiled generator.
 
     meta = read_meta("out/meta.json")
-    tok, fwd = load_trained("out/ckpt.safetensors", meta, threads=2)
-    ids = generate(fwd, tok.encode("\\n"), 200, meta["config"]["block_size"],
-                   tok.vocab_size, temperature=0.8, top_k=None,
-                   generator=torch.Generator().manual_seed(1337))
+    tok, gen = load_trained("out/ckpt.safetensors", meta, threads=2)
+    ids = gen.generate(tok.encode("\\n"), 200, temperature=0.8, top_k=None, seed=1337,
+                       vocab=tok.vocab_size)
 
-The sampler is nanoGPT's (temperature, optional top-k, softmax, torch.multinomial from an
-explicit generator), run on logits from gptc's compiled forward, whose bits do not depend
-on the thread count: a seed gives the same text on any number of threads.
+The generator is gptc.compile_generate's (a KV-cached decode step and gptc's sampler) for
+a nanoGPT-style GPT, else FullBlock (the whole block per token, the same sampler). The
+logits' bits do not depend on the thread count: a seed gives the same text on any number
+of threads.
 """
 import json
-import math
 import os
 
 import torch
 
 from .. import compiler
+from .. import generate as generate_api
 from ..errors import GptcError
 from ..train import read_checkpoint
 from .model_file import MODEL_ARGS, build_model
@@ -56,48 +56,66 @@ def tokenizer_of(meta, path="meta.json"):
 
 
 def load_trained(ckpt_path, meta, threads):
-    """(tokenizer, compiled batch-1 forward at the block size) with the checkpoint's
-    parameters."""
+    """(tokenizer, generator) for a run's checkpoint: see make_generator."""
     tok = tokenizer_of(meta)
     cfg = dict(meta["config"], dropout=0.0)
     torch.manual_seed(0)  # the initial weights are overwritten; keep the draw fixed
     model = build_model(meta.get("model"), cfg).eval()
-    context = torch.zeros(1, cfg["block_size"], dtype=torch.long)
-    fwd = compiler.compile(model, (context, context))
-    fwd.set_num_threads(threads)
-    names = [a.name for a in fwd.captured.args if a.kind == "param"]
     _, tensors = read_checkpoint(ckpt_path)
+    state = {n: torch.from_numpy(t) for n, t in tensors.items()}
     try:
-        fwd.load_state_dict({n: torch.from_numpy(tensors[n]) for n in names if n in tensors})
+        return tok, make_generator(model, cfg["block_size"], state, threads)
     except GptcError as e:
         raise RunError(f"{ckpt_path} does not fit the model of meta.json: {e}") from None
-    return tok, fwd
 
 
-@torch.no_grad()
-def generate(fwd, prompt_ids, n, block, vocab, temperature, top_k, generator):
-    """Sample n tokens after prompt_ids with a compiled forward of batch 1, T=block.
+def make_generator(model, block, state, threads):
+    """A compiled generator with `state`'s parameters: gptc.compile_generate's KV-cached
+    decode step for a nanoGPT-style GPT, else (another architecture) FullBlock."""
+    try:
+        gen = generate_api.compile_generate(model, block)
+    except GptcError as e:
+        if not str(e).startswith("compile_generate takes a nanoGPT-style GPT"):
+            raise
+        gen = FullBlock(model, block)
+    gen.load_state_dict(state)
+    gen.set_num_threads(threads)
+    return gen
 
-    The context (its last `block` tokens) sits at positions 0..L-1, the rest is token 0;
-    causal attention makes positions >= L irrelevant to the logits at L-1."""
-    ids = list(prompt_ids)
-    dummy_targets = torch.zeros(1, block, dtype=torch.long)
-    for _ in range(n):
-        ctx = ids[-block:]
-        idx = torch.zeros(1, block, dtype=torch.long)
-        idx[0, :len(ctx)] = torch.tensor(ctx, dtype=torch.long)
-        logits, _ = fwd(idx, dummy_targets)
-        logits = logits[0, len(ctx) - 1, :vocab].to(torch.float32)
-        if temperature <= 0:
-            ids.append(int(torch.argmax(logits)))
-            continue
-        logits = logits / temperature
-        if top_k is not None:
-            kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
-            logits = torch.where(logits < kth, torch.full_like(logits, -math.inf), logits)
-        probs = torch.softmax(logits, dim=-1)
-        ids.append(int(torch.multinomial(probs, 1, generator=generator)))
-    return ids[len(prompt_ids):]
+
+class FullBlock:
+    """Generation without a KV cache, for models compile_generate does not take: the
+    compiled batch-1 forward over the whole block for every token, the context being the
+    last `block` tokens at positions 0..L-1 (causal attention makes the rest, token 0,
+    irrelevant to the logits at L-1); the same sampler and draws."""
+
+    def __init__(self, model, block):
+        context = torch.zeros(1, block, dtype=torch.long)
+        self.fwd = compiler.compile(model, (context, context))
+        self.block = block
+
+    def load_state_dict(self, state):
+        names = {a.name for a in self.fwd.captured.args if a.kind == "param"}
+        self.fwd.load_state_dict({n: t for n, t in state.items() if n in names})
+
+    def set_num_threads(self, n):
+        self.fwd.set_num_threads(n)
+
+    @torch.no_grad()
+    def generate(self, prompt, n, *, temperature=1.0, top_k=None, top_p=1.0, seed=0,
+                 vocab=None):
+        ids = list(prompt)
+        if not ids:
+            raise GptcError("generate: the prompt is empty")
+        dummy_targets = torch.zeros(1, self.block, dtype=torch.long)
+        for draw in range(n):
+            ctx = ids[-self.block:]
+            idx = torch.zeros(1, self.block, dtype=torch.long)
+            idx[0, :len(ctx)] = torch.tensor(ctx, dtype=torch.long)
+            logits = self.fwd(idx, dummy_targets)[0][0, len(ctx) - 1]
+            ids.append(generate_api.sample(logits[:vocab], temperature=temperature,
+                                           top_k=top_k, top_p=top_p, seed=seed, draw=draw))
+        return ids[len(prompt):]
 
 
 def default_prompt(tok):

@@ -51,6 +51,15 @@ int gptc_model_save_weights(const gptc_model* model, const char* path);
  * Never changes bits. */
 int gptc_model_set_num_threads(gptc_model* model, int n);
 
+/* The token drawn from logits[0 .. vocab) as gptc's generation draws it (gptc/sample.hpp;
+ * gptc.generate in Python calls the same function): temperature 0 takes the likeliest;
+ * top_k is 1 .. vocab, or -1 for every token; top_p in (0, 1] keeps the likeliest tokens
+ * whose probability reaches it (1: all); seed and draw (the token's number in the text)
+ * pick the random number. The same arguments give the same token on any machine.
+ * Returns the token id, or -1 with gptc_last_error() set. */
+int64_t gptc_sample(const float* logits, int64_t vocab, float temperature, int64_t top_k,
+                    float top_p, uint64_t seed, uint64_t draw);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,170 @@
+"""Generation: the KV-cached decode step (gptc.compile_generate), gptc's sampler, and a C
+program that writes the same text (examples/generate.c)."""
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import gptc
+from conftest import REPO
+from gptc.locate import find_tool
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+CFG = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=23)
+
+
+@pytest.fixture(scope="module")
+def model_and_gen():
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(**CFG, bias=True)).eval()
+    return model, gptc.compile_generate(model)
+
+
+def test_decode_steps_give_the_full_forwards_logits(model_and_gen):
+    """Fed one token at a time, the decode step's logits at each position are the whole
+    forward's (to rounding: its attention sums over the cache in another order)."""
+    model, gen = model_and_gen
+    seq = torch.randint(0, CFG["vocab_size"], (1, CFG["block_size"]),
+                        generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(seq, seq)[0][0]
+    k = torch.zeros(gen.cache_shape)
+    v = torch.zeros(gen.cache_shape)
+    for pos in range(CFG["block_size"]):
+        logits, k, v = gen.step(seq[:, pos:pos + 1], torch.tensor([pos]), k, v)
+        assert (logits[0] - full[pos]).abs().max() < 1e-5, pos
+    # The cache holds every position's keys now, none left at zero.
+    assert (k.abs().amax(dim=(0, 1, 2, 4)) > 0).all()
+
+
+def test_trained_weights_are_loaded_by_pytorch_name(model_and_gen):
+    model, gen = model_and_gen
+    other = TinyGPT(TinyGPTConfig(**CFG, bias=True)).eval()
+    gen.load_state_dict(other.state_dict())
+    seq = torch.tensor([[3, 1, 4]])
+    with torch.no_grad():
+        want = other(seq, seq)[0][0, -1]
+    text = gen.generate([3, 1, 4], 1, temperature=0)
+    assert text == [int(torch.argmax(want))]
+    gen.load_state_dict(model.state_dict())
+
+
+def test_generation_is_the_same_on_any_thread_count_and_shifts_its_context(model_and_gen):
+    _, gen = model_and_gen
+    runs = []
+    for threads in (1, 2):
+        gen.set_num_threads(threads)
+        runs.append(gen.generate([5, 6], 3 * CFG["block_size"], temperature=1.0, top_k=10,
+                                 seed=11))
+    assert runs[0] == runs[1] and len(runs[0]) == 3 * CFG["block_size"]
+    assert gen.generate([5, 6], 20, temperature=1.0, top_k=10, seed=12) != runs[0][:20]
+    # Past the compiled length the context is the text's last half, fed from position 0.
+    # Greedily: the prompt's 2 tokens and 14 drawn fill the 16 positions; the 15th drawn
+    # token is then drawn from them, and the 16th on from text[9:17] alone.
+    greedy = gen.generate([5, 6], CFG["block_size"] + 4, temperature=0)
+    text = [5, 6] + greedy
+    half = CFG["block_size"] // 2
+    assert gen.generate(text[CFG["block_size"] + 1 - half:CFG["block_size"] + 1], 3,
+                        temperature=0) == greedy[CFG["block_size"] - 1:CFG["block_size"] + 2]
+
+
+def test_bad_requests_are_one_line_errors(model_and_gen):
+    _, gen = model_and_gen
+    for args, kw, said in (
+            (([], 3), {}, "generate: the prompt is empty"),
+            (([1] * 17, 3), {}, "the prompt has 17 tokens, more than the compiled maximum "
+                                "length 16"),
+            (([23], 3), {}, "token 23 of the prompt is outside the vocabulary (0 to 22)"),
+            (([1], 3), dict(top_k=0), "top_k must be at least 1"),
+            (([1], 3), dict(temperature=-1.0), "temperature must be a finite number >= 0"),
+            (([1], 3), dict(temperature=float("nan")), "temperature must be a finite number"),
+            (([1], 3), dict(top_p=0.0), "top_p must be in (0, 1]"),
+            (([1], 3), dict(top_p=1.5), "top_p must be in (0, 1]"),
+            (([1], -1), {}, "generate: n must be an integer from 0")):
+        with pytest.raises(gptc.GptcError) as e:
+            gen.generate(*args, **kw)
+        assert said in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(gptc.GptcError, match="compile_generate takes a nanoGPT-style GPT; "
+                                             "Linear has no transformer.wte"):
+        gptc.compile_generate(torch.nn.Linear(3, 3))
+
+
+def test_the_sampler_draws_by_the_probabilities():
+    """Over 20,000 draws (one seed, draw numbers 0..19999) each token's frequency is its
+    softmax probability within sampling error; top-k never draws past the k likeliest,
+    top-p keeps the smallest likeliest set reaching p, temperature 0 takes the likeliest
+    (the lowest id among ties)."""
+    logits = np.array([2.0, 1.0, 0.5, 0.5, -1.0, -np.inf, 3.0], np.float32)
+    n = 20_000
+    draws = np.array([gptc.sample(logits, temperature=0.7, seed=3, draw=d) for d in range(n)])
+    p = np.exp((logits - logits.max()) / 0.7)
+    p /= p.sum()
+    freq = np.bincount(draws, minlength=len(logits)) / n
+    assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / n) + 1e-9), (freq, p)
+    assert freq[5] == 0
+    top2 = {gptc.sample(logits, top_k=2, seed=4, draw=d) for d in range(500)}
+    assert top2 == {6, 0}
+    # p(6) = 0.63 at temperature 1 and p(0) = 0.23: top_p 0.7 keeps {6, 0}, 0.5 keeps {6}.
+    assert {gptc.sample(logits, top_p=0.7, seed=4, draw=d) for d in range(500)} == {6, 0}
+    assert {gptc.sample(logits, top_p=0.5, seed=4, draw=d) for d in range(50)} == {6}
+    assert gptc.sample(logits, temperature=0) == 6
+    assert gptc.sample(np.array([1.0, 3.0, 3.0], np.float32), temperature=0) == 1
+    assert [gptc.sample(logits, seed=9, draw=d) for d in range(50)] == \
+        [gptc.sample(torch.from_numpy(logits), seed=9, draw=d) for d in range(50)]
+    for bad, said in ((np.array([np.nan, 1], np.float32), "logit 0 is NaN"),
+                      (np.array([-np.inf, -np.inf], np.float32), "every logit is -inf"),
+                      (np.zeros(0, np.float32), "no logits")):
+        with pytest.raises(gptc.GptcError, match=said):
+            gptc.sample(bad)
+
+
+def test_a_c_program_writes_the_text_python_writes(tmp_path):
+    """The main job trains a little and saves its decode step; examples/generate.c, linked
+    with the runtime library only, runs it with gptc_sample on every core and prints the
+    text examples/sample.py prints for the same prompt, length, seed and settings."""
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler (cc) to build the example")
+    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
+                           "libgptc_runtime.a")
+    if not os.path.exists(library):
+        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"{i} little pigs met {i % 5} wolves, said the tale.\n"
+                            for i in range(300)))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    out = tmp_path / "out"
+    train = subprocess.run(
+        [sys.executable, os.path.join(REPO, "examples", "train.py"), "--data", str(text),
+         "--out", str(out), "--iters", "30", "--eval-interval", "30", "--eval-batches", "2",
+         "--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "16",
+         "--batch", "4", "--sample-chars", "10", "--threads", "2"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert train.returncode == 0, train.stderr[-2000:]
+    assert (out / "generate" / "tokens.bin").exists()
+    exe = tmp_path / "generate"
+    subprocess.run(["cc", "-I", os.path.join(REPO, "runtime", "include"), "-c",
+                    os.path.join(REPO, "examples", "generate.c"), "-o", str(tmp_path / "g.o")],
+                   check=True)
+    subprocess.run(["c++", str(tmp_path / "g.o"), library, "-ldl", "-pthread", "-o", str(exe)],
+                   check=True)
+    for prompt, n, seed, temp, top_k in (("3 little", 60, 7, "0.8", "5"),
+                                         ("1", 45, 8, "1.0", "-1")):
+        c = subprocess.run([str(exe), str(out / "generate"), prompt, str(n), str(seed), temp,
+                            top_k], capture_output=True, timeout=300)
+        assert c.returncode == 0, c.stderr
+        py = subprocess.run(
+            [sys.executable, os.path.join(REPO, "examples", "sample.py"), str(out),
+             "--prompt", prompt, "--length", str(n), "--seed", str(seed), "--temperature",
+             temp, "--threads", "1"] + ([] if top_k == "-1" else ["--top-k", top_k]),
+            capture_output=True, env=env, timeout=300)
+        assert py.returncode == 0, py.stderr
+        assert c.stdout == py.stdout and len(c.stdout) > n, (c.stdout, py.stdout)
+    bad = subprocess.run([str(exe), str(out / "generate"), "\u00e9", "5", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr == \
+        "generate: error: the prompt holds a character outside the vocabulary\n"
