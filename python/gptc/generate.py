@@ -1,24 +1,28 @@
-"""Text generation with a KV cache: one compiled decode step, gptc's sampler.
+"""Text generation with a KV cache: a compiled decode step and prefill, gptc's sampler.
 
     gen = gptc.compile_generate(model)              # a nanoGPT-style GPT, eval mode
     gen.load_state_dict(trained_state)              # PyTorch names, as compile's
     ids = gen.generate(prompt_ids, 200, temperature=0.8, top_k=40, seed=7)
     gen.save("out/generate")                        # for a C or C++ program (runtime.h)
 
-The decode step is a forward of its own, captured from the model's modules: it takes one
-token per sequence, its position and the key/value cache of every layer ([layers, batch,
-heads, max_len, head size] each), appends the token's keys and values at that position,
-attends over the positions up to it and returns the next token's logits with the new
-caches. A prompt is fed one token at a time (the prefill); each new token costs one step
-whose attention spans at most max_len positions, where running the whole block again
-costs max_len positions of every layer. When the text reaches max_len the context shifts:
-the last max_len // 2 tokens are fed again from position 0 (nanoGPT instead crops to the
-last block_size tokens and reruns them for every token).
+Two forwards of their own, captured from the model's modules (the weights are the
+model's). The decode step takes one token, its position and every layer's key and value
+caches (DecodeStep says their layout), attends over the cached positions before it and
+its own key and value, and returns the next token's logits and its keys and values,
+which the caller stores in the caches at that position. The prefill takes the first max_len // 2 tokens of a
+text at once and returns the logits after them with the caches they fill. A prompt goes
+through the prefill when it is that long, the rest of it a decode step a token; each new
+token is one decode step, whose attention spans at most max_len positions where running
+the whole block again (nanoGPT's loop) costs max_len positions of every layer. When the
+text reaches max_len the context shifts: its last max_len // 2 tokens go through the
+prefill again, from position 0 (nanoGPT instead crops to the last block_size tokens for
+every token).
 
 Tokens are drawn by gptc.sample (runtime/include/gptc/sample.hpp): temperature, top-k,
 top-p, from a Philox stream keyed by the seed, the n-th new token being draw n; the C
-API's gptc_sample is the same function, so a C program that runs the saved decode step
-writes the same text. The logits' bits do not depend on the thread count.
+API's gptc_sample is the same function, so a C program that runs the saved programs the
+same way (examples/generate.c) writes the same text. The logits' bits do not depend on
+the thread count.
 """
 from __future__ import annotations
 
@@ -57,36 +61,76 @@ def sample(logits, *, temperature: float = 1.0, top_k: int | None = None,
 class DecodeStep(nn.Module):
     """One decode step of a nanoGPT-style GPT (transformer.wte, .wpe, .h[i].ln_1,
     .attn.c_attn, .attn.c_proj, .attn.n_head, .ln_2, .mlp, transformer.ln_f, lm_head),
-    reading its modules: the weights are the model's."""
+    reading its modules: the weights are the model's.
+
+    Inputs: the token [batch, 1], its position [1], then each layer's key cache, held
+    transposed ([batch, heads, head size, max_len]: the scores are q times it, with no
+    transpose to copy), then each layer's value cache ([batch, heads, max_len, head
+    size]); one input a layer, so that no step copies a layer out of a stacked cache. The
+    caches are read, not written: the token attends to the cached positions before `pos`
+    and to its own key and value, and the step returns those ([layers, batch, heads, 1,
+    head size] each) for the caller to store at `pos`."""
 
     def __init__(self, model: nn.Module, max_len: int):
         super().__init__()
         self.model = model
         self.max_len = max_len
 
-    def forward(self, idx, pos, k_cache, v_cache):
+    def forward(self, idx, pos, *caches):
         tr = self.model.transformer
-        B, C, T = idx.shape[0], tr.wte.weight.shape[1], self.max_len
+        B, C, T, L = idx.shape[0], tr.wte.weight.shape[1], self.max_len, len(tr.h)
         x = tr.wte(idx) + tr.wpe(pos)                          # [B, 1, C]
-        t = torch.arange(T, dtype=torch.long)
-        write = (t == pos).view(1, 1, T, 1)                    # this token's row
-        later = (t > pos).view(1, 1, 1, T)                     # not yet written
+        unwritten = (torch.arange(T, dtype=torch.long) >= pos).view(1, 1, 1, T)
         ks, vs = [], []
         for i, block in enumerate(tr.h):
             H = block.attn.n_head
             hs = C // H
             q, k, v = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
-            q = q.view(B, 1, H, hs).transpose(1, 2)            # [B, H, 1, hs]
-            k = torch.where(write, k.view(B, 1, H, hs).transpose(1, 2), k_cache[i])
-            v = torch.where(write, v.view(B, 1, H, hs).transpose(1, 2), v_cache[i])
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-            att = F.softmax(att.masked_fill(later, float("-inf")), dim=-1)
-            y = (att @ v).transpose(1, 2).contiguous().view(B, 1, C)
-            x = x + block.attn.c_proj(y)
+            q, k, v = (t.view(B, 1, H, hs).transpose(1, 2) for t in (q, k, v))  # [B, H, 1, hs]
+            scale = 1.0 / math.sqrt(hs)
+            cached = (q @ caches[i]) * scale                                    # [B, H, 1, T]
+            own = (q * k).sum(dim=-1, keepdim=True) * scale                     # [B, H, 1, 1]
+            att = F.softmax(torch.cat([cached.masked_fill(unwritten, float("-inf")), own],
+                                      dim=-1), dim=-1)
+            y = att[..., :T] @ caches[L + i] + att[..., T:] * v
+            x = x + block.attn.c_proj(y.transpose(1, 2).contiguous().view(B, 1, C))
             x = x + block.mlp(block.ln_2(x))
             ks.append(k)
             vs.append(v)
         logits = self.model.lm_head(tr.ln_f(x))[:, -1, :]      # [B, vocab]
+        return logits, torch.stack(ks), torch.stack(vs)
+
+
+class PrefillStep(nn.Module):
+    """The first `length` tokens of a text at once, at positions 0..length-1 (causal
+    attention over them): the logits after the last, and the caches as DecodeStep reads
+    them, stacked over the layers — keys [layers, batch, heads, head size, max_len],
+    values [layers, batch, heads, max_len, head size], zero past `length` — as that many
+    decode steps would leave them (to rounding)."""
+
+    def __init__(self, model: nn.Module, max_len: int, length: int):
+        super().__init__()
+        self.model = model
+        self.max_len = max_len
+        self.length = length
+
+    def forward(self, idx):
+        tr = self.model.transformer
+        B, P, C = idx.shape[0], self.length, tr.wte.weight.shape[1]
+        x = tr.wte(idx) + tr.wpe(torch.arange(P, dtype=torch.long))
+        ks, vs = [], []
+        for block in tr.h:
+            H = block.attn.n_head
+            hs = C // H
+            q, k, v = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, P, H, hs).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + block.attn.c_proj(y.transpose(1, 2).contiguous().view(B, P, C))
+            x = x + block.mlp(block.ln_2(x))
+            ks.append(torch.cat([k.transpose(-2, -1),
+                                 torch.zeros(B, H, hs, self.max_len - P)], dim=3))
+            vs.append(torch.cat([v, torch.zeros(B, H, self.max_len - P, hs)], dim=2))
+        logits = self.model.lm_head(tr.ln_f(x))[:, -1, :]
         return logits, torch.stack(ks), torch.stack(vs)
 
 
@@ -111,28 +155,35 @@ def _check_nanogpt_style(model) -> None:
 
 
 class Generator:
-    """A compiled decode step and the loop around it; see the module's doc."""
+    """A compiled decode step and prefill, and the loop around them; see the module's doc."""
 
-    def __init__(self, step: CompiledModel, model: nn.Module, max_len: int):
-        self.step = step
+    def __init__(self, step: CompiledModel, prefill: CompiledModel, model: nn.Module,
+                 max_len: int):
+        self.step, self.prefill = step, prefill
         tr = model.transformer
         self.max_len = max_len
+        self.prefill_len = max_len // 2
         self.vocab_size = tr.wte.weight.shape[0]
         self.n_layer = len(tr.h)
         self.n_head = tr.h[0].attn.n_head
         self.head_size = tr.wte.weight.shape[1] // self.n_head
-        self.cache_shape = (self.n_layer, 1, self.n_head, max_len, self.head_size)
+        # The caches as DecodeStep reads them (one layer an input) and PrefillStep writes
+        # them: keys transposed.
+        self.k_shape = (self.n_layer, 1, self.n_head, self.head_size, max_len)
+        self.v_shape = (self.n_layer, 1, self.n_head, max_len, self.head_size)
 
     def load_state_dict(self, state: dict) -> None:
-        """The model's parameters by PyTorch name (the step's are the model's, under
-        "model."), as gptc.compile's load_state_dict; extra entries (AdamW's moments in a
-        training checkpoint, say) are left out."""
-        names = {a.name for a in self.step.captured.args if a.kind == "param"}
-        mine = {"model." + k: v for k, v in state.items() if "model." + k in names}
-        self.step.load_state_dict(mine)
+        """The model's parameters by PyTorch name (the programs hold them under "model."),
+        as gptc.compile's load_state_dict; extra entries (AdamW's moments in a training
+        checkpoint, say) are left out."""
+        for program in (self.step, self.prefill):
+            names = {a.name for a in program.captured.args if a.kind == "param"}
+            program.load_state_dict({"model." + k: v for k, v in state.items()
+                                     if "model." + k in names})
 
     def set_num_threads(self, n: int) -> None:
         self.step.set_num_threads(n)
+        self.prefill.set_num_threads(n)
 
     def _check(self, prompt, n, temperature, top_k, top_p, vocab):
         if isinstance(prompt, torch.Tensor):
@@ -162,16 +213,36 @@ class Generator:
             raise GptcError(f"generate: top_p must be in (0, 1], got {top_p!r}")
         return prompt, vocab
 
+    def _run(self, program, inputs):
+        try:
+            return program.runtime.run(inputs)
+        except (RuntimeError, ValueError) as e:
+            raise GptcError(str(e)) from None
+
+    def _decode(self, token, pos, k, v):
+        """One decode step: the logits row after `token` at position `pos`, its keys and
+        values stored into the caches k and v at `pos`."""
+        logits, k_row, v_row = self._run(
+            self.step, [np.array([[token]], np.int64), np.array([pos], np.int64), *k, *v])
+        k[:, :, :, :, pos] = k_row[:, :, :, 0]
+        v[:, :, :, pos] = v_row[:, :, :, 0]
+        return logits[0], k, v
+
     def _feed(self, tokens):
-        """Feed `tokens` from position 0 with empty caches; (logits, k, v)."""
-        k = torch.zeros(self.cache_shape)
-        v = torch.zeros(self.cache_shape)
-        logits = None
-        for pos, tok in enumerate(tokens):
-            logits, k, v = self.step(torch.tensor([[tok]]), torch.tensor([pos]), k, v)
+        """`tokens` from position 0 into empty caches: the first prefill_len by the prefill
+        program when there are that many, the rest a decode step each; (logits row, k, v)."""
+        start = 0
+        if len(tokens) >= self.prefill_len:
+            logits, k, v = self._run(self.prefill, [np.array([tokens[:self.prefill_len]],
+                                                             np.int64)])
+            logits, start = logits[0], self.prefill_len
+        else:
+            k = np.zeros(self.k_shape, np.float32)
+            v = np.zeros(self.v_shape, np.float32)
+        for pos in range(start, len(tokens)):
+            logits, k, v = self._decode(tokens[pos], pos, k, v)
         return logits, k, v
 
-    @torch.no_grad()
     def generate(self, prompt, n: int, *, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float = 1.0, seed: int = 0, vocab: int | None = None) -> list:
         """`n` new token ids after `prompt` (ids); draw from the first `vocab` logits (all
@@ -182,35 +253,42 @@ class Generator:
         pos = len(ids)
         out = []
         for draw in range(n):
-            tok = sample(logits[0, :vocab], temperature=temperature, top_k=top_k,
-                         top_p=top_p, seed=seed, draw=draw)
+            tok = sample(logits[:vocab], temperature=temperature, top_k=top_k, top_p=top_p,
+                         seed=seed, draw=draw)
             out.append(tok)
             ids.append(tok)
             if draw + 1 == n:
                 break
-            if pos == self.max_len:  # the context shifts: the last half again from 0
-                logits, k, v = self._feed(ids[-(self.max_len // 2):])
-                pos = self.max_len // 2
+            if pos == self.max_len:  # the context shifts: its last half again from 0
+                logits, k, v = self._feed(ids[-self.prefill_len:])
+                pos = self.prefill_len
             else:
-                logits, k, v = self.step(torch.tensor([[tok]]), torch.tensor([pos]), k, v)
+                logits, k, v = self._decode(tok, pos, k, v)
                 pos += 1
         return out
 
     def save(self, directory: str, tokens: list | None = None) -> None:
-        """The decode step as an artifact folder with the current weights, for
-        gptc_model_load; with `tokens` (each token's bytes, in id order) also tokens.bin
-        (a u32 count, then each token as a u32 length and its bytes, little-endian), the
-        vocabulary a C program encodes and prints with."""
-        os.makedirs(directory, exist_ok=True)
-        for name in ("manifest.json", "kernels.so"):
-            shutil.copyfile(os.path.join(self.step.artifact_dir, name),
-                            os.path.join(directory, name))
-        self.step.runtime.save_weights(os.path.join(directory, "weights.safetensors"))
+        """The decode step as an artifact folder with the current weights (for
+        gptc_model_load), the prefill as another in its prefill/; with `tokens` (each
+        token's bytes, in id order) also tokens.bin (a u32 count, then each token as a u32
+        length and its bytes, little-endian), the vocabulary a C program encodes and prints
+        with (examples/generate.c)."""
+        for program, where in ((self.step, directory),
+                               (self.prefill, os.path.join(directory, "prefill"))):
+            os.makedirs(where, exist_ok=True)
+            for name in ("manifest.json", "kernels.so"):
+                shutil.copyfile(os.path.join(program.artifact_dir, name),
+                                os.path.join(where, name))
+            program.runtime.save_weights(os.path.join(where, "weights.safetensors"))
         with open(os.path.join(directory, "generate.json"), "w") as f:
-            json.dump({"max_len": self.max_len, "vocab_size": self.vocab_size,
-                       "cache_shape": list(self.cache_shape),
-                       "inputs": ["idx", "pos", "k_cache", "v_cache"],
-                       "results": ["logits", "k_cache", "v_cache"]}, f, indent=1)
+            json.dump({"max_len": self.max_len, "prefill_len": self.prefill_len,
+                       "vocab_size": self.vocab_size, "k_cache": list(self.k_shape),
+                       "v_cache": list(self.v_shape),
+                       "decode": {"inputs": ["idx", "pos", "k_cache[0..layers)",
+                                             "v_cache[0..layers)"],
+                                  "results": ["logits", "k_row", "v_row"]},
+                       "prefill": {"inputs": ["idx"],
+                                   "results": ["logits", "k_cache", "v_cache"]}}, f, indent=1)
         if tokens is not None:
             blob = bytearray(len(tokens).to_bytes(4, "little"))
             for t in tokens:
@@ -230,9 +308,15 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *,
         model = model.eval()
     step = DecodeStep(model, max_len).eval()
     tr = model.transformer
-    n_head = tr.h[0].attn.n_head
-    cache = torch.zeros(len(tr.h), 1, n_head, max_len, tr.wte.weight.shape[1] // n_head)
-    example = (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
-               cache, cache.clone())
-    compiled = CompiledModel(*capture_and_compile(step, example, workdir, "gptc-generate-"))
-    return Generator(compiled, model, max_len)
+    H = tr.h[0].attn.n_head
+    hs = tr.wte.weight.shape[1] // H
+    example = ((torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+               + tuple(torch.zeros(1, H, hs, max_len) for _ in tr.h)
+               + tuple(torch.zeros(1, H, max_len, hs) for _ in tr.h))
+    decode = CompiledModel(*capture_and_compile(
+        step, example, workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
+    length = max_len // 2
+    prefill = CompiledModel(*capture_and_compile(
+        PrefillStep(model, max_len, length).eval(), (torch.zeros(1, length, dtype=torch.long),),
+        workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"))
+    return Generator(decode, prefill, model, max_len)

@@ -26,20 +26,32 @@ def model_and_gen():
 
 
 def test_decode_steps_give_the_full_forwards_logits(model_and_gen):
-    """Fed one token at a time, the decode step's logits at each position are the whole
-    forward's (to rounding: its attention sums over the cache in another order)."""
+    """Fed one token at a time, its keys and values stored after each, the decode step's
+    logits at each position are the whole forward's (to rounding: its attention sums in
+    another order)."""
     model, gen = model_and_gen
     seq = torch.randint(0, CFG["vocab_size"], (1, CFG["block_size"]),
                         generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(seq, seq)[0][0]
-    k = torch.zeros(gen.cache_shape)
-    v = torch.zeros(gen.cache_shape)
+    k = torch.zeros(gen.k_shape)  # keys transposed: [layers, 1, heads, head size, T]
+    v = torch.zeros(gen.v_shape)
     for pos in range(CFG["block_size"]):
-        logits, k, v = gen.step(seq[:, pos:pos + 1], torch.tensor([pos]), k, v)
+        logits, k_row, v_row = gen.step(seq[:, pos:pos + 1], torch.tensor([pos]), *k, *v)
         assert (logits[0] - full[pos]).abs().max() < 1e-5, pos
+        k[:, :, :, :, pos] = k_row[:, :, :, 0]  # the caller stores the step's keys, values
+        v[:, :, :, pos] = v_row[:, :, :, 0]
     # The cache holds every position's keys now, none left at zero.
-    assert (k.abs().amax(dim=(0, 1, 2, 4)) > 0).all()
+    assert (k.abs().amax(dim=(0, 1, 2, 3)) > 0).all()
+    # The prefill: the first half at once, the logits after it and the caches those
+    # decode steps fill (zero past it).
+    half = CFG["block_size"] // 2
+    assert gen.prefill_len == half
+    logits, pk, pv = gen.prefill(seq[:, :half])
+    assert (logits[0] - full[half - 1]).abs().max() < 1e-5
+    assert (pk[..., :half] - k[..., :half]).abs().max() < 1e-5
+    assert (pv[:, :, :, :half] - v[:, :, :, :half]).abs().max() < 1e-5
+    assert not pk[..., half:].any() and not pv[:, :, :, half:].any()
 
 
 def test_trained_weights_are_loaded_by_pytorch_name(model_and_gen):

@@ -1,0 +1,129 @@
+"""Generation speed: tokens a second of gptc's KV-cached decode step against nanoGPT's own
+`generate` loop in eager PyTorch and under torch.compile, and gptc without its cache (the
+whole block per token), on the main job's model size, the same threads, in one run; the
+peak memory of each, each in its own process. The record goes to bench/results/generate/.
+
+    python3 bench/generate.py [--tokens 500] [--threads 2] [--frameworks ...]
+
+The model is the main job's recipe (4 layers, 4 heads, 128 wide, block 64, vocabulary 97,
+no biases) at its initial weights: speed does not depend on the weights. Every framework
+writes --tokens tokens after a one-token prompt, at temperature 1 with top-k 40; the
+clock runs over the generation only, after one warm-up text (which is when torch.compile
+compiles). nanoGPT's loop crops the context to the block and runs the model over all of
+it for every token; gptc's decode step runs one position against the cache, and shifts
+the context to its last half when the cache is full.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "python"))
+import store  # noqa: E402 (beside this file)
+from _cli import Parser  # noqa: E402
+
+STORE = os.path.join(HERE, "results", "generate")
+FRAMEWORKS = ("gptc", "gptc-no-cache", "eager", "compile")
+MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=97, bias=False)
+TOP_K = 40
+
+
+def nanogpt_generate(model, idx, n, block, temperature, top_k, generator):
+    """nanoGPT's GPT.generate: crop to the block, forward, the last position's logits,
+    temperature, top-k, softmax, multinomial."""
+    import torch
+    import torch.nn.functional as F
+    for _ in range(n):
+        cond = idx if idx.size(1) <= block else idx[:, -block:]
+        logits, _ = model(cond)
+        logits = logits[:, -1, :] / temperature
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("Inf")
+        probs = F.softmax(logits, dim=-1)
+        idx = torch.cat((idx, torch.multinomial(probs, 1, generator=generator)), dim=1)
+    return idx
+
+
+def worker(framework, tokens, threads):
+    import torch
+    import gptc
+    from gptc.apps.sampling import FullBlock
+    from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(**MODEL)).eval()
+    block = MODEL["block_size"]
+    if framework in ("gptc", "gptc-no-cache"):
+        gen = (gptc.compile_generate(model) if framework == "gptc"
+               else FullBlock(model, block))
+        gen.set_num_threads(threads)
+
+        def run(seed):
+            return gen.generate([0], tokens, temperature=1.0, top_k=TOP_K, seed=seed)
+    else:
+        net = torch.compile(model, dynamic=True) if framework == "compile" else model
+
+        def run(seed):
+            with torch.no_grad():
+                return nanogpt_generate(net, torch.zeros(1, 1, dtype=torch.long), tokens,
+                                        block, 1.0, TOP_K, torch.Generator().manual_seed(seed))
+    t0 = time.perf_counter()
+    run(1)  # warm-up (torch.compile compiles here)
+    warm = time.perf_counter() - t0
+    times = []
+    for seed in (2, 3, 4):
+        t0 = time.perf_counter()
+        run(seed)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    print(json.dumps({"tokens_per_s_median": tokens / times[1], "tokens_per_s_max":
+                      tokens / times[0], "tokens_per_s_min": tokens / times[-1],
+                      "warmup_s": warm,
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv[:1] == ["--worker"]:
+        return worker(argv[1], int(argv[2]), int(argv[3]))
+    ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=500)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--note", default=None)
+    args = ap.parse_args(argv)
+    frameworks = args.frameworks.split(",")
+    if any(f not in FRAMEWORKS for f in frameworks):
+        ap.error(f"--frameworks takes some of {','.join(FRAMEWORKS)}")
+    if args.tokens < 1 or args.threads < 1:
+        ap.error("--tokens and --threads must be at least 1")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    results = {}
+    for fw in frameworks:
+        proc = subprocess.run([sys.executable, __file__, "--worker", fw, str(args.tokens),
+                               str(args.threads)], capture_output=True, text=True, env=env)
+        if proc.returncode:
+            raise SystemExit(f"generate.py: {fw} failed: {proc.stderr.strip()[-500:]}")
+        results[fw] = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = results[fw]
+        print(f"{fw:>14}: {r['tokens_per_s_median']:8.0f} tokens/s (median of 3; "
+              f"{r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f}), warm-up "
+              f"{r['warmup_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+    commit, dirty = store.git_commit(REPO)
+    record = {"finished": time.strftime(store.STAMP, time.gmtime()), "commit": commit,
+              "dirty": dirty, "machine": store.machine_info(),
+              "settings": {"model": MODEL, "tokens": args.tokens, "threads": args.threads,
+                           "temperature": 1.0, "top_k": TOP_K},
+              "figures": results}
+    if args.note:
+        record["note"] = args.note
+    os.makedirs(STORE, exist_ok=True)
+    print(f"generate: wrote {store.write(record, store.path_for(record, STORE))}")
+
+
+if __name__ == "__main__":
+    main()
