@@ -575,7 +575,7 @@ def test_report_shows_the_main_job_against_pytorch(tmp_path):
     loss after the recipe, gptc's untrained twin, loop and whole-run times, peak RSS."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     report = importlib.import_module("report")
-    assert report.latest_main_job(str(tmp_path)) is None
+    assert report.latest_record(str(tmp_path)) is None
 
     def rec(finished, val):
         evals = lambda v: [{"iter": 0, "val": 4.6}, {"iter": 2000, "val": v, "train": v}]  # noqa
@@ -589,7 +589,7 @@ def test_report_shows_the_main_job_against_pytorch(tmp_path):
                 "figures": fig}
     (tmp_path / "a.json").write_text(json.dumps(rec("2026-12-04T10:00:00Z", 2.0)))
     (tmp_path / "b.json").write_text(json.dumps(rec("2026-12-04T11:00:00Z", 1.9)))
-    name, r = report.latest_main_job(str(tmp_path))
+    name, r = report.latest_record(str(tmp_path))
     lines = report.main_job_table(name, r, "bench/results/main_job/")
     assert "(4 layers, 128 wide, block 64, batch 12, 2000 steps) on Debian fortunes" in lines[0]
     assert "[record](bench/results/main_job/b.json)" in lines[0]
@@ -597,3 +597,19 @@ def test_report_shows_the_main_job_against_pytorch(tmp_path):
     assert "| val loss after 2000 steps | 1.9000 | 1.9010 | 1.9020 |" in lines
     assert "| val loss untrained (the twin) | 4.6242 | | |" in lines
     assert "| training loop, s (with evaluations) | 60.0 | 60.0 | 60.0 |" in lines
+
+
+def test_report_shows_generation_speed(tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    report = importlib.import_module("report")
+    fig = {fw: {"tokens_per_s_median": t, "peak_rss_mib": 500.0}
+           for fw, t in (("gptc", 4000.0), ("gptc-no-cache", 1000.0), ("eager", 400.0))}
+    rec = {"finished": "2026-12-04T14:00:00Z", "machine": {"kind": "Zen 4", "width": "AVX-512"},
+           "settings": {"model": {"n_layer": 4, "n_embd": 128, "block_size": 64},
+                        "tokens": 500, "threads": 2, "top_k": 40}, "figures": fig}
+    (tmp_path / "g.json").write_text(json.dumps(rec))
+    name, r = report.latest_record(str(tmp_path))
+    lines = report.generate_table(name, r, "x/")
+    assert "| gptc (KV cache) | 4,000 | 10.0× | 500 |" in lines
+    assert "| nanoGPT's generate, eager | 400 | 1.0× | 500 |" in lines
+    assert not any("torch.compile" in line for line in lines[2:])
