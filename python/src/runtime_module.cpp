@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gptc/model.hpp"
+#include "gptc/runtime.h"
 #include "gptc/sample.hpp"
 
 namespace py = pybind11;
@@ -105,6 +106,7 @@ void* buffer_ptr(const py::object& arr, bool writable) {
 PYBIND11_MODULE(_runtime, mod) {
   mod.doc() = "gptc runtime: load and run a compiled gptc artifact folder";
 
+  mod.def("version", &gptc_version, "The runtime's version (gptc_version in the C API).");
   mod.def(
       "sample",
       [](py::buffer logits, float temperature, int64_t top_k, float top_p, uint64_t seed,

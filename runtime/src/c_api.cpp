@@ -47,6 +47,21 @@ int fill_info(const std::vector<gptc::rt::TensorSpec>& specs, int i, gptc_tensor
   return 0;
 }
 
+// The index of the tensor named `name` in `specs`, or -1 with an error naming the kind
+// and, when there are few, the names there are.
+int find_index(const std::vector<gptc::rt::TensorSpec>& specs, const char* name,
+               const char* kind) {
+  if (!name) return fail(std::string("gptc: the ") + kind + " name is NULL");
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return (int)i;
+  std::string known;
+  for (size_t i = 0; i < specs.size() && i < 8; ++i)
+    known += (i ? ", " : "") + specs[i].name;
+  if (specs.size() > 8) known += ", ...";
+  return fail(std::string("gptc: no ") + kind + " named '" + name + "' (the model has " +
+              (known.empty() ? "none" : known) + ")");
+}
+
 }  // namespace
 
 extern "C" {
@@ -83,6 +98,21 @@ int gptc_model_result_info(const gptc_model* m, int i, gptc_tensor_info* info) {
 }
 int gptc_model_param_info(const gptc_model* m, int i, gptc_tensor_info* info) {
   return m ? fill_info(m->model->params(), i, info) : fail("gptc: model is NULL");
+}
+
+const char* gptc_version(void) { return GPTC_VERSION; }
+
+int gptc_model_input_index(const gptc_model* m, const char* name) {
+  return m ? find_index(m->model->inputs(), name, "input")
+           : fail("gptc_model_input_index: model is NULL");
+}
+int gptc_model_result_index(const gptc_model* m, const char* name) {
+  return m ? find_index(m->model->results(), name, "result")
+           : fail("gptc_model_result_index: model is NULL");
+}
+int gptc_model_param_index(const gptc_model* m, const char* name) {
+  return m ? find_index(m->model->params(), name, "parameter")
+           : fail("gptc_model_param_index: model is NULL");
 }
 
 void* gptc_model_param_data(gptc_model* m, int i) {

@@ -83,3 +83,19 @@ def test_compile_uses_a_gptc_found_on_path(no_known_tool, monkeypatch):
     compiled = gptc.compile(model, (x,))
     torch.testing.assert_close(compiled(x), model(x).detach())
     assert log.read_text().startswith("compile "), log.read_text()
+
+
+def test_the_versions_agree():
+    """gptc --version, the runtime's gptc_version and the package's __version__ are one
+    version: the project's (CMakeLists.txt)."""
+    import re
+    import subprocess
+    import gptc
+    from gptc.locate import load_runtime
+    with open(os.path.join(REPO, "CMakeLists.txt")) as f:
+        project = re.search(r"project\(gptc VERSION (\S+)", f.read()).group(1)
+    assert gptc.__version__ == project
+    assert load_runtime().version() == project
+    out = subprocess.run([gptc.find_tool("gptc"), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and re.fullmatch(rf"gptc {re.escape(project)} \(LLVM \d+\.\S+\)\n",
+                                                out.stdout), out.stdout

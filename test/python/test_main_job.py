@@ -406,3 +406,20 @@ def test_multilingual_run_reports_fertility_and_losses_per_language(tmp_path):
     with open(tmp_path / "eval.csv") as f:
         splits = {r["split"] for r in csv.DictReader(f)}
     assert {"train", "val", "val:en", "val:ru", "val:zh"} <= splits
+
+
+def test_resume_from_another_model_is_one_line(tmp_path):
+    """A checkpoint trained with another configuration (or another model file) is refused
+    before anything is trained, its run's meta.json named; the checkpoint stays."""
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog.\n" * 60)
+    out = tmp_path / "out"
+    assert run_train(out, "--data", str(text), "--iters", "2", "--sample-chars", "0") \
+        .returncode == 0
+    before = (out / "ckpt.safetensors").read_bytes()
+    proc = run_train(out, "--data", str(text), "--n-layer", "2", "--resume")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"gptc: error: checkpoint {out}/ckpt.safetensors was trained with another model or "
+        "model configuration (see its meta.json)"]
+    assert (out / "ckpt.safetensors").read_bytes() == before

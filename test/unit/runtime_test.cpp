@@ -182,6 +182,16 @@ TEST_F(RuntimeTest, CApi) {
   EXPECT_EQ(info.rank, 0);
   EXPECT_EQ(gptc_model_input_info(m, 5, &info), -1);
   EXPECT_NE(std::string(gptc_last_error()).find("out of range"), std::string::npos);
+  // Lookup by name.
+  EXPECT_EQ(gptc_model_result_index(m, "y"), 0);
+  EXPECT_EQ(gptc_model_param_index(m, "w"), 0);
+  EXPECT_EQ(gptc_model_input_index(m, "x"), 0);
+  EXPECT_EQ(gptc_model_input_index(m, "nope"), -1);
+  EXPECT_EQ(std::string(gptc_last_error()), "gptc: no input named 'nope' (the model has x)");
+  EXPECT_EQ(gptc_model_param_index(m, nullptr), -1);
+  EXPECT_EQ(gptc_model_param_index(nullptr, "w"), -1);
+  EXPECT_STREQ(gptc_last_error(), "gptc_model_param_index: model is NULL");
+  EXPECT_EQ(std::string(gptc_version()).find('.'), 1u);  // "0.1.0"
   std::vector<float> x = {1, 1, 1, 1, 1, 1}, y(6);
   float total;
   int64_t aligned;

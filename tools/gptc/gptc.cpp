@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -63,6 +64,7 @@ static const char *kUsage =
     "                  (gptc check --against-torch --help lists its options)\n"
     "       gptc ops\n"
     "       gptc cxxflags\n"
+    "       gptc --version\n"
     "\n"
     "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
     "            kernels.cpp, kernels.so, weights.safetensors, manifest.json\n"
@@ -451,6 +453,10 @@ int main(int argc, char **argv) {
   }
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     llvm::outs() << kUsage;
+    return 0;
+  }
+  if (args[0] == "--version") {
+    llvm::outs() << "gptc " << GPTC_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
     return 0;
   }
   if (args[0] == "ops") {

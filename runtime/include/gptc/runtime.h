@@ -28,6 +28,10 @@ typedef struct gptc_tensor_info {
   uint64_t nbytes;      /* dense row-major size in bytes */
 } gptc_tensor_info;
 
+/* The runtime's version, "MAJOR.MINOR.PATCH" (gptc --version and gptc.__version__ say the
+ * same). */
+const char* gptc_version(void);
+
 gptc_model* gptc_model_load(const char* dir);
 void gptc_model_free(gptc_model* model); /* NULL is fine */
 const char* gptc_last_error(void);       /* "" when there was none */
@@ -38,6 +42,11 @@ int gptc_model_num_params(const gptc_model* model);
 int gptc_model_input_info(const gptc_model* model, int i, gptc_tensor_info* info);
 int gptc_model_result_info(const gptc_model* model, int i, gptc_tensor_info* info);
 int gptc_model_param_info(const gptc_model* model, int i, gptc_tensor_info* info);
+/* The index of the input, result or parameter of that name (gptc_model_input_info's i),
+ * or -1 when there is none (gptc_last_error() names the ones there are). */
+int gptc_model_input_index(const gptc_model* model, const char* name);
+int gptc_model_result_index(const gptc_model* model, const char* name);
+int gptc_model_param_index(const gptc_model* model, const char* name);
 /* The runtime-owned buffer of parameter i (NULL if out of range); read or write it between
  * runs, not while another thread runs the model. */
 void* gptc_model_param_data(gptc_model* model, int i);
