@@ -180,3 +180,50 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr == \
         "generate: error: the prompt holds a character outside the vocabulary\n"
+
+
+def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):
+    """examples/train_step.cpp, linked with the runtime library only, runs a training-step
+    artifact on the batches Python trained on, with the same seed and learning rate, on
+    every core: each step's loss and, after the last, every parameter and AdamW moment are
+    gptc.TrainStep's bits (dropout included)."""
+    if not shutil.which("c++"):
+        pytest.skip("no C++ compiler to build the example")
+    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
+                           "libgptc_runtime.a")
+    if not os.path.exists(library):
+        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    from safetensors.numpy import load_file
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(**dict(CFG, n_layer=1), dropout=0.1)).train()
+    g = torch.Generator().manual_seed(2)
+    batches = [(torch.randint(0, 23, (4, 16), generator=g), torch.randint(0, 23, (4, 16),
+                                                                         generator=g))
+               for _ in range(6)]
+    step = gptc.compile_train_step(model, batches[0], optimizer=gptc.AdamW(
+        lr=1e-3, weight_decay=0.1), grad_clip=1.0, seed=5, workdir=str(tmp_path / "w"))
+    step.set_num_threads(1)
+    losses = [float(step(x, y, lr=3e-3)) for x, y in batches]
+    step.save(str(tmp_path / "python.safetensors"))
+    with open(tmp_path / "batches.bin", "wb") as f:
+        for x, y in batches:
+            f.write(x.numpy().astype("<i8").tobytes() + y.numpy().astype("<i8").tobytes())
+    exe = tmp_path / "train_step"
+    subprocess.run(["c++", "-std=c++17", "-I", os.path.join(REPO, "runtime", "include"),
+                    os.path.join(REPO, "examples", "train_step.cpp"), library, "-ldl",
+                    "-pthread", "-o", str(exe)], check=True)
+    run = subprocess.run([str(exe), str(tmp_path / "w" / "artifact"), str(tmp_path / "batches.bin"),
+                          "6", "5", "3e-3", str(tmp_path / "cpp.safetensors")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [float.fromhex(line) for line in run.stdout.split()] == losses
+    ours, theirs = load_file(str(tmp_path / "cpp.safetensors")), load_file(
+        str(tmp_path / "python.safetensors"))
+    assert set(theirs) <= set(ours) and any(k.startswith("exp_avg_sq.") for k in theirs)
+    for name, t in theirs.items():
+        assert ours[name].tobytes() == t.tobytes(), name
+    short = subprocess.run([str(exe), str(tmp_path / "w" / "artifact"),
+                            str(tmp_path / "batches.bin"), "7", "5", "3e-3",
+                            str(tmp_path / "x.safetensors")], capture_output=True, text=True)
+    assert short.returncode == 1 and short.stderr.strip().endswith(
+        "batches.bin holds fewer batches than STEPS")
