@@ -86,8 +86,8 @@ def test_compile_uses_a_gptc_found_on_path(no_known_tool, monkeypatch):
 
 
 def test_the_versions_agree():
-    """gptc --version, the runtime's gptc_version and the package's __version__ are one
-    version: the project's (CMakeLists.txt)."""
+    """gptc --version, the runtime's gptc_version, the package's __version__ and its
+    metadata are one version: the project's (CMakeLists.txt)."""
     import re
     import subprocess
     import gptc
@@ -95,6 +95,9 @@ def test_the_versions_agree():
     with open(os.path.join(REPO, "CMakeLists.txt")) as f:
         project = re.search(r"project\(gptc VERSION (\S+)", f.read()).group(1)
     assert gptc.__version__ == project
+    # The checkout's package metadata (the torch.compile backend's entry point) agrees.
+    with open(os.path.join(REPO, "python", f"gptc-{project}.dist-info", "METADATA")) as f:
+        assert f"Version: {project}\n" in f.read()
     assert load_runtime().version() == project
     out = subprocess.run([gptc.find_tool("gptc"), "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and re.fullmatch(rf"gptc {re.escape(project)} \(LLVM \d+\.\S+\)\n",
