@@ -17,6 +17,7 @@ from .capture import save as capture_save
 from .compiler import MAX_THREADS, CompiledModel, compile
 from .errors import CaptureError, GptcError, GradientFlowError, ParityError
 from . import dynamo  # noqa: F401  (torch.compile(..., backend="gptc"); no TorchDynamo import)
+from . import checksums  # noqa: F401  (gptc.checksums)
 from .generate import Generator, compile_generate, sample
 from .gradcheck import gradcheck
 from .locate import find_tool

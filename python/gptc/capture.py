@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import signature
+from . import checksums, signature
 from .errors import CaptureError, GptcError  # noqa: F401 (gptc.capture.GptcError, as before)
 from .mlir_text import FuncPrinter
 from .signature import TensorSpec, is_tril_ones  # noqa: F401 (their home until now)
@@ -151,14 +151,15 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
 
 
 def save(captured: Captured, mlir_path: str) -> str:
-    """Write MODEL.mlir, MODEL.safetensors (weights) and MODEL.inputs.safetensors (the
-    example inputs, for `gptc check`) beside it; returns the weights path."""
+    """Write MODEL.mlir, MODEL.safetensors (weights, each tensor's CRC-32 in the metadata:
+    gptc.checksums) and MODEL.inputs.safetensors (the example inputs, for `gptc check`)
+    beside it; returns the weights path."""
     from safetensors.torch import save_file
     stem = re.sub(r"\.mlir$", "", mlir_path)
     with open(mlir_path, "w") as f:
         f.write(captured.mlir)
-    save_file({k: v.detach().clone().contiguous() for k, v in captured.weights.items()},
-              stem + ".safetensors")
+    weights = {k: v.detach().clone().contiguous() for k, v in captured.weights.items()}
+    save_file(weights, stem + ".safetensors", metadata=checksums.metadata(weights))
     save_file({k: v.detach().clone().contiguous() for k, v in captured.example_inputs.items()},
               stem + ".inputs.safetensors")
     return stem + ".safetensors"

@@ -15,12 +15,12 @@ import math
 import os
 import tempfile
 import threading
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from . import checksums
 from .compiler import _NUMPY, CompiledModel, capture_and_compile, check_int
 from .errors import GptcError, GradientFlowError
 
@@ -85,12 +85,6 @@ def _has_loss(captured) -> None:
                         f"({', '.join(scalars)}): the loss must be the only one")
 
 
-# The metadata entry holding each tensor's CRC-32 (of its bytes, 8 hex digits), as JSON.
-_CHECKSUMS = "gptc.crc32"
-
-
-def _crc32(a: np.ndarray) -> str:
-    return f"{zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1)) & 0xffffffff:08x}"
 
 
 # A checkpoint being written: .gptc-ckpt-<pid>-<random>, beside its final name.
@@ -232,8 +226,7 @@ class TrainStep:
             tensors = {n: self.model.runtime.param(n) for n in self._persistent}
             meta = {"format": "gptc-train-checkpoint", "step": str(self.num_steps),
                     "seed": str(self.seed)}
-        meta[_CHECKSUMS] = json.dumps({n: _crc32(a) for n, a in tensors.items()},
-                                      sort_keys=True)
+        meta.update(checksums.metadata(tensors))
         target = os.path.realpath(path)  # a link stays a link; its target gets the checkpoint
         directory = os.path.dirname(target)
         remove_stale_temporaries(directory)
@@ -303,10 +296,10 @@ def read_checkpoint(path: str, names=None) -> tuple[dict, dict]:
             tensors = {n: f.get_tensor(n) for n in names}
         # A flipped byte loaded silently (a loss off in the fifth digit). Checkpoints from
         # before checksums were recorded have none to check.
-        if _CHECKSUMS in meta:
-            sums = json.loads(meta[_CHECKSUMS])
+        if checksums.KEY in meta:
+            sums = json.loads(meta[checksums.KEY])
             for n, t in tensors.items():
-                if sums.get(n) != _crc32(t):
+                if sums.get(n) != checksums.crc32_hex(t):
                     raise GptcError(f"{path}: tensor '{n}' does not match its checksum "
                                     "(the file is corrupt)")
     except GptcError:

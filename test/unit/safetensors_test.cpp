@@ -90,6 +90,25 @@ TEST(Safetensors, RoundTrip) {
   fs::remove_all(dir);
 }
 
+TEST(Safetensors, Crc32IsZlibs) {
+  using gptc::rt::safetensors::crc32_hex;
+  EXPECT_EQ(crc32_hex("123456789", 9), "cbf43926");  // the CRC-32 check value
+  EXPECT_EQ(crc32_hex("", 0), "00000000");
+  // Eight bytes a step and the tail: every length against the byte-at-a-time definition.
+  std::string bytes;
+  for (int i = 0; i < 70; ++i) bytes.push_back((char)(i * 37 + 11));
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= (unsigned char)bytes[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    char want[9];
+    std::snprintf(want, sizeof want, "%08x", c ^ 0xFFFFFFFFu);
+    EXPECT_EQ(crc32_hex(bytes.data(), n), want) << n;
+  }
+}
+
 TEST(Safetensors, RejectsCorruptFiles) {
   fs::path dir = temp_dir();
   std::vector<float> w(16, 1.0f);

@@ -32,6 +32,12 @@ size_t dtype_size(const std::string& st_dtype);
 std::string from_manifest_dtype(const std::string& dtype);
 std::string to_manifest_dtype(const std::string& st_dtype);
 
+// The metadata entry that holds every tensor's CRC-32 (zlib's CRC-32 of its bytes, 8
+// lowercase hex digits) as a JSON object {name: digits}. write() records it; Reader::read checks a tensor
+// against it when the file has it (a file from another writer may not).
+inline constexpr const char* kChecksums = "gptc.crc32";
+std::string crc32_hex(const void* data, uint64_t nbytes);
+
 class Reader {
  public:
   // Opens and validates the header (sizes, offsets, dtypes, shapes, overlaps).
@@ -40,14 +46,17 @@ class Reader {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in offset order
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
-  // Copies the tensor's bytes (t.nbytes() of them) into dst.
+  // Copies the tensor's bytes (t.nbytes() of them) into dst; throws if they do not match
+  // the tensor's recorded CRC-32.
   void read(const TensorInfo& t, void* dst) const;
+  const std::string* checksum(const std::string& name) const;  // nullptr if none recorded
 
  private:
   std::string path_;
   uint64_t data_start_ = 0;  // 8 + N
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
+  std::map<std::string, std::string> checksums_;
 };
 
 // A tensor to write: `data` points at nbytes = numel * dtype_size bytes.
@@ -59,7 +68,8 @@ struct TensorView {
 };
 
 // Writes the tensors (data in the given order, header padded to 8 bytes) to `path`
-// atomically: a temp file in the same folder, fsync, rename, fsync of the folder.
+// atomically: a temp file in the same folder, fsync, rename, fsync of the folder. The
+// metadata gets kChecksums, every tensor's CRC-32.
 void write(const std::string& path, const std::vector<TensorView>& tensors,
            const std::map<std::string, std::string>& metadata = {});
 
