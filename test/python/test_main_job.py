@@ -369,6 +369,11 @@ def test_sample_script_is_stable_for_a_seed(tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
         texts.append(p.stdout)
     assert texts[0] == texts[1] == texts[2] and texts[0].startswith("The ")
+    from gptc.locate import find_tool  # `gptc sample`: the same program, from the CLI
+    cli = subprocess.run([find_tool("gptc"), "sample", str(tmp_path / "out"), "--prompt", "The ",
+                          "--length", "60", "--seed", "5", "--top-k", "10"],
+                         capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0 and cli.stdout == texts[0], cli.stderr[-2000:]
     other = run_sample(tmp_path / "out", "--prompt", "The ", "--length", "60", "--seed", "6",
                        "--top-k", "10")
     assert other.returncode == 0 and other.stdout != texts[0]

@@ -203,14 +203,16 @@ int gptc::runCheck(const CheckOptions &opts, const char *tool) {
   return gradcheck(opts, tool);
 }
 
-int gptc::runAgainstTorch(const std::vector<std::string> &args, const char *tool, const char *argv0) {
+int gptc::runPythonModule(const char *module, const char *what,
+                          const std::vector<std::string> &args, const char *tool,
+                          const char *argv0) {
   // The interpreter: $GPTC_PYTHON, else the one the build was configured with (setup.sh
   // installs torch into it).
   const char *envPython = std::getenv("GPTC_PYTHON");
   std::string python = envPython && *envPython ? envPython : GPTC_PYTHON_EXECUTABLE;
   auto program = llvm::sys::findProgramByName(python);  // a path is taken as it is
   if (!program || !llvm::sys::fs::can_execute(*program))
-    return fail(tool, "--against-torch runs Python with PyTorch, and '" + python +
+    return fail(tool, std::string(what) + " runs Python with PyTorch, and '" + python +
                           "' was not found (set GPTC_PYTHON)");
   // gptc's package first on PYTHONPATH; and the package compiles with this gptc unless
   // GPTC_BUILD_DIR says otherwise (this binary is <build>/bin/gptc).
@@ -229,12 +231,12 @@ int gptc::runAgainstTorch(const std::vector<std::string> &args, const char *tool
   }
   env.push_back("PYTHONPATH=" + pythonPath);
   if (!buildDirSet) {
-    std::string exe = llvm::sys::fs::getMainExecutable(argv0, (void *)&gptc::runAgainstTorch);
+    std::string exe = llvm::sys::fs::getMainExecutable(argv0, (void *)&gptc::runPythonModule);
     if (!exe.empty())
       env.push_back("GPTC_BUILD_DIR=" +
                     llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)).str());
   }
-  std::vector<llvm::StringRef> argv = {python, "-m", "gptc.parity"};
+  std::vector<llvm::StringRef> argv = {python, "-m", module};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<llvm::StringRef> envRefs(env.begin(), env.end());
   std::string error;

@@ -17,9 +17,12 @@ struct CheckOptions {
 /// `gptc check`: returns the process exit code; errors are one line on stderr.
 int runCheck(const CheckOptions &opts, const char *tool);
 
-/// `gptc check --against-torch ARGS`: the parity report (python -m gptc.parity ARGS);
-/// returns its exit code. `argv0` locates this binary's build folder.
-int runAgainstTorch(const std::vector<std::string> &args, const char *tool, const char *argv0);
+/// `python -m MODULE ARGS` with gptc's package first on PYTHONPATH and this gptc for its
+/// compiles: `gptc check --against-torch` (gptc.parity) and `gptc sample`
+/// (gptc.apps.sample); returns its exit code. `what` names the command in an error;
+/// `argv0` locates this binary's build folder.
+int runPythonModule(const char *module, const char *what, const std::vector<std::string> &args,
+                    const char *tool, const char *argv0);
 
 } // namespace gptc
 

@@ -64,6 +64,8 @@ static const char *kUsage =
     "                  (gptc check --against-torch --help lists its options)\n"
     "       gptc ops\n"
     "       gptc cxxflags\n"
+    "       gptc sample [RUN] [--prompt TEXT] [--length N] [--seed S] ...\n"
+    "                  (text from a run of the main job; gptc sample --help)\n"
     "       gptc --version\n"
     "\n"
     "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
@@ -455,6 +457,9 @@ int main(int argc, char **argv) {
     llvm::outs() << kUsage;
     return 0;
   }
+  if (args[0] == "sample")  // text from the main job's run: gptc.apps.sample
+    return gptc::runPythonModule("gptc.apps.sample", "gptc sample", {args.begin() + 1, args.end()},
+                                 kTool, argv[0]);
   if (args[0] == "--version") {
     llvm::outs() << "gptc " << GPTC_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
     return 0;
@@ -475,7 +480,7 @@ int main(int argc, char **argv) {
       rest.insert(rest.end(), against + 1, args.end());
       if (std::find(rest.begin(), rest.end(), "--gradcheck") != rest.end())
         return gptc::fail(kTool, "--gradcheck and --against-torch are two checks: run one at a time");
-      return gptc::runAgainstTorch(rest, kTool, argv[0]);
+      return gptc::runPythonModule("gptc.parity", "--against-torch", rest, kTool, argv[0]);
     }
     gptc::CheckOptions opts;
     opts.runtimeInclude = runtimeInclude();
