@@ -113,17 +113,9 @@ def main():
         print(f"{fw:>14}: {r['tokens_per_s_median']:8.0f} tokens/s (median of 3; "
               f"{r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f}), warm-up "
               f"{r['warmup_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-    commit, dirty = store.git_commit(REPO)
-    record = {"finished": time.strftime(store.STAMP, time.gmtime()), "commit": commit,
-              "dirty": dirty, "machine": store.machine_info(),
-              "settings": {"model": MODEL, "tokens": args.tokens, "threads": args.threads,
-                           "temperature": 1.0, "top_k": TOP_K},
-              "figures": results}
-    if args.note:
-        record["note"] = args.note
-    os.makedirs(STORE, exist_ok=True)
-    print(f"generate: wrote {store.write(record, store.path_for(record, STORE))}")
-
+    path = store.write_new(STORE, {"model": MODEL, "tokens": args.tokens, "threads": args.threads,
+                                   "temperature": 1.0, "top_k": TOP_K}, results, args.note)
+    print(f"generate: wrote {path}")
 
 if __name__ == "__main__":
     main()

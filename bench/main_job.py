@@ -147,19 +147,12 @@ def main():
               f"{last['iter']} steps; loop {results[fw]['loop_s']:.1f} s, whole run "
               f"{results[fw]['wall_s']:.1f} s, peak RSS {results[fw]['peak_rss_mib'] or 0:.0f} MiB",
               flush=True)
-    commit, dirty = store.git_commit(REPO)
-    record = {"finished": time.strftime(store.STAMP, time.gmtime()), "date": started[:10],
-              "commit": commit, "dirty": dirty, "machine": store.machine_info(),
-              "settings": {k: recipe[k] for k in (
-                  "n_layer", "n_head", "n_embd", "block_size", "batch", "iters", "lr",
-                  "min_lr", "warmup_iters", "eval_interval", "eval_batches", "dropout",
-                  "bias", "seed", "threads", "corpus", "tokenizer", "data")},
-              "figures": results}
-    if args.note:
-        record["note"] = args.note
-    os.makedirs(STORE, exist_ok=True)
-    print(f"main_job: wrote {store.write(record, store.path_for(record, STORE))}")
-
+    settings = {k: recipe[k] for k in (
+        "n_layer", "n_head", "n_embd", "block_size", "batch", "iters", "lr", "min_lr",
+        "warmup_iters", "eval_interval", "eval_batches", "dropout", "bias", "seed", "threads",
+        "corpus", "tokenizer", "data")}
+    path = store.write_new(STORE, settings, results, args.note, date=started[:10])
+    print(f"main_job: wrote {path}")
 
 if __name__ == "__main__":
     main()

@@ -130,6 +130,20 @@ def path_for(record, directory: str = STORE) -> str:
     return path
 
 
+def write_new(directory: str, settings: dict, figures: dict, note=None, **extra) -> str:
+    """A record of a run that just finished (when, the commit, this machine, `settings`,
+    `figures`, `note`, `extra` fields) written to a new dated file in `directory`; its path.
+    For the stores beside the step benchmark's: bench/results/main_job/ and generate/."""
+    commit, dirty = git_commit(os.path.dirname(HERE))
+    record = {"finished": time.strftime(STAMP, time.gmtime()), **extra, "commit": commit,
+              "dirty": dirty, "machine": machine_info(), "settings": settings,
+              "figures": figures}
+    if note:
+        record["note"] = note
+    os.makedirs(directory, exist_ok=True)
+    return write(record, path_for(record, directory))
+
+
 def write(record, path=None) -> str:
     """`record` written to `path` (default: a new dated file in the store); the path. Not
     checked: a run's figures are kept even where the report cannot read them."""

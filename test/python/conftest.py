@@ -31,3 +31,18 @@ def capture_one_layer(tmp_path):
     mlir = tmp_path / "model.mlir"
     gptc.capture_save(gptc.capture(TinyGPT(cfg), (x, x.clone())), str(mlir))
     return mlir
+
+
+def runtime_library():
+    """The runtime's static library of this build (what a deployment program links), or a
+    pytest skip saying why there is none to link."""
+    import shutil
+    import pytest
+    from gptc.locate import find_tool
+    if not (shutil.which("cc") and shutil.which("c++")):
+        pytest.skip("no C and C++ compilers (cc, c++) to build the program")
+    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
+                           "libgptc_runtime.a")
+    if not os.path.exists(library):
+        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    return library

@@ -1,11 +1,9 @@
 """A C program that links only the runtime library (no Python, no libgomp of its own), as a
 deployment binary does."""
 import os
-import shutil
 import subprocess
 
-import pytest
-from conftest import REPO, capture_one_layer
+from conftest import REPO, capture_one_layer, runtime_library
 from gptc.locate import find_tool
 
 LOAD_FREE = r"""
@@ -60,12 +58,7 @@ def test_a_program_without_openmp_loads_and_frees_models_on_many_threads(tmp_pat
     """Loading, running (2 threads) and freeing a model again and again, from several threads
     at once, in a program that does not link libgomp: freeing the last model must not unload
     the kernels' OpenMP runtime from under its idle workers (it did: SIGSEGV)."""
-    if not shutil.which("cc"):
-        pytest.skip("no C compiler (cc) to build the program")
-    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
-                           "libgptc_runtime.a")
-    if not os.path.exists(library):
-        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    library = runtime_library()
     mlir = capture_one_layer(tmp_path)
     artifact = tmp_path / "artifact"
     subprocess.run([find_tool("gptc"), "compile", str(mlir), "-o", str(artifact)], check=True,

@@ -1,8 +1,6 @@
 """Generation: the KV-cached decode step (gptc.compile_generate), gptc's sampler, and a C
 program that writes the same text (examples/generate.c)."""
-import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -11,8 +9,7 @@ import pytest
 import torch
 
 import gptc
-from conftest import REPO
-from gptc.locate import find_tool
+from conftest import REPO, runtime_library
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 CFG = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=23)
@@ -139,12 +136,7 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
     """The main job trains a little and saves its decode step; examples/generate.c, linked
     with the runtime library only, runs it with gptc_sample on every core and prints the
     text examples/sample.py prints for the same prompt, length, seed and settings."""
-    if not shutil.which("cc"):
-        pytest.skip("no C compiler (cc) to build the example")
-    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
-                           "libgptc_runtime.a")
-    if not os.path.exists(library):
-        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    library = runtime_library()
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{i} little pigs met {i % 5} wolves, said the tale.\n"
                             for i in range(300)))
@@ -187,12 +179,7 @@ def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):
     artifact on the batches Python trained on, with the same seed and learning rate, on
     every core: each step's loss and, after the last, every parameter and AdamW moment are
     gptc.TrainStep's bits (dropout included)."""
-    if not shutil.which("c++"):
-        pytest.skip("no C++ compiler to build the example")
-    library = os.path.join(os.path.dirname(find_tool("gptc")), "..", "runtime",
-                           "libgptc_runtime.a")
-    if not os.path.exists(library):
-        pytest.skip(f"no {library}: the runtime library is built with the tools")
+    library = runtime_library()
     from safetensors.numpy import load_file
     torch.manual_seed(0)
     model = TinyGPT(TinyGPTConfig(**dict(CFG, n_layer=1), dropout=0.1)).train()

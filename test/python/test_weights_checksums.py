@@ -20,11 +20,16 @@ def flip_a_data_byte(path, tensor):
     path.write_bytes(bytes(raw))
 
 
-def test_a_flipped_byte_in_an_artifacts_weights_is_refused(tmp_path):
-    mlir = capture_one_layer(tmp_path)
+def compiled_one_layer(tmp_path):
+    """A one-layer GPT's forward compiled by `gptc compile` into tmp_path/artifact."""
     artifact = tmp_path / "artifact"
-    subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(artifact)],
-                   check=True, capture_output=True)
+    subprocess.run([gptc.find_tool("gptc"), "compile", str(capture_one_layer(tmp_path)), "-o",
+                    str(artifact)], check=True, capture_output=True)
+    return artifact
+
+
+def test_a_flipped_byte_in_an_artifacts_weights_is_refused(tmp_path):
+    artifact = compiled_one_layer(tmp_path)
     runtime = load_runtime()
     runtime.Model(str(artifact))  # whole: loads
     weights = artifact / "weights.safetensors"
@@ -49,10 +54,7 @@ def test_saved_weights_carry_checksums_and_files_without_them_load(tmp_path):
     """save_weights writes the sums; a file from another writer (no sums) still loads."""
     from safetensors import safe_open
     from safetensors.torch import save_file
-    mlir = capture_one_layer(tmp_path)
-    artifact = tmp_path / "artifact"
-    subprocess.run([gptc.find_tool("gptc"), "compile", str(mlir), "-o", str(artifact)],
-                   check=True, capture_output=True)
+    artifact = compiled_one_layer(tmp_path)
     runtime = load_runtime()
     m = runtime.Model(str(artifact))
     m.save_weights(str(tmp_path / "saved.safetensors"))
