@@ -361,7 +361,8 @@ def prepare_data(args, old_meta=None):
     tokenizer), each language split 90/10, what the tokenizer does reported, and the fixed
     evaluation batches drawn: --eval-batches from the train split, and as many from the
     held-out split shared out among the languages. A namespace of tok, unit ("char" or
-    "token"), languages, train_data, val_parts [(code, language, ids)] and eval_sets."""
+    "token"), languages, parts [(code, language, train ids, val ids)], train_data,
+    val_parts [(code, language, ids)] and eval_sets."""
     languages = load_text(args)
     tok = make_tokenizer(args, languages, old_meta)
     unit = "char" if isinstance(tok, CharTokenizer) else "token"
@@ -417,7 +418,7 @@ def prepare_data(args, old_meta=None):
         n = args.eval_batches if len(val_parts) == 1 else per_lang
         eval_sets["val:" + (code or "all")] = [
             get_batch(v, args.batch, args.block_size, val_gen) for _ in range(n)]
-    return types.SimpleNamespace(tok=tok, unit=unit, languages=languages,
+    return types.SimpleNamespace(tok=tok, unit=unit, languages=languages, parts=parts,
                                  train_data=train_data, val_parts=val_parts,
                                  eval_sets=eval_sets)
 
@@ -532,12 +533,18 @@ def main(argv=None):
         json.dump(meta, f, indent=1)
     os.replace(meta_tmp, meta_path)
 
+    # Tokens a character of each language: a loss in nats a token times it is in nats a
+    # character, which compares across languages whatever the tokenizer does to each.
+    per_char = {"val:" + code: (len(t) + len(v)) / max(len(text), 1)
+                for (code, _, text), (_, _, t, v) in zip(languages, data.parts)}
+
     def describe(losses, it, lr=None):
         out = (f"after {it} steps: train loss {losses['train']:.4f}, val loss "
                f"{losses['val']:.4f} (untrained twin {twin['val']:.4f})")
         if len(val_parts) > 1:
-            out += "\n  val by language: " + ", ".join(
-                f"{k[4:]} {losses[k]:.2f} ({twin[k]:.2f})" for k in eval_sets if k != "train")
+            out += "\n  val by language, nats a character (untrained twin): " + ", ".join(
+                f"{k[4:]} {losses[k] * per_char[k]:.2f} ({twin[k] * per_char[k]:.2f})"
+                for k in eval_sets if k != "train")
         return out + (f", lr {lr:.2e}" if lr is not None else "")
 
     def record(losses, it):
