@@ -67,7 +67,12 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // transposed) pipelined over k: stages of K/threads, some of 1 to 4.
                         {1, 200, 65, 48, false, false, true}, {1, 97, 40, 130, false, true, true},
                         {1, 130, 70, 512, true, false, true}, {1, 64, 33, 9, true, true, true},
-                        {1, 250, 64, 200, true, false, true}};
+                        {1, 250, 64, 200, true, false, true},
+                        // One row over B transposed (a decode step's linear layers): no
+                        // panel, B's rows transposed through registers; K and N with tails,
+                        // K under one block, members of one row each.
+                        {1, 1, 384, 128, false, true, true}, {1, 1, 97, 130, false, true, true},
+                        {3, 1, 40, 7, false, true, false}, {1, 1, 33, 17, true, true, true}};
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2, _avx512emu and _asan builds): the parallel paths too,
   // A's copy among them.

@@ -234,6 +234,50 @@ inline PanelTasks panel_tasks(int64_t batch, int64_t M, int64_t N, int64_t team)
   return best;
 }
 
+// A one-row tile (R = 1) over a transposed B (sbk == 1: a linear layer's weight, its
+// columns B's rows Bb + j * sbn), with no panel: blocks of those rows go through registers,
+// are transposed, and each k's column is folded into the accumulators in k order — the
+// tile's fmas in the tile's order, from zero, without writing the panel and reading it back.
+// A decode step's products are one row each, and packing took most of their time
+// (bench/NOTES.md, "Generation: the decode step").
+inline void matmul_row_bt(int64_t K, const float* a, int64_t sak, const float* Bb, int64_t sbn,
+                          float* C, int64_t cols) {
+  using W = TileVec;
+  constexpr int64_t L = W::kLanes;
+  W::V acc[2] = {W::zero(), W::zero()};
+  for (int64_t k0 = 0; k0 < K; k0 += L) {
+    const int64_t nk = K - k0 < L ? K - k0 : L;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      W::V r[L];
+#if defined(GPTC_AVX512)
+      const __mmask16 km = lanes_mask(nk);
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i)
+        r[i] = h * L + i < cols ? _mm512_maskz_loadu_ps(km, Bb + (h * L + i) * sbn + k0)
+                                : _mm512_setzero_ps();
+      transpose16(r);
+#else
+      const __m256i km = lanes_mask8(nk);
+#pragma GCC unroll 8
+      for (int i = 0; i < L; ++i)
+        r[i] = h * L + i < cols ? _mm256_maskload_ps(Bb + (h * L + i) * sbn + k0, km)
+                                : _mm256_setzero_ps();
+      transpose8(r);
+#endif
+      for (int64_t c = 0; c < nk; ++c)  // never an fma past K: it could change a -0
+        acc[h] = W::fma(W::broadcast(a + (k0 + c) * sak), r[c], acc[h]);
+    }
+  }
+  if (cols == kPanel) {
+    W::store(C, acc[0]);
+    W::store(C + L, acc[1]);
+  } else {
+    W::store_first(C, W::first(cols), acc[0]);
+    W::store_first(C + L, W::first(cols - L), acc[1]);
+  }
+}
+
 // Task t of a product's PanelTasks g: output columns [n0, n0 + kPanel) of member b, rows
 // [m0, m0 + g.rows) (chunks outermost, so that a thread's tasks share its rows of A). With CT
 // (one member, no epilogue), the product is C's transpose: its element (m, n) is C[n * M + m].
@@ -246,10 +290,16 @@ inline void matmul_task(int64_t t, const PanelTasks& g, int64_t M, int64_t N, in
   const int64_t m0 = t / perChunk * g.rows, mc = M - m0 < g.rows ? M - m0 : g.rows;
   const int64_t b = t % perChunk / g.panels, n0 = t % g.panels * kPanel;
   const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
-  float* panel = gptc::scratch<float>(0, K * kPanel);
-  pack_panel(K, B + b * sbb + n0 * sbn, sbk, sbn, cols, panel);
   const float* Ab = A + b * sab;
   const int64_t c0 = b * M * N + n0;  // C's index of the member's first element in the panel
+  if (!CT && mc == 1 && sbk == 1) {  // one row over a transposed B: no panel
+    float* Ct = C + c0 + m0 * N;
+    matmul_row_bt(K, Ab + m0 * sam, sak, B + b * sbb + n0 * sbn, sbn, Ct, cols);
+    if (ep) ep->apply(1, c0 + m0 * N, N, n0, cols, Ct, N);
+    return;
+  }
+  float* panel = gptc::scratch<float>(0, K * kPanel);
+  pack_panel(K, B + b * sbb + n0 * sbn, sbk, sbn, cols, panel);
   // A tile, then its epilogue on the rows just stored (still in L1), so that the tile's
   // register code is the same with an epilogue or without.
   auto tile = [&](auto rows, int64_t i) {
