@@ -20,8 +20,9 @@ every token).
 
 Tokens are drawn by gptc.sample (runtime/include/gptc/sample.hpp): temperature, top-k,
 top-p, from a Philox stream keyed by the seed, the n-th new token being draw n; the C
-API's gptc_sample is the same function, so a C program that runs the saved programs the
-same way (examples/generate.c) writes the same text. The logits' bits do not depend on
+API's gptc_sample is the same function, and the runtime's loop over the saved programs
+(gptc::rt::Generator, gptc_generate in C: runtime/src/generate.cpp) is this one, so a C
+program (examples/generate.c) writes the same text. The logits' bits do not depend on
 the thread count.
 """
 from __future__ import annotations

@@ -1,8 +1,10 @@
 // c_api.cpp — the C API of gptc/runtime.h over gptc::rt::Model. No exception crosses it:
 // failures return NULL / -1 and leave a one-line message in a thread-local string.
 #include "gptc/runtime.h"
+#include "gptc/generate.hpp"
 #include "gptc/sample.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,80 @@ int gptc_model_set_num_threads(gptc_model* m, int n) {
 int gptc_model_save_weights(const gptc_model* m, const char* path) {
   if (!m || !path) return fail("gptc_model_save_weights: model or path is NULL");
   return guarded([&] { m->model->save_weights(path); });
+}
+
+struct gptc_generator {
+  std::unique_ptr<gptc::rt::Generator> g;
+};
+
+gptc_generator* gptc_generator_load(const char* dir) {
+  if (!dir) {
+    fail("gptc_generator_load: dir is NULL");
+    return nullptr;
+  }
+  gptc_generator* out = nullptr;
+  guarded([&] { out = new gptc_generator{gptc::rt::Generator::load(dir)}; });
+  return out;
+}
+
+void gptc_generator_free(gptc_generator* g) { delete g; }
+
+int gptc_generator_set_num_threads(gptc_generator* g, int n) {
+  if (!g) return fail("gptc_generator_set_num_threads: generator is NULL");
+  return guarded([&] { g->g->set_num_threads(n); });
+}
+
+int64_t gptc_generator_max_len(const gptc_generator* g) {
+  return g ? g->g->max_len() : fail("gptc_generator_max_len: generator is NULL");
+}
+
+int64_t gptc_generator_vocab(const gptc_generator* g) {
+  return g ? g->g->vocab() : fail("gptc_generator_vocab: generator is NULL");
+}
+
+int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_len, int64_t n,
+                      float temperature, int64_t top_k, float top_p, uint64_t seed,
+                      int64_t* out) {
+  if (!g || (prompt_len > 0 && !prompt) || (n > 0 && !out))
+    return fail("gptc_generate: generator, prompt or out is NULL");
+  if (prompt_len < 0) return fail("gptc_generate: prompt_len is negative");
+  if (guarded([&] {
+        std::vector<int64_t> ids = g->g->generate(
+            std::vector<int64_t>(prompt, prompt + prompt_len), n,
+            gptc::rt::SampleSettings{temperature, top_k, top_p, seed});
+        std::copy(ids.begin(), ids.end(), out);
+      }) != 0)
+    return -1;
+  return n;
+}
+
+int64_t gptc_generator_encode(const gptc_generator* g, const char* text, int64_t* ids,
+                              int64_t capacity) {
+  if (!g || !text || (capacity > 0 && !ids))
+    return fail("gptc_generator_encode: generator, text or ids is NULL");
+  int64_t count = -1;
+  if (guarded([&] {
+        std::vector<int64_t> v = g->g->encode(text);
+        if ((int64_t)v.size() > capacity)
+          throw gptc::rt::Error("gptc_generator_encode: the text is " +
+                                std::to_string(v.size()) + " tokens, more than capacity " +
+                                std::to_string(capacity));
+        std::copy(v.begin(), v.end(), ids);
+        count = (int64_t)v.size();
+      }) != 0)
+    return -1;
+  return count;
+}
+
+const char* gptc_generator_token(const gptc_generator* g, int64_t id, size_t* len) {
+  static thread_local std::string bytes;
+  if (!g || !len) {
+    fail("gptc_generator_token: generator or len is NULL");
+    return nullptr;
+  }
+  if (guarded([&] { bytes = g->g->decode({id}); }) != 0) return nullptr;
+  *len = bytes.size();
+  return bytes.data();
 }
 
 int64_t gptc_sample(const float* logits, int64_t vocab, float temperature, int64_t top_k,

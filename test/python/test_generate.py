@@ -134,8 +134,9 @@ def test_the_sampler_draws_by_the_probabilities():
 
 def test_a_c_program_writes_the_text_python_writes(tmp_path):
     """The main job trains a little and saves its decode step; examples/generate.c, linked
-    with the runtime library only, runs it with gptc_sample on every core and prints the
-    text examples/sample.py prints for the same prompt, length, seed and settings."""
+    with the runtime library only, runs it through the runtime's generator (gptc_generate)
+    on every core and prints the text examples/sample.py prints for the same prompt,
+    length, seed and settings."""
     library = runtime_library()
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{i} little pigs met {i % 5} wolves, said the tale.\n"
@@ -170,8 +171,14 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
         assert c.stdout == py.stdout and len(c.stdout) > n, (c.stdout, py.stdout)
     bad = subprocess.run([str(exe), str(out / "generate"), "\u00e9", "5", "1"],
                          capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and bad.stderr == \
-        "generate: error: the prompt holds a character outside the vocabulary\n"
+    assert bad.returncode == 1 and bad.stderr == (
+        "generate: error: encode: the text holds a character outside the vocabulary "
+        "(byte 0)\n")
+    long = subprocess.run([str(exe), str(out / "generate"), "1" * 17, "5", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert long.returncode == 1 and long.stderr == (
+        "generate: error: generate: the prompt has 17 tokens, more than the compiled maximum "
+        "length 16\n")
 
 
 def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):

@@ -12,6 +12,7 @@
 #ifndef GPTC_RUNTIME_H
 #define GPTC_RUNTIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -68,6 +69,35 @@ int gptc_model_set_num_threads(gptc_model* model, int n);
  * Returns the token id, or -1 with gptc_last_error() set. */
 int64_t gptc_sample(const float* logits, int64_t vocab, float temperature, int64_t top_k,
                     float top_p, uint64_t seed, uint64_t draw);
+
+/* Generation (gptc/generate.hpp): the folder gptc.Generator.save writes (the main job's
+ * out/generate/), run as gptc.Generator.generate runs it: the same prompt, settings and
+ * seed give the same tokens as Python.
+ *
+ *   gptc_generator* g = gptc_generator_load("out/generate");
+ *   int64_t ids[64], out[200];
+ *   int64_t n = gptc_generator_encode(g, "The ", ids, 64);
+ *   gptc_generate(g, ids, n, 200, 0.8f, 40, 1.0f, 7, out);
+ *   for (int i = 0; i < 200; ++i) { size_t len; fwrite(gptc_generator_token(g, out[i], &len), 1, len, stdout); }
+ */
+typedef struct gptc_generator gptc_generator;
+gptc_generator* gptc_generator_load(const char* dir);
+void gptc_generator_free(gptc_generator* g); /* NULL is fine */
+int gptc_generator_set_num_threads(gptc_generator* g, int n);
+int64_t gptc_generator_max_len(const gptc_generator* g);
+int64_t gptc_generator_vocab(const gptc_generator* g);
+/* n token ids after prompt[0 .. prompt_len) into out[0 .. n) (top_k -1: every token;
+ * top_p 1: no cut); returns n, or -1 with gptc_last_error() set (an empty prompt, one longer
+ * than the compiled maximum, a token outside the vocabulary, bad settings). */
+int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_len, int64_t n,
+                      float temperature, int64_t top_k, float top_p, uint64_t seed,
+                      int64_t* out);
+/* With a tokens.bin: text (NUL-terminated) to ids, the longest token at each point (a
+ * character vocabulary's encoding), at most `capacity` of them; returns their count or -1.
+ * A token's bytes and their count (NULL for an id outside the vocabulary). */
+int64_t gptc_generator_encode(const gptc_generator* g, const char* text, int64_t* ids,
+                              int64_t capacity);
+const char* gptc_generator_token(const gptc_generator* g, int64_t id, size_t* len);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,64 @@
+// gptc/generate.hpp — text generation in the runtime: the folder gptc.Generator.save writes
+// (a decode step, its prefill/ and tokens.bin) run as gptc.Generator.generate runs it, so
+// that a C or C++ program writes the text Python writes for the same prompt and seed.
+//
+//   auto g = gptc::rt::Generator::load("out/generate");
+//   std::vector<int64_t> ids = g->generate(g->encode("The "), 200, {0.8f, 40, 1.0f, 7});
+//   std::string text = g->decode(ids);
+#ifndef GPTC_GENERATE_HPP
+#define GPTC_GENERATE_HPP
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gptc/model.hpp"
+#include "gptc/sample.hpp"
+
+namespace gptc::rt {
+
+struct SampleSettings {
+  float temperature = 1.0f;
+  int64_t top_k = kAllTokens;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+class Generator {
+ public:
+  // Loads DIR (the decode step), DIR/prefill and DIR/tokens.bin (when present); throws Error.
+  static std::unique_ptr<Generator> load(const std::string& dir);
+
+  int64_t max_len() const { return max_len_; }
+  int64_t vocab() const { return vocab_; }  // tokens.bin's count, else the logits' width
+  void set_num_threads(int n);
+
+  // n new token ids after `prompt`: the prompt through the prefill (its first max_len / 2
+  // tokens, when it has that many) and decode steps, then per new token a draw (draw
+  // number = its index) and a step; at max_len the context shifts to its last max_len / 2
+  // tokens, through the prefill again. Throws Error (one line) for an empty prompt, one
+  // longer than max_len, a token outside the vocabulary, or bad settings.
+  std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t n,
+                                const SampleSettings& s);
+
+  // The vocabulary of tokens.bin: text to ids by the longest token at each point (the
+  // encoding for a character vocabulary), ids to their bytes. Throw Error without one, or
+  // for text it cannot encode.
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+ private:
+  Generator() = default;
+  void feed(const int64_t* tokens, int64_t count);
+  void step(int64_t token, int64_t pos);
+  std::unique_ptr<Model> decode_, prefill_;
+  std::vector<std::string> tokens_;
+  int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;
+  int64_t layers_ = 0, heads_ = 0, head_ = 0;
+  std::vector<float> logits_, k_, v_, k_row_, v_row_;
+};
+
+}  // namespace gptc::rt
+
+#endif  // GPTC_GENERATE_HPP

@@ -1,0 +1,148 @@
+// generate.cpp — gptc::rt::Generator (gptc/generate.hpp): the loop of
+// gptc.Generator.generate (python/gptc/generate.py) over the saved decode step and prefill.
+#include "gptc/generate.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace gptc::rt {
+
+std::unique_ptr<Generator> Generator::load(const std::string& dir) {
+  std::unique_ptr<Generator> g(new Generator());
+  g->decode_ = Model::load(dir);
+  g->prefill_ = Model::load(dir + "/prefill");
+  const Model& d = *g->decode_;
+  const Model& p = *g->prefill_;
+  // The decode step: idx, pos, a key cache and a value cache a layer; logits, key and
+  // value rows. The prefill: idx; logits, keys [layers, 1, heads, head, T] and values.
+  if (d.inputs().size() < 4 || d.inputs().size() % 2 || d.results().size() != 3 ||
+      p.inputs().size() != 1 || p.results().size() != 3 || p.results()[1].shape.size() != 5 ||
+      d.results()[0].shape.size() != 2)
+    throw Error(dir + ": not gptc.Generator.save's decode step and prefill");
+  const std::vector<int64_t>& ks = p.results()[1].shape;
+  g->layers_ = ks[0];
+  g->heads_ = ks[2];
+  g->head_ = ks[3];
+  g->max_len_ = ks[4];
+  g->prefill_len_ = p.inputs()[0].shape.back();
+  g->width_ = d.results()[0].shape[1];
+  if ((int64_t)d.inputs().size() != 2 + 2 * g->layers_)
+    throw Error(dir + ": the decode step and the prefill disagree on the layers");
+  g->logits_.resize((size_t)g->width_);
+  g->k_.resize(p.results()[1].numel);
+  g->v_.resize(p.results()[2].numel);
+  g->k_row_.resize(d.results()[1].numel);
+  g->v_row_.resize(d.results()[2].numel);
+  g->vocab_ = g->width_;
+  std::ifstream f(dir + "/tokens.bin", std::ios::binary);
+  if (f) {  // a u32 count, then each token as a u32 length and its bytes (little-endian)
+    uint32_t count = 0;
+    if (!f.read(reinterpret_cast<char*>(&count), 4) || count == 0 || count > g->width_)
+      throw Error(dir + "/tokens.bin: not a vocabulary of at most " +
+                  std::to_string(g->width_) + " tokens");
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t len = 0;
+      std::string t;
+      if (!f.read(reinterpret_cast<char*>(&len), 4) || len > 1024 ||
+          !(t.resize(len), f.read(t.data(), len)))
+        throw Error(dir + "/tokens.bin: token " + std::to_string(i) + " is cut short");
+      g->tokens_.push_back(std::move(t));
+    }
+    g->vocab_ = count;
+  }
+  return g;
+}
+
+void Generator::set_num_threads(int n) {
+  decode_->set_num_threads(n);
+  prefill_->set_num_threads(n);
+}
+
+void Generator::step(int64_t token, int64_t pos) {
+  std::vector<const void*> in = {&token, &pos};
+  const size_t slab = (size_t)(heads_ * head_ * max_len_);
+  for (int64_t l = 0; l < layers_; ++l) in.push_back(k_.data() + l * slab);
+  for (int64_t l = 0; l < layers_; ++l) in.push_back(v_.data() + l * slab);
+  decode_->run(in, {logits_.data(), k_row_.data(), v_row_.data()});
+  // The step's keys and values into the caches at `pos` (keys transposed).
+  for (int64_t r = 0; r < layers_ * heads_; ++r)
+    for (int64_t d = 0; d < head_; ++d) {
+      k_[(size_t)((r * head_ + d) * max_len_ + pos)] = k_row_[(size_t)(r * head_ + d)];
+      v_[(size_t)((r * max_len_ + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
+    }
+}
+
+void Generator::feed(const int64_t* tokens, int64_t count) {
+  int64_t start = 0;
+  if (count >= prefill_len_) {
+    prefill_->run({tokens}, {logits_.data(), k_.data(), v_.data()});
+    start = prefill_len_;
+  } else {
+    std::fill(k_.begin(), k_.end(), 0.0f);
+    std::fill(v_.begin(), v_.end(), 0.0f);
+  }
+  for (int64_t i = start; i < count; ++i) step(tokens[i], i);
+}
+
+std::vector<int64_t> Generator::generate(const std::vector<int64_t>& prompt, int64_t n,
+                                         const SampleSettings& s) {
+  if (prompt.empty()) throw Error("generate: the prompt is empty");
+  if ((int64_t)prompt.size() > max_len_)
+    throw Error("generate: the prompt has " + std::to_string(prompt.size()) +
+                " tokens, more than the compiled maximum length " + std::to_string(max_len_));
+  for (int64_t t : prompt)
+    if (t < 0 || t >= vocab_)
+      throw Error("generate: token " + std::to_string(t) + " of the prompt is outside the "
+                  "vocabulary (0 to " + std::to_string(vocab_ - 1) + ")");
+  if (n < 0) throw Error("generate: n must not be negative");
+  std::vector<int64_t> ids = prompt, out;
+  feed(ids.data(), (int64_t)ids.size());
+  int64_t pos = (int64_t)ids.size();
+  for (int64_t draw = 0; draw < n; ++draw) {
+    const int64_t tok = sample(logits_.data(), vocab_, s.temperature, s.top_k, s.top_p,
+                               s.seed, (uint64_t)draw);
+    out.push_back(tok);
+    ids.push_back(tok);
+    if (draw + 1 == n) break;
+    if (pos == max_len_) {  // the context shifts: its last half again from position 0
+      feed(ids.data() + ids.size() - (size_t)prefill_len_, prefill_len_);
+      pos = prefill_len_;
+    } else {
+      step(tok, pos);
+      pos += 1;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Generator::encode(const std::string& text) const {
+  if (tokens_.empty()) throw Error("encode: the generator has no tokens.bin");
+  std::vector<int64_t> ids;
+  for (size_t at = 0; at < text.size();) {
+    int64_t best = -1;
+    for (size_t i = 0; i < tokens_.size(); ++i)
+      if (!tokens_[i].empty() && (best < 0 || tokens_[i].size() > tokens_[(size_t)best].size()) &&
+          text.compare(at, tokens_[i].size(), tokens_[i]) == 0)
+        best = (int64_t)i;
+    if (best < 0)
+      throw Error("encode: the text holds a character outside the vocabulary (byte " +
+                  std::to_string(at) + ")");
+    ids.push_back(best);
+    at += tokens_[(size_t)best].size();
+  }
+  return ids;
+}
+
+std::string Generator::decode(const std::vector<int64_t>& ids) const {
+  if (tokens_.empty()) throw Error("decode: the generator has no tokens.bin");
+  std::string text;
+  for (int64_t t : ids) {
+    if (t < 0 || t >= (int64_t)tokens_.size())
+      throw Error("decode: token " + std::to_string(t) + " is outside the vocabulary");
+    text += tokens_[(size_t)t];
+  }
+  return text;
+}
+
+}  // namespace gptc::rt
