@@ -382,7 +382,7 @@ def prepare_data(args, old_meta=None):
     print(f"corpus: {source}: {total_chars:,} characters, {tokens}vocabulary {tok.vocab_size}; "
           f"train {len(train_data):,} {unit}s, val {n_val:,}")
     if len(languages) > 1:
-        rows = fertility(tok, languages)
+        rows = fertility(tok, languages, [len(t) + len(v) for _, _, t, v in parts])
         print("fertility (words: runs of non-space characters; Chinese has no spaces):")
         print(format_fertility(rows))
         for line in fertility_warnings(rows):

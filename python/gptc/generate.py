@@ -27,7 +27,6 @@ the thread count.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -269,8 +268,8 @@ class Generator:
         return out
 
     def save(self, directory: str, tokens: list | None = None) -> None:
-        """The decode step as an artifact folder with the current weights (for
-        gptc_model_load), the prefill as another in its prefill/; with `tokens` (each
+        """The decode step as an artifact folder with the current weights, the prefill as
+        another in its prefill/ (what gptc_generator_load and gptc::rt::Generator load); with `tokens` (each
         token's bytes, in id order) also tokens.bin (a u32 count, then each token as a u32
         length and its bytes, little-endian), the vocabulary a C program encodes and prints
         with (examples/generate.c)."""
@@ -281,15 +280,6 @@ class Generator:
                 shutil.copyfile(os.path.join(program.artifact_dir, name),
                                 os.path.join(where, name))
             program.runtime.save_weights(os.path.join(where, "weights.safetensors"))
-        with open(os.path.join(directory, "generate.json"), "w") as f:
-            json.dump({"max_len": self.max_len, "prefill_len": self.prefill_len,
-                       "vocab_size": self.vocab_size, "k_cache": list(self.k_shape),
-                       "v_cache": list(self.v_shape),
-                       "decode": {"inputs": ["idx", "pos", "k_cache[0..layers)",
-                                             "v_cache[0..layers)"],
-                                  "results": ["logits", "k_row", "v_row"]},
-                       "prefill": {"inputs": ["idx"],
-                                   "results": ["logits", "k_cache", "v_cache"]}}, f, indent=1)
         if tokens is not None:
             blob = bytearray(len(tokens).to_bytes(4, "little"))
             for t in tokens:

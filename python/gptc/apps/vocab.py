@@ -108,13 +108,15 @@ def encode_all(tok, text: str) -> list:
     return [i for ids in tok.encode_batch(pieces) for i in ids]
 
 
-def fertility(tok, languages) -> list:
+def fertility(tok, languages, token_counts=None) -> list:
     """One row a language of `languages` [(code, name, text)]: characters, words (runs of
     non-space), tokens, characters a token, tokens a word, and the language's share of all
-    characters and of all tokens."""
+    characters and of all tokens. `token_counts`: each text's token count where the caller
+    has encoded them already (else they are encoded here)."""
+    if token_counts is None:
+        token_counts = [len(encode_all(tok, text)) for _, _, text in languages]
     rows = []
-    for code, name, text in languages:
-        tokens = len(encode_all(tok, text))
+    for (code, name, text), tokens in zip(languages, token_counts):
         rows.append({"code": code, "language": name, "chars": len(text),
                      "words": len(text.split()), "tokens": tokens})
     all_chars = sum(r["chars"] for r in rows) or 1
