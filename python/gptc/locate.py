@@ -2,7 +2,7 @@
 
 A tool (gptc, gptc-opt) is looked for, in order:
   1. $GPTC_BUILD_DIR/bin, when that variable is set (a build of one's own);
-  2. bin/ inside the package (python/gptc/bin, or next to an installed package);
+  2. bin/ inside the package (where `pip install .` puts the tools);
   3. build/bin of the source checkout the package sits in, if it sits in one;
   4. PATH (an installed `gptc`).
 The runtime module (gptc._runtime, built by python/CMakeLists.txt) lives in the package.

@@ -1,9 +1,11 @@
 """`cmake --install` into a fresh prefix, then what a user of the installed tree does:
 compile a model with the installed gptc, and build a C program against the installed runtime
 with CMake's find_package and with pkg-config."""
+import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -109,3 +111,45 @@ def test_the_installed_tree_compiles_models_and_builds_programs(tmp_path):
     zeros = torch.zeros(2, TinyGPTConfig(n_layer=1).block_size, dtype=torch.int64)
     loss = float(model.run([zeros.numpy(), zeros.numpy()])[1])
     assert by_cmake == by_pkg_config == f"loss {loss:.9g}\n"
+
+
+INSTALLED = r"""
+import importlib.metadata, json, torch, gptc
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+torch.manual_seed(0)
+model = TinyGPT(TinyGPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=65)).eval()
+x = torch.randint(0, 65, (2, 16))
+logits, loss = gptc.compile(model, (x, x))(x, x)
+backends = [e.name for e in importlib.metadata.entry_points(group="torch_dynamo_backends")]
+print(json.dumps({"package": gptc.__file__, "tool": gptc.find_tool(), "loss": float(loss),
+                  "eager": float(model(x, x)[1]), "backends": backends}))
+"""
+
+
+def test_pip_install_gives_a_package_that_finds_its_own_tools(tmp_path):
+    """`pip install .` into a fresh virtual environment (torch from the system's packages),
+    then, from another folder and without the checkout on PYTHONPATH: import gptc, compile
+    and run a model with the package's own gptc and headers, and the `gptc` command."""
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "GPTC_BUILD_DIR", "GPTC_RUNTIME_INCLUDE", "GPTC_PYTHON")}
+    python = str(venv / "bin" / "python")
+    # From the checkout, whose pyproject.toml keeps the build in build/wheel between runs.
+    # Nothing is downloaded: setup.sh installed the build backend (requirements.txt), and the
+    # dependencies are the system's (pip would upgrade the venv's own setuptools for torch).
+    run(python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "--no-deps",
+        "--disable-pip-version-check", ".", cwd=REPO, env=env)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    got = json.loads(run(python, "-c", INSTALLED, cwd=elsewhere, env=env).splitlines()[-1])
+    site = str(venv / "lib")
+    assert got["package"].startswith(site), got
+    assert got["tool"] == os.path.join(os.path.dirname(got["package"]), "bin", "gptc"), got
+    assert abs(got["loss"] - got["eager"]) <= 1e-5 * abs(got["eager"]), got
+    assert "gptc" in got["backends"], got
+    # The command pip put on the environment's PATH, and its subcommand that runs Python.
+    gptc_cmd = str(venv / "bin" / "gptc")
+    assert run(gptc_cmd, "--version", cwd=elsewhere, env=env).startswith("gptc 0.1.0 ")
+    assert "aten.linear.default" in run(gptc_cmd, "ops", cwd=elsewhere, env=env)
+    assert "--temperature" in run(gptc_cmd, "sample", "--help", cwd=elsewhere, env=env)

@@ -197,9 +197,6 @@ int gradcheck(const gptc::CheckOptions &opts, const char *tool) {
 } // namespace
 
 int gptc::runCheck(const CheckOptions &opts, const char *tool) {
-  if (!opts.gradcheck)
-    return fail(tool, "nothing to check (try gptc check --gradcheck MODEL.mlir, or "
-                      "gptc check --against-torch [MODEL.py])");
   return gradcheck(opts, tool);
 }
 
@@ -214,8 +211,9 @@ int gptc::runPythonModule(const char *module, const char *what,
   if (!program || !llvm::sys::fs::can_execute(*program))
     return fail(tool, std::string(what) + " runs Python with PyTorch, and '" + python +
                           "' was not found (set GPTC_PYTHON)");
-  // gptc's package first on PYTHONPATH; and the package compiles with this gptc unless
-  // GPTC_BUILD_DIR says otherwise (this binary is <build>/bin/gptc).
+  // gptc's package first on PYTHONPATH (unless this gptc was installed inside the package
+  // by pip); and the package compiles with this gptc unless GPTC_BUILD_DIR says otherwise
+  // (this binary is <build>/bin/gptc).
   std::vector<std::string> env;
   std::string pythonPath = GPTC_PYTHON_DIR;
   bool buildDirSet = false;
@@ -223,13 +221,14 @@ int gptc::runPythonModule(const char *module, const char *what,
     llvm::StringRef kv(*e);
     if (kv.consume_front("PYTHONPATH=")) {
       if (!kv.empty())
-        pythonPath += ":" + kv.str();
+        pythonPath += (pythonPath.empty() ? "" : ":") + kv.str();
       continue;
     }
     buildDirSet |= kv.starts_with("GPTC_BUILD_DIR=");
     env.push_back(*e);
   }
-  env.push_back("PYTHONPATH=" + pythonPath);
+  if (!pythonPath.empty())
+    env.push_back("PYTHONPATH=" + pythonPath);
   if (!buildDirSet) {
     std::string exe = llvm::sys::fs::getMainExecutable(argv0, (void *)&gptc::runPythonModule);
     if (!exe.empty())

@@ -1,11 +1,12 @@
 //===- gptc.cpp - the gptc command-line compiler --------------------------===//
 //
 //   gptc compile MODEL.mlir -o OUT [--emit=gpt|kernels|source] [--weights W]
+//   gptc check | sample | ops | cxxflags   (gptc --help, gptc SUBCOMMAND --help)
 //
 // Without --emit, OUT is an artifact folder (docs/artifact.md); the weights
 // default to MODEL.safetensors beside the input. With --emit, the stage's
 // text goes to OUT (a file, or - for stdout). Every error is one line on
-// stderr and a non-zero exit.
+// stderr; a command line gptc cannot take exits with 2, any other failure 1.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Codegen.h"
@@ -22,6 +23,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -36,6 +38,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -53,46 +56,11 @@ using namespace mlir;
 
 static const char *kTool = "gptc";
 
-static const char *kUsage =
-    "usage: gptc compile MODEL.mlir -o OUT [-O0|-O3] [--stats] [--emit=gpt|kernels|source]\n"
-    "                    [--weights FILE] [--sanitize]\n"
-    "                    [--grad | --train [--beta1 B] [--beta2 B] [--eps E]\n"
-    "                                      [--weight-decay W] [--grad-clip C]]\n"
-    "       gptc check --gradcheck MODEL.mlir [--weights FILE] [--inputs FILE]\n"
-    "                  [--step H] [--tolerance T] [--seed S]\n"
-    "       gptc check --against-torch [MODEL.py] [--steps N] [--config KEY=VALUE]...\n"
-    "                  (gptc check --against-torch --help lists its options)\n"
-    "       gptc ops\n"
-    "       gptc cxxflags\n"
-    "       gptc sample [RUN] [--prompt TEXT] [--length N] [--seed S] ...\n"
-    "                  (text from a run of the main job; gptc sample --help)\n"
-    "       gptc --version\n"
-    "\n"
-    "  compile   lower a captured model (python: gptc.capture) to an artifact folder:\n"
-    "            kernels.cpp, kernels.so, weights.safetensors, manifest.json\n"
-    "  --emit    stop after a stage and write its text to OUT (- for stdout):\n"
-    "            gpt (the gpt dialect), kernels (one kernel per op, arena slots),\n"
-    "            source (the generated C++)\n"
-    "  -O0, -O3  without / with fusion and views (default -O3); both give the same bits\n"
-    "  --stats   print each kernel's FLOPs and bytes moved, the kernels per call, the\n"
-    "            arena peak and the compile time per stage\n"
-    "  --weights the parameters (default: MODEL.safetensors beside MODEL.mlir)\n"
-    "  --sanitize build kernels.so with AddressSanitizer and UBSan, every buffer its own\n"
-    "            arena bytes with poisoned redzones between them: a kernel that reads or\n"
-    "            writes out of bounds stops the run with a report. Slower; run with the\n"
-    "            sanitizers' runtimes preloaded (docs/artifact.md)\n"
-    "  --grad    also return the loss's gradient for every parameter (gpt-autodiff)\n"
-    "  --train   compile one training step: gradients, clipping, AdamW (inputs lr and\n"
-    "            step; parameters and moments are updated in place)\n"
-    "  check     --gradcheck: compile the model's f64 twin with its gradients and compare\n"
-    "            each parameter's with central differences (inputs default to\n"
-    "            MODEL.inputs.safetensors, written by gptc.capture_save)\n"
-    "            --against-torch: train a nanoGPT-style MODEL.py (GPT, GPTConfig; default\n"
-    "            gptc's test GPT) N steps with gptc and with eager PyTorch from the same\n"
-    "            weights and batches; print per step both losses and the worst parameter\n"
-    "            difference; fail past 1e-5 (loss, relative) or 1e-4 (parameters)\n"
-    "  ops       list the aten overloads the frontend converts, one per line\n"
-    "  cxxflags  print the host C++ compiler flags kernels.so is built with\n";
+namespace cl = llvm::cl;
+
+/// Exit code of a command line gptc cannot take (argparse's, as gptc's Python commands use);
+/// any other failure is 1.
+constexpr int kUsageError = 2;
 
 namespace {
 struct CompileOptions {
@@ -101,82 +69,108 @@ struct CompileOptions {
   mlir::gpt::PipelineOptions pipeline;
 };
 
-/// Walks a subcommand's arguments: each call matches the current one (`--flag`,
-/// `--flag VALUE` or `--flag=VALUE`) and records the first error.
-class ArgCursor {
-public:
-  explicit ArgCursor(const std::vector<std::string> &args) : args(args) {}
-  bool next() { return error.empty() && ++i < args.size(); }
-  const std::string &current() const { return args[i]; }
-  bool flag(const std::string &f) const { return args[i] == f; }
-  /// The flag `f`, noted as given (a second time is an error).
-  bool once(const std::string &f) {
-    if (args[i] != f)
-      return false;
-    note(f);
-    return true;
-  }
-  bool given(const std::string &f) const { return seen.count(f) != 0; }
-  bool value(const std::string &f, std::string &into) {
-    const std::string &a = args[i];
-    if (a.rfind(f + "=", 0) == 0) {
-      note(f);
-      into = a.substr(f.size() + 1);
-      return true;
-    }
-    if (a != f)
-      return false;
-    note(f);
-    if (i + 1 >= args.size())
-      error = "option '" + f + "' needs a value";
-    else
-      into = args[++i];
-    return true;
-  }
-  template <typename Number> bool number(const std::string &f, Number &into) {
-    std::string text;
-    if (!value(f, text))
-      return false;
-    char *end = nullptr;
-    if constexpr (std::is_integral_v<Number>) {
-      // A whole number in the type's range (--seed): 1.7, 1e30 and -1 were cast silently.
-      errno = 0;
-      const long long v = std::strtoll(text.c_str(), &end, 10);
-      using Limits = std::numeric_limits<Number>;
-      if (error.empty() && (text.empty() || *end != '\0' || errno != 0 ||
-                            v < (long long)Limits::min() || v > (long long)Limits::max()))
-        error = "option '" + f + "' needs a whole number from " + std::to_string(Limits::min()) +
-                " to " + std::to_string(Limits::max()) + ", got '" + text + "'";
-      into = static_cast<Number>(v);
-    } else {
-      double v = std::strtod(text.c_str(), &end);
-      if (error.empty() && (text.empty() || *end != '\0'))
-        error = "option '" + f + "' needs a number, got '" + text + "'";
-      into = static_cast<Number>(v);
-    }
-    return true;
-  }
-  /// A positional argument into `into` (once), or an error for anything else.
-  void positional(std::string &into) {
-    const std::string &a = args[i];
-    if (a.size() > 1 && a[0] == '-')
-      error = "unknown option '" + a + "' (see gptc --help)";
-    else if (into.empty())
-      into = a;
-    else
-      error = "unexpected argument '" + a + "'";
-  }
-  std::string error;
+/// The command line (LLVM's option parser): one subcommand per job, each with its options.
+/// `gptc --help` lists the subcommands, `gptc SUBCOMMAND --help` their options. `sample`
+/// and `check --against-torch` run Python (gptc.apps.sample, gptc.parity), which parses
+/// their options itself.
+struct CommandLine {
+  cl::OptionCategory category{"gptc options"};
 
-private:
-  // An option given twice (-o A -o B, -O3 -O3) was taken silently, the last one winning.
-  void note(const std::string &f) {
-    if (!seen.insert(f).second && error.empty())
-      error = "option '" + f + "' given twice";
+  cl::SubCommand compileCmd{
+      "compile", "lower a captured model (python: gptc.capture) to an artifact folder: "
+                 "kernels.cpp, kernels.so, weights.safetensors, manifest.json"};
+  cl::SubCommand checkCmd{
+      "check", "--gradcheck MODEL.mlir: compare the f64 twin's gradients with central "
+               "differences; --against-torch [MODEL.py]: train beside eager PyTorch"};
+  cl::SubCommand sampleCmd{"sample", "text from a run of the main job (gptc sample --help)"};
+  cl::SubCommand opsCmd{"ops", "list the aten overloads the frontend converts, one per line"};
+  cl::SubCommand cxxflagsCmd{"cxxflags",
+                             "print the host C++ compiler flags kernels.so is built with"};
+
+  // compile and check
+  cl::opt<std::string> input{cl::Positional, cl::desc("<MODEL.mlir>"), cl::sub(compileCmd),
+                             cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<std::string> weights{
+      "weights", cl::desc("the parameters (default: MODEL.safetensors beside MODEL.mlir)"),
+      cl::value_desc("FILE"), cl::Optional, cl::sub(compileCmd), cl::sub(checkCmd),
+      cl::cat(category)};
+  // compile
+  cl::opt<std::string> output{
+      "o", cl::desc("the artifact folder; with --emit, the stage's text file (- for stdout)"),
+      cl::value_desc("OUT"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<std::string> emit{
+      "emit",
+      cl::desc("stop after a stage and write its text to OUT: gpt (the gpt dialect), kernels "
+               "(one kernel per op, arena slots), source (the generated C++)"),
+      cl::value_desc("gpt|kernels|source"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> o0{"O0", cl::desc("without fusion and views (the same bits as -O3)"),
+                   cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> o3{"O3", cl::desc("with fusion and views (the default)"), cl::Optional,
+                   cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> stats{"stats",
+                      cl::desc("print each kernel's FLOPs and bytes moved, the kernels per "
+                               "call, the arena peak and the compile time per stage"),
+                      cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> sanitize{
+      "sanitize",
+      cl::desc("build kernels.so with AddressSanitizer and UBSan, each buffer between poisoned "
+               "redzones (slower; run with the sanitizers' runtimes preloaded, "
+               "docs/artifact.md)"),
+      cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> grad{"grad",
+                     cl::desc("also return the loss's gradient for every parameter"),
+                     cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> train{"train",
+                      cl::desc("compile one training step: gradients, clipping, AdamW (inputs "
+                               "lr and step; parameters and moments updated in place)"),
+                      cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<std::string> beta1{"beta1", cl::desc("AdamW's beta1 (--train)"), cl::value_desc("B"), cl::Optional, cl::sub(compileCmd),
+                        cl::cat(category)};
+  cl::opt<std::string> beta2{"beta2", cl::desc("AdamW's beta2 (--train)"), cl::value_desc("B"), cl::Optional, cl::sub(compileCmd),
+                        cl::cat(category)};
+  cl::opt<std::string> eps{"eps", cl::desc("AdamW's epsilon (--train)"), cl::value_desc("E"), cl::Optional, cl::sub(compileCmd),
+                      cl::cat(category)};
+  cl::opt<std::string> weightDecay{"weight-decay", cl::desc("AdamW's weight decay (--train)"),
+                              cl::value_desc("W"),
+                              cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<std::string> gradClip{"grad-clip",
+                           cl::desc("clip the gradients' global norm to C, 0 for none (--train)"),
+                           cl::value_desc("C"), cl::Optional,
+                           cl::sub(compileCmd), cl::cat(category)};
+  // check
+  cl::opt<bool> gradcheck{"gradcheck",
+                          cl::desc("compile the model's f64 twin with its gradients and compare "
+                                   "each parameter's with central differences"),
+                          cl::Optional, cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<bool> againstTorch{
+      "against-torch",
+      cl::desc("[MODEL.py] train a nanoGPT-style model (GPT, GPTConfig; default gptc's test "
+               "GPT) with gptc and eager PyTorch from the same weights and batches and compare "
+               "each step (its options: gptc check --against-torch --help)"),
+      cl::Optional, cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<std::string> inputs{
+      "inputs", cl::desc("the inputs (default: MODEL.inputs.safetensors, from gptc.capture_save)"),
+      cl::value_desc("FILE"), cl::Optional, cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<std::string> step{"step", cl::desc("the central differences' step"), cl::value_desc("H"), cl::Optional, cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<std::string> tolerance{"tolerance", cl::desc("the largest relative difference passed"),
+                            cl::value_desc("T"), cl::Optional,
+                            cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<std::string> seed{"seed", cl::desc("the seed of the check's random directions"),
+                         cl::value_desc("S"), cl::Optional, cl::sub(checkCmd),
+                         cl::cat(category)};
+
+  /// Every option: each may be given once (LLVM's parser lets the last one win).
+  std::vector<const cl::Option *> all() const {
+    return {&input, &weights, &output, &emit, &o0, &o3, &stats, &sanitize, &grad, &train,
+            &beta1, &beta2, &eps, &weightDecay, &gradClip, &gradcheck, &againstTorch,
+            &inputs, &step, &tolerance, &seed};
   }
-  const std::vector<std::string> &args;
-  size_t i = (size_t)-1;
-  std::set<std::string> seen;
+
+  CommandLine() {
+    for (cl::SubCommand *sub : {&cl::SubCommand::getTopLevel(), &compileCmd, &checkCmd,
+                                &sampleCmd, &opsCmd, &cxxflagsCmd})
+      cl::HideUnrelatedOptions(category, *sub);  // not the options of the libraries linked
+  }
 };
 
 /// A flag's number as a message quotes it: "2", "-1e-09", "nan".
@@ -186,41 +180,115 @@ std::string numberText(double value) {
   return text;
 }
 
-/// Parses `compile`'s arguments; returns an error message or "".
-std::string parseCompile(const std::vector<std::string> &args, CompileOptions &opts) {
-  ArgCursor c(args);
-  auto &adamw = opts.pipeline.adamw;
-  using Mode = mlir::gpt::PipelineOptions::Mode;
-  while (c.next()) {
-    if (c.once("--train"))
-      opts.pipeline.mode = Mode::Train;
-    else if (c.once("--grad"))
-      opts.pipeline.mode = Mode::Gradients;
-    else if (c.once("--stats"))
-      opts.stats = true;
-    else if (c.once("-O0"))
-      opts.pipeline.fuse = false;
-    else if (c.once("-O3"))
-      opts.pipeline.fuse = true;
-    else if (c.once("--sanitize"))
-      opts.pipeline.redzone = 128;
-    else if (!(c.number("--beta1", adamw.beta1) || c.number("--beta2", adamw.beta2) ||
-               c.number("--eps", adamw.eps) || c.number("--weight-decay", adamw.weightDecay) ||
-               c.number("--grad-clip", adamw.gradClip) || c.value("-o", opts.output) ||
-               c.value("--emit", opts.emit) || c.value("--weights", opts.weights)))
-      c.positional(opts.input);
+/// A number option's value into `into` (left as it is when the option is not given); returns
+/// an error message or "". The options are text to LLVM's parser, which would print its own
+/// complaint about a bad number on stderr, besides gptc's one line.
+template <typename Number>
+std::string readNumber(const cl::opt<std::string> &option, Number &into) {
+  if (!option.getNumOccurrences())
+    return "";
+  const std::string flag = "--" + option.ArgStr.str(), &text = option;
+  char *end = nullptr;
+  if constexpr (std::is_integral_v<Number>) {
+    // A whole number in the type's range (--seed): 1.7, 1e30 and -1 were cast silently.
+    errno = 0;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    using Limits = std::numeric_limits<Number>;
+    if (text.empty() || *end != '\0' || errno != 0 || v < (long long)Limits::min() ||
+        v > (long long)Limits::max())
+      return "option '" + flag + "' needs a whole number from " +
+             std::to_string(Limits::min()) + " to " + std::to_string(Limits::max()) +
+             ", got '" + text + "'";
+    into = static_cast<Number>(v);
+  } else {
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0')
+      return "option '" + flag + "' needs a number, got '" + text + "'";
+    into = static_cast<Number>(v);
   }
-  if (!c.error.empty())
-    return c.error;
+  return "";
+}
+
+/// The first option given more than once, as an error message, or "".
+std::string givenTwice(const CommandLine &c) {
+  for (const cl::Option *o : c.all())
+    if (o->getNumOccurrences() > 1)
+      return o->isPositional() ? "more than one input file"  // (-o, -O3: short names)
+                               : "option '" + std::string(o->ArgStr.size() <= 2 ? "-" : "--") +
+                                     o->ArgStr.str() + "' given twice";
+  return "";
+}
+
+/// LLVM's parser's complaint as one line: its lines joined, each without the program's name.
+std::string oneLine(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n', -1, false);
+  std::string joined;
+  for (llvm::StringRef line : lines) {
+    line = line.trim();
+    for (const char *prefix : {"gptc compile: ", "gptc check: ", "gptc: "})
+      if (line.consume_front(prefix))
+        break;
+    if (line.starts_with("Did you mean"))  // after "Unknown command line argument '--x'."
+      joined += ";";
+    joined += (joined.empty() ? "" : " ") + line.str();
+  }
+  return joined;
+}
+
+/// LLVM's parser over the command line, with every complaint it makes caught in `errors`:
+/// those it writes to the stream it is given and those an option writes straight to stderr
+/// (a value that does not parse), so that gptc can say them in one line.
+bool parseCommandLine(int argc, const char *const *argv, std::string &errors) {
+  llvm::raw_string_ostream stream(errors);
+  std::FILE *caught = std::tmpfile();
+  const int saved = caught ? ::dup(STDERR_FILENO) : -1;
+  if (saved >= 0)
+    ::dup2(::fileno(caught), STDERR_FILENO);
+  const bool ok = cl::ParseCommandLineOptions(
+      argc, argv, "gptc: a GPT compiler with bitwise-reproducible results\n", &stream);
+  if (saved >= 0) {
+    llvm::errs().flush();
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    std::rewind(caught);
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, caught)) > 0;)
+      errors.append(buffer, n);
+  }
+  if (caught)
+    std::fclose(caught);
+  return ok;
+}
+
+/// compile's options, checked; returns an error message or "".
+std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
+  using Mode = mlir::gpt::PipelineOptions::Mode;
+  opts.input = c.input, opts.output = c.output, opts.emit = c.emit, opts.weights = c.weights;
+  opts.stats = c.stats;
+  if (c.train)
+    opts.pipeline.mode = Mode::Train;
+  else if (c.grad)
+    opts.pipeline.mode = Mode::Gradients;
+  opts.pipeline.fuse = !c.o0;
+  if (c.sanitize)
+    opts.pipeline.redzone = 128;
+  auto &adamw = opts.pipeline.adamw;
+  for (auto [option, into] : {std::pair{&c.beta1, &adamw.beta1}, std::pair{&c.beta2, &adamw.beta2},
+                              std::pair{&c.eps, &adamw.eps},
+                              std::pair{&c.weightDecay, &adamw.weightDecay},
+                              std::pair{&c.gradClip, &adamw.gradClip}})
+    if (std::string err = readNumber(*option, *into); !err.empty())
+      return err;
   // Combinations that meant nothing, or one thing silently: the last flag won.
-  if (c.given("--train") && c.given("--grad"))
+  if (c.train && c.grad)
     return "--train and --grad exclude each other (a training step computes the gradients)";
-  if (c.given("-O0") && c.given("-O3"))
+  if (c.o0 && c.o3)
     return "-O0 and -O3 exclude each other";
-  if (!c.given("--train"))
-    for (const char *f : {"--beta1", "--beta2", "--eps", "--weight-decay", "--grad-clip"})
-      if (c.given(f))
-        return std::string(f) + " applies to a training step only (add --train)";
+  if (!c.train)
+    for (const cl::opt<std::string> *f : {&c.beta1, &c.beta2, &c.eps, &c.weightDecay, &c.gradClip})
+      if (f->getNumOccurrences())
+        return "--" + f->ArgStr.str() + " applies to a training step only (add --train)";
   // The ranges torch.optim.AdamW accepts, and finite (a NaN fails every comparison). 0
   // for --grad-clip means no clipping; a negative one silently meant the same.
   for (auto [name, value, below1] :
@@ -234,12 +302,8 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
     return "no input file (usage: gptc compile MODEL.mlir -o OUT)";
   if (opts.output.empty())
     return "no output given (-o OUT)";
-  const bool emitEmpty = std::find(args.begin(), args.end(), "--emit=") != args.end() ||
-                         std::adjacent_find(args.begin(), args.end(), [](auto &a, auto &b) {
-                           return a == "--emit" && b.empty();
-                         }) != args.end();
-  if (emitEmpty || (!opts.emit.empty() && opts.emit != "gpt" && opts.emit != "kernels" &&
-                    opts.emit != "source"))
+  if ((c.emit.getNumOccurrences() && opts.emit.empty()) ||
+      (!opts.emit.empty() && opts.emit != "gpt" && opts.emit != "kernels" && opts.emit != "source"))
     return "unknown stage '" + opts.emit + "' for --emit (gpt, kernels or source)";
   if (opts.emit.empty() && opts.output == "-")  // it made a folder named '-'
     return "an artifact is a folder: give one with -o (standard output takes --emit's text)";
@@ -250,19 +314,14 @@ std::string parseCompile(const std::vector<std::string> &args, CompileOptions &o
   return "";
 }
 
-/// Parses `check`'s arguments; returns an error message or "".
-std::string parseCheck(const std::vector<std::string> &args, gptc::CheckOptions &opts) {
-  ArgCursor c(args);
-  while (c.next()) {
-    if (c.flag("--gradcheck"))
-      opts.gradcheck = true;
-    else if (!(c.value("--weights", opts.weights) || c.value("--inputs", opts.inputs) ||
-               c.number("--step", opts.step) || c.number("--tolerance", opts.tolerance) ||
-               c.number("--seed", opts.seed)))
-      c.positional(opts.input);
-  }
-  if (!c.error.empty())
-    return c.error;
+/// check's options (--gradcheck), checked; returns an error message or "".
+std::string checkOptions(const CommandLine &c, gptc::CheckOptions &opts) {
+  opts.gradcheck = c.gradcheck;
+  opts.input = c.input, opts.weights = c.weights, opts.inputs = c.inputs;
+  for (std::string err : {readNumber(c.step, opts.step), readNumber(c.tolerance, opts.tolerance),
+                          readNumber(c.seed, opts.seed)})
+    if (!err.empty())
+      return err;
   // A step of 0 made every difference NaN and the check pass; a NaN tolerance passed any.
   for (auto [name, value] : {std::pair{"--step", opts.step}, std::pair{"--tolerance", opts.tolerance}})
     if (!(value > 0 && std::isfinite(value)))
@@ -449,52 +508,65 @@ int compile(const CompileOptions &opts) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    llvm::errs() << kUsage;
-    return 1;
-  }
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    llvm::outs() << kUsage;
-    return 0;
-  }
-  if (args[0] == "sample")  // text from the main job's run: gptc.apps.sample
+  auto usageError = [](const std::string &message) {
+    gptc::fail(kTool, message);
+    return kUsageError;
+  };
+  // The commands that run Python take their arguments as they are.
+  if (!args.empty() && args[0] == "sample")
     return gptc::runPythonModule("gptc.apps.sample", "gptc sample", {args.begin() + 1, args.end()},
                                  kTool, argv[0]);
-  if (args[0] == "--version") {
-    llvm::outs() << "gptc " << GPTC_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
-    return 0;
-  }
-  if (args[0] == "ops") {
-    for (const std::string &n : mlir::gpt::supportedAtenOps())
-      llvm::outs() << n << "\n";
-    return 0;
-  }
-  if (args[0] == "cxxflags") {
-    llvm::outs() << llvm::join(mlir::gpt::hostCompilerFlags(), " ") << "\n";
-    return 0;
-  }
-  if (args[0] == "check") {
+  if (!args.empty() && args[0] == "check") {
     auto against = std::find(args.begin() + 1, args.end(), "--against-torch");
     if (against != args.end()) {
       std::vector<std::string> rest(args.begin() + 1, against);
       rest.insert(rest.end(), against + 1, args.end());
       if (std::find(rest.begin(), rest.end(), "--gradcheck") != rest.end())
-        return gptc::fail(kTool, "--gradcheck and --against-torch are two checks: run one at a time");
+        return usageError("--gradcheck and --against-torch are two checks: run one at a time");
       return gptc::runPythonModule("gptc.parity", "--against-torch", rest, kTool, argv[0]);
     }
+  }
+  CommandLine c;
+  // LLVM's parser takes a word that names no subcommand as a positional argument.
+  if (!args.empty() && args[0][0] != '-' && args[0] != "compile" && args[0] != "check" &&
+      args[0] != "ops" && args[0] != "cxxflags")
+    return usageError("unknown command '" + args[0] + "' (see gptc --help)");
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "gptc " << GPTC_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
+  });
+  std::vector<const char *> named(argv, argv + argc);
+  named[0] = kTool;  // the parser's messages say "gptc --help", not the path run
+  std::string errors;
+  if (!parseCommandLine(argc, named.data(), errors))
+    return usageError(oneLine(errors));
+  if (std::string err = givenTwice(c); !err.empty())
+    return usageError(err);
+  if (c.opsCmd) {
+    for (const std::string &n : mlir::gpt::supportedAtenOps())
+      llvm::outs() << n << "\n";
+    return 0;
+  }
+  if (c.cxxflagsCmd) {
+    llvm::outs() << llvm::join(mlir::gpt::hostCompilerFlags(), " ") << "\n";
+    return 0;
+  }
+  if (c.checkCmd) {
     gptc::CheckOptions opts;
     opts.runtimeInclude = runtimeInclude();
-    std::string err = parseCheck({args.begin() + 1, args.end()}, opts);
+    std::string err = checkOptions(c, opts);
+    if (err.empty() && !opts.gradcheck)
+      err = "nothing to check (try gptc check --gradcheck MODEL.mlir, or gptc check "
+            "--against-torch [MODEL.py])";
     if (!err.empty())
-      return gptc::fail(kTool, err);
+      return usageError(err);
     return gptc::runCheck(opts, kTool);
   }
-  if (args[0] == "compile") {
+  if (c.compileCmd) {
     CompileOptions opts;
-    std::string err = parseCompile({args.begin() + 1, args.end()}, opts);
+    std::string err = compileOptions(c, opts);
     if (!err.empty())
-      return gptc::fail(kTool, err);
+      return usageError(err);
     return compile(opts);
   }
-  return gptc::fail(kTool, "unknown command '" + args[0] + "' (see gptc --help)");
+  return usageError("no command (gptc --help lists them)");
 }
