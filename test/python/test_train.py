@@ -806,8 +806,8 @@ def test_gptc_check_gradcheck_fails_a_nan_gradient_and_refuses_a_zero_step(tmp_p
     assert len(a) == 1 and float(a[0].split()[-1]) < 1e-9  # the f32 inputs, widened
     for flags, said in ((["--step", "0"], "--step must be a finite number > 0, got 0"),
                         (["--tolerance", "nan"], "--tolerance must be a finite number > 0, got nan")):
-        proc = check(*flags)
-        assert proc.returncode == 1 and proc.stderr.strip() == f"gptc: error: {said}", proc.stderr
+        proc = check(*flags)  # a command line gptc cannot take: exit 2
+        assert proc.returncode == 2 and proc.stderr.strip() == f"gptc: error: {said}", proc.stderr
     with pytest.raises(gptc.GptcError, match="step must be a finite number > 0, got 0"):
         gptc.gradcheck(NanGradient(), (x, keep), step=0.0)
 
