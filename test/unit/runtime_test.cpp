@@ -220,6 +220,11 @@ TEST_F(RuntimeTest, ClearErrors) {
   e = load_error(d);
   EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
 
+  // A file name with a newline in it (found by the fuzz test below): still one line.
+  e = edited(d, "\"weights\": \"weights.safetensors\"", "\"weights\": \"w\\nx\\u0001.safetensors\"");
+  EXPECT_NE(e.find("w\\nx\\x01.safetensors: cannot open"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+
   std::string bad_dtype = kManifest;
   bad_dtype.replace(bad_dtype.find("\"f32\", \"shape\": [2, 3]} ]"), 5, "\"f16\"");
   spit(d / "manifest.json", bad_dtype);

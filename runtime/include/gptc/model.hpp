@@ -20,10 +20,24 @@
 
 namespace gptc::rt {
 
-// Every runtime failure; what() is one line naming the file and the problem.
+// Every runtime failure; what() is one line naming the file and the problem. A name read
+// from a file (a manifest's file names, a tensor's) may hold any byte: control characters
+// are written as \n or \xNN, so that what() stays one line.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(one_line(what)) {}
+
+ private:
+  static std::string one_line(const std::string& s) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+      if (c == '\n') out += "\\n";
+      else if (c < 0x20 || c == 0x7f) out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+      else out += (char)c;
+    }
+    return out;
+  }
 };
 
 // One dense row-major tensor of the manifest.
