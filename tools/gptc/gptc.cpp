@@ -213,9 +213,9 @@ std::string readNumber(const cl::opt<std::string> &option, Number &into) {
 std::string givenTwice(const CommandLine &c) {
   for (const cl::Option *o : c.all())
     if (o->getNumOccurrences() > 1)
-      return o->isPositional() ? "more than one input file"  // (-o, -O3: short names)
+      return o->isPositional() ? "more than one input file"
                                : "option '" + std::string(o->ArgStr.size() <= 2 ? "-" : "--") +
-                                     o->ArgStr.str() + "' given twice";
+                                     o->ArgStr.str() + "' given twice";  // -o, -O3; --train
   return "";
 }
 
