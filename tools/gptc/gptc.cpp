@@ -159,16 +159,8 @@ struct CommandLine {
                          cl::value_desc("S"), cl::Optional, cl::sub(checkCmd),
                          cl::cat(category)};
 
-  /// Every option: each may be given once (LLVM's parser lets the last one win).
-  std::vector<const cl::Option *> all() const {
-    return {&input, &weights, &output, &emit, &o0, &o3, &stats, &sanitize, &grad, &train,
-            &beta1, &beta2, &eps, &weightDecay, &gradClip, &gradcheck, &againstTorch,
-            &inputs, &step, &tolerance, &seed};
-  }
-
   CommandLine() {
-    for (cl::SubCommand *sub : {&cl::SubCommand::getTopLevel(), &compileCmd, &checkCmd,
-                                &sampleCmd, &opsCmd, &cxxflagsCmd})
+    for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
       cl::HideUnrelatedOptions(category, *sub);  // not the options of the libraries linked
   }
 };
@@ -209,13 +201,20 @@ std::string readNumber(const cl::opt<std::string> &option, Number &into) {
   return "";
 }
 
-/// The first option given more than once, as an error message, or "".
+/// The first of gptc's options given more than once to the subcommand that ran (LLVM's
+/// parser lets the last one win), as an error message, or "". (Two input files are the
+/// parser's own error.)
 std::string givenTwice(const CommandLine &c) {
-  for (const cl::Option *o : c.all())
-    if (o->getNumOccurrences() > 1)
-      return o->isPositional() ? "more than one input file"
-                               : "option '" + std::string(o->ArgStr.size() <= 2 ? "-" : "--") +
-                                     o->ArgStr.str() + "' given twice";  // -o, -O3; --train
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands()) {
+    if (!*sub)
+      continue;
+    for (const auto &entry : sub->OptionsMap) {
+      const cl::Option *o = entry.second;
+      if (o->getNumOccurrences() > 1 && llvm::is_contained(o->Categories, &c.category))
+        return "option '" + std::string(o->ArgStr.size() <= 2 ? "-" : "--") + o->ArgStr.str() +
+               "' given twice";  // -o, -O3; --train
+    }
+  }
   return "";
 }
 
@@ -528,8 +527,9 @@ int main(int argc, char **argv) {
   }
   CommandLine c;
   // LLVM's parser takes a word that names no subcommand as a positional argument.
-  if (!args.empty() && args[0][0] != '-' && args[0] != "compile" && args[0] != "check" &&
-      args[0] != "ops" && args[0] != "cxxflags")
+  if (!args.empty() && args[0][0] != '-' &&
+      llvm::none_of(cl::getRegisteredSubcommands(),
+                    [&](cl::SubCommand *sub) { return sub->getName() == args[0]; }))
     return usageError("unknown command '" + args[0] + "' (see gptc --help)");
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "gptc " << GPTC_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
