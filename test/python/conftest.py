@@ -46,3 +46,13 @@ def runtime_library():
     if not os.path.exists(library):
         pytest.skip(f"no {library}: the runtime library is built with the tools")
     return library
+
+
+def run_ok(*cmd, **kw):
+    """The standard output of `cmd` (subprocess.run's keywords: cwd, env), asserting that it
+    exits 0; the assertion shows the end of its output."""
+    import subprocess
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert done.returncode == 0, \
+        f"{' '.join(map(str, cmd))}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout

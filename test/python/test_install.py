@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from conftest import REPO, capture_one_layer
+from conftest import run_ok as run
 from gptc.testing.tiny_gpt import TinyGPTConfig
 
 BUILD = os.environ.get("GPTC_BUILD_DIR", os.path.join(REPO, "build"))
@@ -48,12 +49,6 @@ find_package(gptc 0.1 CONFIG REQUIRED)
 add_executable(consumer main.c)
 target_link_libraries(consumer PRIVATE gptc::runtime)
 """
-
-
-def run(*cmd, **kw):
-    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    assert done.returncode == 0, f"{' '.join(map(str, cmd))}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def test_the_installed_tree_compiles_models_and_builds_programs(tmp_path):

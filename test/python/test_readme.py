@@ -7,10 +7,9 @@ parity report (test_parity.py) and `gptc sample`, which needs ./run.sh's trained
 (test_main_job.py)."""
 import os
 import re
-import subprocess
 import sys
 
-from conftest import REPO, runtime_library
+from conftest import REPO, run_ok, runtime_library
 from gptc.locate import find_tool
 
 with open(os.path.join(REPO, "README.md")) as f:
@@ -25,19 +24,13 @@ def block(language: str, after: str) -> str:
     return m.group(1)
 
 
-def run(cmd, cwd, **kw):
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, **kw)
-    assert done.returncode == 0, f"{cmd}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
 def test_python_quickstart(tmp_path):
     code = block("python", "### Python")
     # What the block leaves behind, checked after it.
     code += ("\nassert torch.isfinite(loss) and len(ids) == 100 and os.path.getsize("
              "'ckpt.safetensors') > 0\nprint('ok', float(loss))\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))  # "With PYTHONPATH=python"
-    out = run([sys.executable, "-c", "import os\n" + code], tmp_path, env=env)
+    out = run_ok(sys.executable, "-c", "import os\n" + code, cwd=tmp_path, env=env)
     assert out.splitlines()[-1].startswith("ok ")
 
 
@@ -49,7 +42,7 @@ def test_command_line_and_c_quickstarts(tmp_path):
     script = "\n".join(lines).replace("PYTHONPATH=python ", f"PYTHONPATH={REPO}/python ")
     script = script.replace("build/bin/", gptc_bin + "/")
     assert gptc_bin + "/gptc compile model.mlir -o out/tiny" in script  # the C block's model
-    run(["bash", "-euo", "pipefail", "-c", script], tmp_path)
+    run_ok("bash", "-euo", "pipefail", "-c", script, cwd=tmp_path)
     assert os.path.exists(tmp_path / "out" / "tiny" / "kernels.so")
     assert os.path.exists(tmp_path / "out" / "step" / "kernels.so")
 
@@ -61,6 +54,6 @@ def test_command_line_and_c_quickstarts(tmp_path):
                             "build/runtime/libgptc_runtime.a"), build
     build = build.replace("-Iruntime/include", f"-I{REPO}/runtime/include")
     build = build.replace("build/runtime/libgptc_runtime.a", library)
-    run(["bash", "-c", build], tmp_path)
-    out = run([str(tmp_path / "main")], tmp_path)
+    run_ok("bash", "-c", build, cwd=tmp_path)
+    out = run_ok(str(tmp_path / "main"), cwd=tmp_path)
     assert re.fullmatch(r"loss \d+\.\d{7}\n", out), out
