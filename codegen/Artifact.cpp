@@ -182,17 +182,18 @@ std::unique_ptr<llvm::MemoryBuffer> readCached(StringRef cached, StringRef sum) 
   return nullptr;
 }
 
-// Appends the prelude's family headers (everything under gptc/prelude/), sorted, to
-// `files`: each is part of what a kernels.so was built from.
-LogicalResult listPreludeHeaders(StringRef runtimeInclude, std::vector<std::string> &files,
-                                 std::string &error) {
+// Appends the headers under gptc/<folder> whose names end in `suffix` (the prelude's
+// families, the CUDA families), sorted, to `files`: each is part of what a kernels.so was
+// built from.
+LogicalResult listPreludeHeaders(StringRef runtimeInclude, StringRef folder, StringRef suffix,
+                                 std::vector<std::string> &files, std::string &error) {
   SmallString<256> dir(runtimeInclude);
-  llvm::sys::path::append(dir, "gptc", "prelude");
+  llvm::sys::path::append(dir, "gptc", folder);
   std::vector<std::string> found;
   std::error_code ec;
   for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end; it != end && !ec;
        it.increment(ec))
-    if (StringRef(it->path()).ends_with(".h"))
+    if (StringRef(it->path()).ends_with(suffix))
       found.push_back(it->path());
   if (ec) {
     error = "cannot list " + dir.str().str() + ": " + ec.message();
@@ -203,27 +204,66 @@ LogicalResult listPreludeHeaders(StringRef runtimeInclude, std::vector<std::stri
   return success();
 }
 
-/// Runs the host C++ compiler on kernels.cpp (no fast-math, no FMA contraction:
-/// the determinism contract, docs/numerics.md). The library is cached by a hash of the
-/// source, the compiler and its flags, so an unchanged model is not rebuilt.
-LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, bool sanitize,
-                             std::string &error) {
-  const char *env = std::getenv("GPTC_CXX");
-  std::string cxx = env && *env ? env : "c++";
-  auto program = llvm::sys::findProgramByName(cxx);
+/// The generated source's file name for `target`.
+StringRef sourceName(Target target) {
+  return target == Target::Cpu ? "kernels.cpp" : "kernels.cu";
+}
+
+/// nvcc with the portable flags (scripts/cuda-portable-flags.txt, compiled in: no fma the
+/// source did not write, IEEE division and square root, no flush to zero) for the GPU
+/// architecture $GPTC_CUDA_ARCH (default sm_90), as a shared library.
+std::vector<std::string> cudaCompilerFlags() {
+  std::vector<std::string> flags;
+  SmallVector<StringRef> words;
+  StringRef(GPTC_CUDA_PORTABLE_FLAGS).split(words, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef w : words)
+    flags.push_back(w.str());
+  const char *arch = std::getenv("GPTC_CUDA_ARCH");
+  flags.push_back(std::string("-arch=") + (arch && *arch ? arch : "sm_90"));
+  flags.insert(flags.end(), {"-Xcompiler=-fPIC,-fvisibility=hidden", "-shared"});
+  return flags;
+}
+
+/// The CUDA source built by the host compiler over gptc/cuda/emulate.hpp (Target::
+/// CudaEmulated): the determinism contract's flags, as C++.
+std::vector<std::string> emulatedCudaFlags() {
+  return {"-std=c++17",        "-O2",           "-ffp-contract=off",
+          "-fno-fast-math",    "-fno-math-errno", "-fno-strict-aliasing",
+          "-fvisibility=hidden", "-fPIC",        "-shared",
+          "-pthread",          "-DGPTC_CUDA_EMULATE", "-x",
+          "c++"};
+}
+
+/// Runs the compiler for `target` on the generated source: the host C++ compiler on
+/// kernels.cpp (no fast-math, no FMA contraction: the determinism contract,
+/// docs/numerics.md), nvcc on kernels.cu, or the host compiler on kernels.cu over the
+/// emulation. The library is cached by a hash of the source, the compiler and its flags,
+/// so an unchanged model is not rebuilt.
+LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, Target target,
+                             bool sanitize, std::string &error) {
+  const bool nvcc = target == Target::Cuda;
+  const char *env = std::getenv(nvcc ? "GPTC_NVCC" : "GPTC_CXX");
+  std::string cxx = env && *env ? env : nvcc ? "nvcc" : "c++";
+  auto program = nvcc ? llvm::sys::findProgramByName(cxx, {"/usr/local/cuda/bin"})
+                      : llvm::sys::findProgramByName(cxx);
+  if (nvcc && !program)
+    program = llvm::sys::findProgramByName(cxx);
   if (!program) {
-    error = "host C++ compiler '" + cxx + "' not found (set GPTC_CXX)";
+    error = nvcc ? "CUDA compiler '" + cxx + "' not found (install the CUDA toolkit or set GPTC_NVCC)"
+                 : "host C++ compiler '" + cxx + "' not found (set GPTC_CXX)";
     return failure();
   }
   SmallString<256> src(dir), lib(dir), log(dir);
-  llvm::sys::path::append(src, "kernels.cpp");
+  llvm::sys::path::append(src, sourceName(target));
   llvm::sys::path::append(lib, "kernels.so");
   llvm::sys::path::append(log, "compile.log");
   // The library is written beside kernels.so and renamed over it: a process running the
   // previous kernels.so from this folder keeps its file, and a load never sees half of one.
   const std::string fresh = asideOf(lib);
   std::string include = "-I" + runtimeInclude.str();
-  const std::vector<std::string> flags = hostCompilerFlags(sanitize);
+  const std::vector<std::string> flags = target == Target::Cpu  ? hostCompilerFlags(sanitize)
+                                         : nvcc                  ? cudaCompilerFlags()
+                                                                 : emulatedCudaFlags();
   SmallVector<StringRef> args = {*program};
   args.append(flags.begin(), flags.end());
   args.append({include, src, "-o", fresh});
@@ -235,7 +275,9 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, bool sanit
     if (a != src && a != fresh)
       key += a.str() + "\n";
   std::vector<std::string> files = {src.str().str(), runtimeInclude.str() + "/gptc/prelude.h"};
-  if (failed(listPreludeHeaders(runtimeInclude, files, error)))
+  if (failed(listPreludeHeaders(runtimeInclude, "prelude", ".h", files, error)) ||
+      (target != Target::Cpu &&
+       failed(listPreludeHeaders(runtimeInclude, "cuda", "", files, error))))
     return failure();
   for (const std::string &file : files) {
     auto buf = llvm::MemoryBuffer::getFile(file);
@@ -259,7 +301,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, bool sanit
   int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &execError);
   if (rc != 0) {
     (void)llvm::sys::fs::remove(fresh);
-    error = "host compiler failed on " + src.str().str() + " (see " + log.str().str() + ")" +
+    error = (nvcc ? "nvcc failed on " : "host compiler failed on ") + src.str().str() + " (see " + log.str().str() + ")" +
             (execError.empty() ? "" : ": " + execError);
     return failure();
   }
@@ -347,8 +389,8 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   // target and numerics: what the library runs on and which numerics contract it keeps (a
   // runtime refuses an artifact for a target it was not built for).
   llvm::json::Object manifest{{"format", "gptc-artifact"},     {"version", 1},
-                              {"target", "cpu"},               {"numerics", "portable"},
-                              {"library", "kernels.so"},       {"source", "kernels.cpp"},
+                              {"target", targetName(src.target)}, {"numerics", "portable"},
+                              {"library", "kernels.so"},       {"source", sourceName(src.target)},
                               {"weights", "weights.safetensors"}, {"arena_bytes", src.arenaBytes},
                               {"kernels", src.numKernels},     {"args", std::move(args)},
                               {"results", std::move(results)}};
@@ -361,8 +403,8 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   const std::string code = src.code + "\n// What this library was built for (gptc/signature.h).\n" +
                            "GPTC_EXPORT const char* gptc_signature(void) {\n  return " +
                            gptc::signature_literal(signature) + ";\n}\n";
-  if (failed(writeFile(path("kernels.cpp"), code, error)) ||
-      failed(compileLibrary(outDir, runtimeInclude, sanitize, error)))
+  if (failed(writeFile(path(sourceName(src.target)), code, error)) ||
+      failed(compileLibrary(outDir, runtimeInclude, src.target, sanitize, error)))
     return failure();
   // The library's size and checksum, which the runtime checks before it loads the library:
   // a truncated, corrupt or swapped kernels.so is then an error, not a crash in dlopen.

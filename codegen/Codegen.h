@@ -5,10 +5,11 @@
 // kernel per op and an entry function (docs/artifact.md), and the artifact
 // folder around it.
 //
-// One emitter, two flavours: kernel bodies are written once, as loops over
-// GPTC_FOR (the prelude maps it to a CPU loop, and can map it to a CUDA
-// grid-stride loop), and a Flavour decides only how a kernel is declared and
-// launched. Only the CPU flavour exists today.
+// One emitter, two flavours: a kernel body is written once, as a loop over its
+// independent outputs (GPTC_FOR on the CPU, a CUDA grid-stride loop, GPTC_CUDA_FOR,
+// on the GPU); the flavour decides how a kernel is declared and launched, and the ops
+// with a kernel family of their own on the GPU (matmul, layer_norm, attention,
+// cross_entropy) call it there (docs/architecture.md, "Targets").
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPTC_CODEGEN_CODEGEN_H
@@ -22,20 +23,27 @@
 
 namespace mlir::gpt {
 
-enum class Target { Cpu };
+/// What kernels.so runs on. CudaEmulated is the CUDA source built by the host compiler
+/// over gptc/cuda/emulate.hpp and run on the CPU: the GPU's code path, checked where there
+/// is no GPU (docs/architecture.md, "Targets").
+enum class Target { Cpu, Cuda, CudaEmulated };
+
+/// "cpu", "cuda", "cuda-emulated": the manifest's and `gptc compile --target`'s names.
+StringRef targetName(Target target);
 
 struct EmittedSource {
   std::string code;
   int64_t numKernels = 0;
   int64_t arenaBytes = 0;
+  Target target = Target::Cpu;
 };
 
 /// Emits the kernels and the entry of `fn`; emits a located error and fails on
 /// an op the code generator cannot lower.
 FailureOr<EmittedSource> emitSource(func::FuncOp fn, Target target);
 
-/// Writes manifest.json, kernels.cpp and kernels.so into `outDir` (created if
-/// needed) and copies `weightsPath` (if not empty) to weights.safetensors. A function
+/// Writes manifest.json, kernels.cpp (kernels.cu for the CUDA targets) and kernels.so
+/// into `outDir` (created if needed) and copies `weightsPath` (if not empty) to weights.safetensors. A function
 /// planned with redzones (gpt.redzone) is built with the sanitizers.
 /// `runtimeInclude` is the folder holding gptc/prelude.h. On failure returns
 /// a one-line message.

@@ -513,8 +513,8 @@ LogicalResult Emitter::emitCrossEntropy(CrossEntropyOp op, raw_ostream &os) {
      << "    const int64_t t = in1[r];\n"
      << "    rowLoss[r] = 0;\n"
      << "    if (t == " << ignore << "LL) continue;\n"
-     << "    if (t < 0 || t >= " << v << ") { gptc::report_error(\"cross_entropy target out of "
-        "range\"); continue; }\n"
+     << "    if (t < 0 || t >= " << v << ") { " << reportError("cross_entropy target out of range")
+     << " continue; }\n"
      << "    const " << T << "* x = in0 + r * " << v << ";\n"
      << logitStats(T, v)
      << "    rowLoss[r] = gptc::log(s) + m - x[t];\n  }\n"
@@ -557,7 +557,8 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
      << "    " << T << "* d = out0 + r * " << v << ";\n"
      << "    const int64_t t = in1[r];\n"
      << "    if (t == " << ignore << "LL || t < 0 || t >= " << v << ") {\n"
-     << "      if (t != " << ignore << "LL) gptc::report_error(\"cross_entropy target out of range\");\n"
+     << "      if (t != " << ignore << "LL) " << reportError("cross_entropy target out of range")
+     << "\n"
      << "      for (int64_t k = 0; k < " << v << "; ++k) d[k] = 0;\n"
      << "      continue;\n    }\n"
      << logitStats(T, v)
@@ -578,8 +579,8 @@ LogicalResult Emitter::emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os) {
      << "    for (int64_t r = 0; r < " << v << "; ++r) out0[r * " << c << " + col] = 0;\n"
      << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
      << "      const int64_t row = in1[p];\n"
-     << "      if (row < 0 || row >= " << v << ") { gptc::report_error(\"embedding index out of "
-        "range\"); continue; }\n"
+     << "      if (row < 0 || row >= " << v << ") { " << reportError("embedding index out of range")
+     << " continue; }\n"
      << "      out0[row * " << c << " + col] = out0[row * " << c << " + col] + in0[p * " << c
      << " + col];\n    }\n  }\n";
   return success();

@@ -107,11 +107,22 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
 /// Writes one kernel per top-level op of a planned function, and the entry.
 class Emitter {
 public:
-  explicit Emitter(func::FuncOp fn) : fn(fn) {}
+  Emitter(func::FuncOp fn, Target target) : fn(fn), target(target) {}
   FailureOr<EmittedSource> run();
 
 private:
+  bool cuda() const { return target != Target::Cpu; }
+  /// The statement that reports `message` from a kernel: the CPU's error slot, or on
+  /// CUDA the device's error word with the message's code (errorCode).
+  std::string reportError(StringRef message);
+  /// CUDA: the message's code, its 1-based index in the generated gptc_errors table.
+  unsigned errorCode(StringRef message);
+  /// The CUDA flavour: the call of the op's kernel family, as a host function's body;
+  /// failure() for an op the family does not cover.
+  LogicalResult emitCudaFamily(Operation *op, raw_ostream &os);
   std::string redzoneGuard(int64_t arenaBytes);
+  void writeCudaSource(raw_ostream &os, const EmittedSource &result, StringRef kernels,
+                       StringRef calls);
   std::string inputIndexChecks();
   // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
   // parameter names in0.. (operands) and out0.. (results).
@@ -171,11 +182,16 @@ private:
   std::string pointerOf(Value v);
 
   func::FuncOp fn;
+  Target target;
+  bool familyCall = false;       // CUDA: the kernel being written is a host function
+  mutable int64_t gridExtent = 0; // CUDA: the longest loop of the kernel being written
+  std::vector<std::string> errorMessages; // CUDA: the device error codes' lines
   bool inRegion = false; // emitting a member of a gpt.horizontal
   bool aliasing = false; // emitting a kernel that writes an argument in place
   DenseMap<Value, std::string> pointers; // for args, constants and aliases
   llvm::StringMap<int64_t> argByName;
   std::string constants;
+  std::string constantAddresses, constantSetup; // CUDA: the entry's lines for constants
   int64_t numConstants = 0;
 };
 

@@ -221,16 +221,31 @@ def _input_names(model, example_inputs):
         return None
 
 
+# What gptc.compile's `target` may name: the targets whose kernels this runtime runs.
+TARGETS = ("cpu", "cuda-emulated")
+
+
+def check_target(target) -> str:
+    if target not in TARGETS:
+        raise GptcError(f"target must be one of {', '.join(TARGETS)}, got {target!r}"
+                        + (" (the runtime has no CUDA device layer yet)" if target == "cuda" else ""))
+    return target
+
+
 def compile(model: torch.nn.Module, example_inputs, *, sanitize: bool = False,
-            workdir: str | None = None) -> CompiledModel:
+            workdir: str | None = None, target: str = "cpu") -> CompiledModel:
     """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
 
     The artifact is written under `workdir` (by default a new temporary folder, removed
     with the compiled model). Shapes are static: call the result with inputs shaped like
     the examples. sanitize=True: gptc compile --sanitize (see compile_train_step).
+    target="cuda-emulated": the CUDA kernels, run on the CPU under the GPU's emulation
+    (see compile_train_step).
     """
+    target = check_target(target)
     compiled = CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-",
-                                                  *(["--sanitize"] if sanitize else [])))
+                                                  *(["--sanitize"] if sanitize else []),
+                                                  f"--target={target}"))
     if draws_dropout(compiled):  # every call failed: nothing here feeds the masks' seed
         raise GptcError("the model draws dropout masks (training mode with dropout > 0): call "
                         "model.eval() or set dropout to 0 to compile it for inference; "

@@ -326,10 +326,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (m.contains("sanitize") && !m["sanitize"].is_boolean())
     throw bad("\"sanitize\" is not a boolean");
   // What the library runs on and its numerics (absent in artifacts from before they were
-  // recorded: the CPU's, portable). This runtime runs CPU kernels only.
-  if (m.contains("target") && (!m["target"].is_string() || m["target"] != "cpu"))
+  // recorded: the CPU's, portable). This runtime runs kernels on the CPU: the CPU's, and
+  // the CUDA kernels under the GPU's emulation ("cuda-emulated", whose pointers are host
+  // memory as the CPU's are); it has no device layer for "cuda" yet.
+  if (m.contains("target") &&
+      (!m["target"].is_string() || (m["target"] != "cpu" && m["target"] != "cuda-emulated")))
     throw bad("an artifact for target " + m["target"].dump() +
-              "; this runtime runs \"cpu\" artifacts only (it was built without CUDA)");
+              "; this runtime runs \"cpu\" and \"cuda-emulated\" artifacts only (it has no "
+              "CUDA device layer yet)");
   if (m.contains("numerics") && (!m["numerics"].is_string() || m["numerics"] != "portable"))
     throw bad("numerics " + m["numerics"].dump() + " is not one this runtime knows (\"portable\")");
   if (!m.contains("arena_bytes") || !m["arena_bytes"].is_number_unsigned())

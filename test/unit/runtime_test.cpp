@@ -259,7 +259,7 @@ TEST_F(RuntimeTest, ClearErrors) {
   for (const auto& [field, message] :
        {std::pair<std::string, std::string>{"\"target\": \"cuda\"",
                                             "an artifact for target \"cuda\"; this runtime runs "
-                                            "\"cpu\" artifacts only"},
+                                            "\"cpu\" and \"cuda-emulated\" artifacts only"},
         {"\"numerics\": \"fast\"", "numerics \"fast\" is not one this runtime knows"}}) {
     std::string other = kManifest;
     other.replace(other.find("\"kernels\": 1"), 12, "\"kernels\": 1, " + field);

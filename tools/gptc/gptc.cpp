@@ -67,6 +67,7 @@ struct CompileOptions {
   std::string input, output, emit, weights;
   bool stats = false;
   mlir::gpt::PipelineOptions pipeline;
+  mlir::gpt::Target target = mlir::gpt::Target::Cpu;
 };
 
 /// The command line (LLVM's option parser): one subcommand per job, each with its options.
@@ -103,6 +104,14 @@ struct CommandLine {
       cl::desc("stop after a stage and write its text to OUT: gpt (the gpt dialect), kernels "
                "(one kernel per op, arena slots), source (the generated C++)"),
       cl::value_desc("gpt|kernels|source"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<mlir::gpt::Target> target{
+      "target", cl::desc("what kernels.so runs on"), cl::init(mlir::gpt::Target::Cpu),
+      cl::values(clEnumValN(mlir::gpt::Target::Cpu, "cpu", "the CPU (the default)"),
+                 clEnumValN(mlir::gpt::Target::Cuda, "cuda",
+                            "an NVIDIA GPU: kernels.cu built by nvcc ($GPTC_CUDA_ARCH, default sm_90)"),
+                 clEnumValN(mlir::gpt::Target::CudaEmulated, "cuda-emulated",
+                            "the CUDA kernels run on the CPU by an emulation of the GPU (tests)")),
+      cl::Optional, cl::sub(compileCmd), cl::cat(category)};
   cl::opt<bool> o0{"O0", cl::desc("without fusion and views (the same bits as -O3)"),
                    cl::Optional, cl::sub(compileCmd), cl::cat(category)};
   cl::opt<bool> o3{"O3", cl::desc("with fusion and views (the default)"), cl::Optional,
@@ -265,6 +274,10 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   using Mode = mlir::gpt::PipelineOptions::Mode;
   opts.input = c.input, opts.output = c.output, opts.emit = c.emit, opts.weights = c.weights;
   opts.stats = c.stats;
+  opts.target = c.target;
+  if (c.sanitize && c.target != mlir::gpt::Target::Cpu)
+    return "--sanitize builds the CPU's kernels.so only (not --target=" +
+           mlir::gpt::targetName(c.target).str() + ")";
   if (c.train)
     opts.pipeline.mode = Mode::Train;
   else if (c.grad)
@@ -401,7 +414,7 @@ int compile(const CompileOptions &opts) {
     os << "\n";
     return writeText(opts.output, text);
   }
-  auto source = gpt::emitSource(fn, gpt::Target::Cpu);
+  auto source = gpt::emitSource(fn, opts.target);
   if (failed(source))
     return 1;
   if (opts.emit == "source")
@@ -482,8 +495,8 @@ int compile(const CompileOptions &opts) {
   // compile.log outlived a compile from the cache.
   if (::flock(lockFd, LOCK_EX) != 0)
     return gptc::fail(kTool, "cannot lock " + opts.output + ": " + std::strerror(errno));
-  for (StringRef name : {"kernels.cpp", "compile.log", "weights.safetensors", "kernels.so",
-                         "manifest.json"}) {
+  for (StringRef name : {"kernels.cpp", "kernels.cu", "compile.log", "weights.safetensors",
+                         "kernels.so", "manifest.json"}) {
     std::error_code ec = llvm::sys::fs::exists(staged(name))
                              ? llvm::sys::fs::rename(staged(name), inOutput(name))
                              : llvm::sys::fs::remove(inOutput(name));  // ok if absent

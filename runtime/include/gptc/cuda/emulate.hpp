@@ -3,9 +3,9 @@
 // Included (through gptc/cuda/device.cuh) when GPTC_CUDA_EMULATE is defined and the
 // families are compiled by a host C++ compiler: the kernels are the very functions nvcc
 // builds for the GPU, and this file gives them what CUDA would. A launch runs the grid's
-// blocks one after another; each block's threads are OS threads, so __syncthreads is a
-// barrier of the block and a warp's shuffle is an exchange through memory between two
-// barriers of its 32 threads. __shared__ variables become function statics, which the
+// blocks one after another; each block's threads are fibers on the launching thread, so
+// __syncthreads is a barrier of the block and a warp's shuffle is an exchange through
+// memory between two barriers of its 32 threads. __shared__ variables become function statics, which the
 // threads of the running block share (blocks never overlap). Only what the families use is
 // here: one-dimensional blocks of whole warps, full-mask shuffles, integer atomics, the
 // fp32 fma. Built by test/cuda/CMakeLists.txt for the emulation tests; never by nvcc.
@@ -16,11 +16,14 @@
 #endif
 
 #include <cmath>
-#include <condition_variable>
+#include <ucontext.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
+#include <functional>
+#include <memory>
 #include <vector>
 
 // CUDA's vocabulary, for the host compiler.
@@ -42,7 +45,12 @@ struct alignas(16) float4 {
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 using cudaStream_t = void*;
-enum cudaError_t { cudaSuccess = 0, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorNoDevice = 100,
+  cudaErrorInsufficientDriver = 35
+};
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "an error in the CPU emulation"; }
@@ -61,6 +69,31 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
+// Device memory is host memory here; every copy is a memmove, every stream already done.
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3
+};
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t = nullptr) {
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind);
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::malloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+template <class T>
+cudaError_t cudaGetSymbolAddress(void** p, T& symbol) {
+  *p = (void*)&symbol;
+  return cudaSuccess;
+}
 
 namespace gptc::cuda::emulate {
 
@@ -70,25 +103,41 @@ struct Index {
 inline thread_local Index thread_index, block_index;
 inline Index block_dim, grid_dim;
 
-// A reusable barrier of n threads.
+// A block's threads are fibers (ucontext) on the launching thread: each runs until it
+// waits at a barrier (a __syncthreads, or a shuffle's exchange), then the next one runs;
+// a barrier's waiters go on once all its threads have arrived. No OS threads, no locks:
+// a block of 256 threads costs a few microseconds a barrier, not a round of 256 wake-ups.
+struct Fibers {
+  ucontext_t scheduler;
+  std::vector<ucontext_t> contexts;
+  std::vector<char> done;
+  const std::function<void()>* body = nullptr;
+  int current = 0;
+  uint64_t progress = 0;  // arrivals and exits: a round without any is a deadlock
+};
+inline Fibers* running_fibers = nullptr;
+
+inline void yield_to_scheduler() {
+  Fibers& f = *running_fibers;
+  swapcontext(&f.contexts[(size_t)f.current], &f.scheduler);
+}
+
+// A reusable barrier of n threads (fibers of the running block).
 class Barrier {
  public:
   explicit Barrier(int n) : n_(n) {}
   void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t generation = generation_;
+    ++running_fibers->progress;
     if (++arrived_ == n_) {
       arrived_ = 0;
       ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation; });
+      return;
     }
+    while (generation_ == generation) yield_to_scheduler();
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
   int n_, arrived_ = 0;
   uint64_t generation_ = 0;
 };
@@ -124,6 +173,50 @@ T shuffle(T value, int source_lane) {
   return out;
 }
 
+inline void fiber_main() {
+  Fibers& f = *running_fibers;
+  (*f.body)();
+  f.done[(size_t)f.current] = 1;
+  ++f.progress;
+}  // returns to the scheduler (uc_link)
+
+// Runs `body` as each of the `threads` threads of block `block`, to the end.
+inline void run_block(unsigned threads, Index block, const std::function<void()>& body) {
+  constexpr size_t kStack = 256 * 1024;
+  static std::vector<std::unique_ptr<char[]>> stacks;  // kept between launches
+  while (stacks.size() < threads) stacks.emplace_back(new char[kStack]);
+  Fibers f;
+  f.contexts.resize(threads);
+  f.done.assign(threads, 0);
+  f.body = &body;
+  running_fibers = &f;
+  for (unsigned t = 0; t < threads; ++t) {
+    ucontext_t& c = f.contexts[t];
+    getcontext(&c);
+    c.uc_stack.ss_sp = stacks[t].get();
+    c.uc_stack.ss_size = kStack;
+    c.uc_link = &f.scheduler;
+    makecontext(&c, fiber_main, 0);
+  }
+  block_index = block;
+  for (unsigned left = threads; left > 0;) {
+    const uint64_t before = f.progress;
+    for (unsigned t = 0; t < threads; ++t) {
+      if (f.done[t]) continue;
+      f.current = (int)t;
+      thread_index = {t, 0, 0};
+      swapcontext(&f.scheduler, &f.contexts[t]);
+      if (f.done[t]) --left;
+    }
+    if (left > 0 && f.progress == before) {
+      std::fprintf(stderr, "gptc: error: emulated block (%u, %u, %u): its threads wait at "
+                           "barriers that never complete\n", block.x, block.y, block.z);
+      std::abort();
+    }
+  }
+  running_fibers = nullptr;
+}
+
 // Runs kernel(args...) over the grid, block by block.
 template <class Kernel>
 struct Launcher {
@@ -133,20 +226,13 @@ struct Launcher {
   void operator()(Args... args) const {
     block_dim = {block.x, 1, 1};
     grid_dim = {grid.x, grid.y, grid.z};
+    const std::function<void()> body = [&] { kernel(args...); };
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
           Block b((int)block.x);
           running_block = &b;
-          std::vector<std::thread> threads;
-          threads.reserve(block.x);
-          for (unsigned t = 0; t < block.x; ++t)
-            threads.emplace_back([&, t] {
-              thread_index = {t, 0, 0};
-              block_index = {x, y, z};
-              kernel(args...);
-            });
-          for (std::thread& th : threads) th.join();
+          run_block(block.x, {x, y, z}, body);
           running_block = nullptr;
         }
   }
@@ -154,6 +240,31 @@ struct Launcher {
 template <class Kernel>
 Launcher<Kernel> launcher(Kernel kernel, dim3 grid, dim3 block) {
   return {kernel, grid, block};
+}
+
+// Runs a kernel whose threads never synchronise nor exchange values (the generated
+// grid-stride loops): each block's threads one after another on the calling thread; a
+// __syncthreads or shuffle there has no block to run in and stops the program.
+template <class Kernel>
+struct SerialLauncher {
+  Kernel kernel;
+  unsigned blocks, threads;
+  template <class... Args>
+  void operator()(Args... args) const {
+    block_dim = {threads, 1, 1};
+    grid_dim = {blocks, 1, 1};
+    running_block = nullptr;
+    for (unsigned x = 0; x < blocks; ++x)
+      for (unsigned t = 0; t < threads; ++t) {
+        thread_index = {t, 0, 0};
+        block_index = {x, 0, 0};
+        kernel(args...);
+      }
+  }
+};
+template <class Kernel>
+SerialLauncher<Kernel> serial_launcher(Kernel kernel, unsigned blocks, unsigned threads) {
+  return {kernel, blocks, threads};
 }
 
 }  // namespace gptc::cuda::emulate
@@ -179,6 +290,10 @@ T __shfl_down_sync(unsigned, T value, unsigned delta) {
   return other;
 }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
 inline unsigned atomicOr(unsigned* p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {

@@ -1,0 +1,170 @@
+//===- EmitCuda.cpp - the CUDA flavour's kernel-family calls ---------------===//
+//
+// On the CUDA targets most kernels are the CPU kernel's body as a grid-stride loop
+// (EmitCpp.cpp writes both). The ops below have a kernel family of their own on the GPU
+// (runtime/include/gptc/cuda/), built to give the CPU kernel's bits: here each becomes a
+// host function that fills the family's arguments and launches it on the entry's stream.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Emitter.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace mlir::gpt::emit {
+
+namespace {
+/// The families take f32 operands only.
+LogicalResult needF32(Operation *op) {
+  for (Value v : op->getResults())
+    if (!ttype(v).getElementType().isF32())
+      return op->emitError("the CUDA target runs '")
+             << op->getName().getStringRef() << "' on f32 only, not " << ttype(v).getElementType();
+  return success();
+}
+
+/// The strides (batch, head, row) of a [B, H, T, W]-or-[B, T, H, W] operand of an
+/// attention, its rows `pitch` apart in the bthd layout.
+struct HeadStrides {
+  int64_t b, h, t;
+};
+HeadStrides headStrides(const AttentionShape &a, int64_t rows, int64_t width, int64_t pitch) {
+  if (a.bthd)
+    return {rows * pitch, width, pitch};
+  return {a.H * rows * width, rows * width, width};
+}
+
+/// `gptc::cuda::AttentionArgs` for q, k, v = in0, in1, in2, the output out0 and the
+/// statistics `stats` (the forward's out1, the gradient's input).
+std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string &stats,
+                          const std::string &out, const std::string &rng) {
+  HeadStrides q = headStrides(a, a.T, a.D, a.qPitch), k = headStrides(a, a.S, a.D, a.kPitch),
+              v = headStrides(a, a.S, a.Dv, a.vPitch),
+              y = headStrides(a, a.T, a.Dv, a.rowStride(a.Dv));
+  auto three = [](HeadStrides s) {
+    return std::to_string(s.b) + ", " + std::to_string(s.h) + ", " + std::to_string(s.t);
+  };
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "  " << (out == "nullptr" ? "const " : "") << "gptc::cuda::AttentionArgs f{" << B << ", " << a.H << ", " << a.T << ", " << a.S
+     << ", " << a.D << ", " << a.Dv << ", " << (a.causal ? "true" : "false") << ", " << a.scale
+     << ",\n      in0, " << three(q) << ", in1, " << three(k) << ", in2, " << three(v)
+     << ",\n      " << out << ", " << three(y) << ", " << stats;
+  if (a.dropout)
+    os << ", (const int64_t*)" << rng << ", " << a.id << ", " << a.dropP << ", " << a.dropScale;
+  os << "};\n";
+  return text;
+}
+} // namespace
+
+LogicalResult Emitter::emitCudaFamily(Operation *op, raw_ostream &os) {
+  if (failed(needF32(op)))
+    return failure();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](MatmulOp m) -> LogicalResult {
+        auto a = m.getLhs().getType(), b = m.getRhs().getType(), r = m.getType();
+        int64_t ra = a.getRank(), rb = b.getRank();
+        int64_t M = r.getDimSize(ra - 2), N = r.getDimSize(ra - 1);
+        int64_t K = m.getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
+        int64_t batch = r.getNumElements() / (M * N);
+        // Element strides of (batch, row, k) in lhs and (batch, k, col) in rhs.
+        int64_t aRow = m.getTransposeLhs() ? 1 : K, aK = m.getTransposeLhs() ? M : 1;
+        int64_t bK = m.getTransposeRhs() ? 1 : N, bCol = m.getTransposeRhs() ? K : 1;
+        int64_t bBatch = rb == 2 ? 0 : K * N;
+        os << "  const gptc::cuda::MatmulShape s{" << batch << ", " << M << ", " << N << ", " << K
+           << ", " << M * K << ", " << aRow << ", " << aK << ", " << bBatch << ", " << bK << ", "
+           << bCol << "};\n  gptc::MatmulEpilogue<float> ep;\n";
+        unsigned next = 2;  // the epilogue's operands follow lhs and rhs
+        if (m.getBias())
+          os << "  ep.bias = in" << next++ << ";\n";
+        if (m.getRng()) {
+          DropoutLiterals lit =
+              dropoutLiterals(m.getDropoutP()->convertToDouble(), m.getType().getElementType());
+          os << "  ep.rng = (const int64_t*)in" << next++ << ";\n  ep.dropout_id = "
+             << *m.getDropoutId() << ";\n  ep.dropout_p = " << lit.p
+             << ";\n  ep.dropout_scale = " << lit.scale << ";\n";
+        }
+        if (m.getAddend())
+          os << "  ep.addend = in" << next++ << ";\n";
+        os << "  gptc::cuda::matmul(gptc::cuda::stream(), s, in0, in1, out0, ep);\n";
+        return success();
+      })
+      .Case([&](LayerNormOp l) -> LogicalResult {
+        int64_t c = l.getType().getShape().back(), rows = l.getType().getNumElements() / c;
+        bool hasW = (bool)l.getWeight(), hasB = (bool)l.getBias();
+        std::string w = hasW ? "in1" : "nullptr", bias = hasB ? (hasW ? "in2" : "in1") : "nullptr";
+        // One warp a row, eight rows a block.
+        os << "  GPTC_LAUNCH(gptc::cuda::layer_norm_kernel, " << (rows + 7) / 8
+           << ", 256, gptc::cuda::stream())(" << rows << ", " << c << ", "
+           << literal(l.getEps().convertToDouble(), l.getType().getElementType()) << ", in0, "
+           << w << ", " << bias << ", out0);\n";
+        return success();
+      })
+      .Case([&](AttentionOp at) -> LogicalResult {
+        AttentionShape a = attentionShape(at.getQ(), at.getK(), at.getV(), at.getIsCausal(),
+                                          at.getScale().convertToDouble(),
+                                          at.getDropoutP().convertToDouble(), at.getId(), 3,
+                                          at.getBthd());
+        if (a.Dv > 256)
+          return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
+                 << a.Dv;
+        int64_t B = at.getResult().getType().getNumElements() / (a.H * a.T * a.Dv);
+        os << attentionArgs(a, B, "out1", "out0", "in3")
+           << "  gptc::cuda::attention(gptc::cuda::stream(), f);\n";
+        return success();
+      })
+      .Case([&](AttentionGradOp at) -> LogicalResult {
+        AttentionShape a = attentionShape(at.getQ(), at.getK(), at.getV(), at.getIsCausal(),
+                                          at.getScale().convertToDouble(),
+                                          at.getDropoutP().convertToDouble(), at.getId(), 5,
+                                          at.getBthd(), at.getResults());
+        if (a.D > 256 || a.Dv > 256)
+          return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
+                 << std::max(a.D, a.Dv);
+        // The family writes dq, dk and dv with q's, k's and v's strides.
+        if (a.dqPitch != a.qPitch || a.dkPitch != a.kPitch || a.dvPitch != a.vPitch)
+          return at.emitError("the CUDA target does not yet run an attention gradient whose "
+                              "dq, dk, dv are laid out unlike q, k, v");
+        int64_t B = at.getDq().getType().getNumElements() / (a.H * a.T * a.D);
+        int64_t scratch = 2 * B * a.H * a.T * a.S;
+        // (g, the output's gradient, is laid out as the forward's output: y's strides)
+        os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
+           << "  static float* scratch = nullptr;\n"
+           << "  if (!gptc::cuda::scratch(scratch, " << scratch << ", gptc_step_error)) return;\n"
+           << "  const gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, scratch};\n"
+           << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
+        return success();
+      })
+      .Case([&](CrossEntropyOp ce) -> LogicalResult {
+        auto l = ce.getLogits().getType();
+        int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
+        // The rows that count, each row's loss (one warp a row), then their canonical sum
+        // over the count: cross-entropy's CPU kernel, step by step.
+        os << "  static float* rowLoss = nullptr;\n  static int64_t* kept = nullptr;\n"
+           << "  static unsigned* bad = nullptr;\n"
+           << "  if (!gptc::cuda::scratch(rowLoss, " << n << ", gptc_step_error) ||\n"
+           << "      !gptc::cuda::scratch(kept, 1, gptc_step_error) ||\n"
+           << "      !gptc::cuda::scratch(bad, 1, gptc_step_error)) return;\n"
+           << "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n"
+           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, "
+              "gptc::cuda::stream())("
+           << n << ", " << ignore << "LL, in1, kept);\n"
+           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, " << (n + 7) / 8
+           << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
+           << "LL, in0, in1, rowLoss, bad);\n"
+           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, "
+              "gptc::cuda::stream())("
+           << n << ", rowLoss, kept, out0);\n"
+           << "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::error_from_word, 1)(bad, "
+           << errorCode("cross_entropy target out of range") << "u);\n";
+        return success();
+      })
+      .Default([&](Operation *o) -> LogicalResult {
+        return o->emitError("internal: no CUDA kernel family for '")
+               << o->getName().getStringRef() << "'";
+      });
+}
+
+} // namespace mlir::gpt::emit

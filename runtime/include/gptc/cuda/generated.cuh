@@ -1,0 +1,126 @@
+// gptc/cuda/generated.cuh — the header every generated kernels.cu includes (gptc compile
+// --target=cuda or cuda-emulated; codegen/EmitCpp.cpp's CUDA flavour).
+//
+// A generated kernel is either a call of a kernel family (matmul, LayerNorm, attention,
+// cross-entropy: the .cuh files beside this one) or a kernel of its own whose body is the
+// CPU kernel's body with its GPTC_FOR loop written as GPTC_CUDA_FOR, a grid-stride loop:
+// every iteration is independent, so which thread runs it changes no bit. Its reductions
+// are the prelude's portable gptc::reduce_sum / reduce_max run by one thread (the canonical
+// order), its dropouts gptc::dropout_keep by element index.
+//
+// Errors found on the device (an embedding index or cross-entropy target out of range) set
+// one word, the first error's code; the entry reads it after the step and returns that
+// error's line (the generated file's gptc_errors table). Every CUDA runtime call of the
+// entry is checked and fails the step with one line naming the call.
+#pragma once
+
+#include "gptc/cuda/attention.cuh"
+#include "gptc/cuda/check.cuh"
+#include "gptc/cuda/cross_entropy.cuh"
+#include "gptc/cuda/device.cuh"
+#include "gptc/cuda/layer_norm.cuh"
+#include "gptc/cuda/matmul.cuh"
+#include "gptc/prelude.h"
+
+#include <string>
+
+// A loop of int64_t i over [0, n) shared by the grid: thread t takes t, t + threads, ...
+#define GPTC_CUDA_FOR(i, n)                                                          \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, gptc_for_end_##i = (n); \
+       i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x)
+
+namespace gptc::cuda {
+
+constexpr int kLoopThreads = 256;
+
+// Blocks for a grid-stride loop of n iterations: one iteration a thread up to 4096 blocks.
+inline unsigned loop_blocks(int64_t n) {
+  const int64_t blocks = (n + kLoopThreads - 1) / kLoopThreads;
+  return (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
+}
+
+// The stream the entry runs on (the default stream until the runtime's device layer sets
+// one).
+inline cudaStream_t& stream() {
+  static cudaStream_t s = nullptr;
+  return s;
+}
+
+// The first device error's code (1-based index into the generated gptc_errors), 0 if none.
+static __device__ unsigned error_word;
+
+__device__ inline void report_error(unsigned code) { atomicCAS(&error_word, 0u, code); }
+
+// The device address of a __device__ variable, or of an array's first element (the
+// generated constants).
+template <class T>
+T* symbol_address(T& symbol, const char* what, std::string& error) {
+  void* p = nullptr;
+  const cudaError_t err = cudaGetSymbolAddress(&p, symbol);
+  if (err != cudaSuccess && error.empty()) error = describe(err, what);
+  return static_cast<T*>(p);
+}
+template <class T, size_t N>
+T* symbol_address(T (&symbol)[N], const char* what, std::string& error) {
+  void* p = nullptr;
+  const cudaError_t err = cudaGetSymbolAddress(&p, symbol);
+  if (err != cudaSuccess && error.empty()) error = describe(err, what);
+  return static_cast<T*>(p);
+}
+
+// Caller's ids (embedding indices, cross-entropy targets) checked on the device before any
+// kernel of the step runs.
+__global__ void ids_check_kernel(const int64_t* __restrict ids, int64_t n, int64_t bound,
+                                 int64_t ignore, bool has_ignore, unsigned code) {
+  GPTC_CUDA_FOR(i, n) {
+    const int64_t id = ids[i];
+    if (!((id >= 0 && id < bound) || (has_ignore && id == ignore))) report_error(code);
+  }
+}
+
+// Reports `code` if a family's own error word is set (launched as a one-thread loop).
+__global__ void error_from_word(const unsigned* __restrict word, unsigned code) {
+  GPTC_CUDA_FOR(i, 1) if (*word) report_error(code);
+}
+
+template <class T>
+__global__ void fill_kernel(T* __restrict p, int64_t n, T value) {
+  GPTC_CUDA_FOR(i, n) p[i] = value;
+}
+
+// Device scratch of `count` elements for one call site, allocated on its first use and
+// kept (a kernel's work space: cross-entropy's row losses, say). Not yet planned into the
+// arena.
+template <class T>
+T* scratch(T*& slot, int64_t count, std::string& error) {
+  if (!slot) {
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, (size_t)(count > 0 ? count : 1) * sizeof(T));
+    if (err != cudaSuccess) {
+      if (error.empty()) error = describe(err, "cudaMalloc (a kernel's scratch)");
+      return nullptr;
+    }
+    slot = static_cast<T*>(p);
+  }
+  return slot;
+}
+
+}  // namespace gptc::cuda
+
+// Launches a generated grid-stride kernel over n iterations on the entry's stream.
+#if defined(GPTC_CUDA_EMULATE)
+// Its threads never synchronise, so the emulation runs them one after another.
+#define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
+  ::gptc::cuda::emulate::serial_launcher(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads)
+#else
+#define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
+  kernel<<<::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, 0, ::gptc::cuda::stream()>>>
+#endif
+
+// In the entry: a CUDA runtime call whose failure ends the step with one line.
+#define GPTC_CUDA_TRY(call)                                              \
+  do {                                                                   \
+    const cudaError_t gptc_err_ = (call);                                \
+    if (gptc_err_ != cudaSuccess && gptc_step_error.empty())             \
+      gptc_step_error = ::gptc::cuda::describe(gptc_err_, #call);        \
+  } while (0)

@@ -1,0 +1,110 @@
+"""The CUDA target's code path without a GPU: gptc compile --target=cuda-emulated builds the
+generated kernels.cu (the CUDA kernel families and the grid-stride kernels) with the host
+compiler over gptc/cuda/emulate.hpp, which runs each block's threads as fibers, shuffles and
+barriers included. Its results must be the CPU artifact's, bit for bit: the proof of the
+portable numerics that runs everywhere (the GPU check runs the same source on a GPU)."""
+import json
+import os
+
+import pytest
+import torch
+
+import gptc
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+
+
+def batches(n, cfg, batch=4, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+        y[0, :3] = -1  # ignore_index positions
+        out.append((x, y))
+    return out
+
+
+def persistent(step):
+    """Parameters and AdamW moments, by name, as the runtime holds them."""
+    return {n: step.model.runtime.param(n).copy() for n in step._persistent}
+
+
+def test_ten_training_steps_with_dropout_are_the_cpus_bits(tmp_path):
+    torch.manual_seed(3)
+    cfg = TinyGPTConfig(dropout=0.1)
+    model = TinyGPT(cfg).train()
+    data = batches(10, cfg)
+    steps = {target: gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW),
+                                             seed=7, target=target,
+                                             workdir=str(tmp_path / target))
+             for target in ("cpu", "cuda-emulated")}
+    gpu = steps["cuda-emulated"]
+    # It is the CUDA source that ran: the manifest says so, and kernels.cu calls the GPU's
+    # kernel families and launches kernels of its own, none of the CPU's.
+    with open(os.path.join(gpu.model.artifact_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    assert (manifest["target"], manifest["source"]) == ("cuda-emulated", "kernels.cu")
+    with open(os.path.join(gpu.model.artifact_dir, "kernels.cu")) as f:
+        source = f.read()
+    assert source.count("__global__ void") > 20
+    for family in ("gptc::cuda::matmul(", "gptc::cuda::attention(",
+                   "gptc::cuda::attention_grad(", "gptc::cuda::layer_norm_kernel"):
+        assert family in source, family
+    assert "GPTC_FOR(" not in source and "gptc::matmul(" not in source
+    losses = {"cpu": [], "cuda-emulated": []}
+    for it, (x, y) in enumerate(data):
+        lr = 1e-3 * (it + 1) / len(data)
+        for target, step in steps.items():
+            losses[target].append(step(x, y, lr=lr).item())
+    assert losses["cpu"] == losses["cuda-emulated"]
+    assert len(set(losses["cpu"])) == len(data)  # the steps train (each loss its own)
+    cpu_state, gpu_state = persistent(steps["cpu"]), persistent(gpu)
+    # every parameter (tied ones once) and both of its moments
+    assert len(cpu_state) == 3 * len(list(model.parameters()))
+    for name, value in cpu_state.items():
+        assert value.tobytes() == gpu_state[name].tobytes(), name
+    # Dropout is on in both: another seed gives other bits.
+    other = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(**ADAMW), seed=8,
+                                    target="cuda-emulated", workdir=str(tmp_path / "seed8"))
+    assert other(*data[0], lr=1e-4).item() != losses["cpu"][0]
+
+
+def test_the_forward_is_the_cpus_bits(tmp_path):
+    torch.manual_seed(3)
+    cfg = TinyGPTConfig(dropout=0.0)
+    model = TinyGPT(cfg).eval()
+    x, y = batches(1, cfg)[0]
+    cpu = gptc.compile(model, (x, y), workdir=str(tmp_path / "cpu"))
+    gpu = gptc.compile(model, (x, y), target="cuda-emulated", workdir=str(tmp_path / "gpu"))
+    for a, b in zip(cpu(x, y), gpu(x, y)):
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_a_bad_id_fails_the_step_before_any_kernel_runs(tmp_path):
+    """On the device as on the CPU: ids are checked first, and the step is not applied."""
+    torch.manual_seed(3)
+    cfg = TinyGPTConfig(dropout=0.1)
+    data = batches(2, cfg)
+    step = gptc.compile_train_step(TinyGPT(cfg).train(), data[0], target="cuda-emulated",
+                                   workdir=str(tmp_path))
+    step(*data[0])
+    before = persistent(step)
+    x, y = data[1]
+    for bad_x, bad_y, said in ((x, y.clone().fill_(cfg.vocab_size), "cross_entropy target"),
+                               (x.clone().fill_(-1), y, "embedding index")):
+        with pytest.raises(gptc.GptcError, match=f"run failed: {said} out of range"):
+            step(bad_x, bad_y)
+        assert step.num_steps == 1
+        after = persistent(step)
+        for n, v in before.items():
+            assert v.tobytes() == after[n].tobytes(), (said, n)
+
+
+def test_targets_the_runtime_cannot_run_are_refused_in_one_line():
+    model = TinyGPT(TinyGPTConfig()).eval()
+    x = torch.zeros(1, 8, dtype=torch.long)
+    with pytest.raises(gptc.GptcError, match="target must be one of cpu, cuda-emulated, got "
+                                             "'cuda' \\(the runtime has no CUDA device layer"):
+        gptc.compile(model, (x,), target="cuda")
