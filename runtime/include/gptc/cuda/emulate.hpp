@@ -16,6 +16,7 @@
 #endif
 
 #include <cmath>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdint>
@@ -103,13 +104,20 @@ struct Index {
 inline thread_local Index thread_index, block_index;
 inline Index block_dim, grid_dim;
 
-// A block's threads are fibers (ucontext) on the launching thread: each runs until it
-// waits at a barrier (a __syncthreads, or a shuffle's exchange), then the next one runs;
-// a barrier's waiters go on once all its threads have arrived. No OS threads, no locks:
-// a block of 256 threads costs a few microseconds a barrier, not a round of 256 wake-ups.
+// A block's threads are fibers on the launching thread: each runs until it waits at a
+// barrier (a __syncthreads, or a shuffle's exchange), then the next one runs; a barrier's
+// waiters go on once all its threads have arrived. No OS threads, no locks. A fiber starts
+// on a stack of its own through makecontext/setcontext; after that, switches are
+// _setjmp/_longjmp, which save no signal mask (swapcontext makes two system calls a
+// switch).
+struct Fiber {
+  ucontext_t start;
+  jmp_buf at;  // where it waits
+  bool started = false;
+};
 struct Fibers {
-  ucontext_t scheduler;
-  std::vector<ucontext_t> contexts;
+  jmp_buf scheduler;
+  std::vector<Fiber> fibers;
   std::vector<char> done;
   const std::function<void()>* body = nullptr;
   int current = 0;
@@ -119,7 +127,7 @@ inline Fibers* running_fibers = nullptr;
 
 inline void yield_to_scheduler() {
   Fibers& f = *running_fibers;
-  swapcontext(&f.contexts[(size_t)f.current], &f.scheduler);
+  if (!_setjmp(f.fibers[(size_t)f.current].at)) _longjmp(f.scheduler, 1);
 }
 
 // A reusable barrier of n threads (fibers of the running block).
@@ -173,12 +181,25 @@ T shuffle(T value, int source_lane) {
   return out;
 }
 
-inline void fiber_main() {
+[[noreturn]] inline void fiber_main() {
   Fibers& f = *running_fibers;
   (*f.body)();
   f.done[(size_t)f.current] = 1;
   ++f.progress;
-}  // returns to the scheduler (uc_link)
+  _longjmp(f.scheduler, 1);
+}
+
+// Runs fiber t until it waits or ends. (A function of its own: the fiber jumps back into
+// this frame, whose locals do not change in between.)
+[[gnu::noinline]] inline void resume(Fibers& f, unsigned t) {
+  Fiber& fiber = f.fibers[t];
+  if (_setjmp(f.scheduler)) return;
+  if (!fiber.started) {
+    fiber.started = true;
+    setcontext(&fiber.start);
+  }
+  _longjmp(fiber.at, 1);
+}
 
 // Runs `body` as each of the `threads` threads of block `block`, to the end.
 inline void run_block(unsigned threads, Index block, const std::function<void()>& body) {
@@ -186,16 +207,16 @@ inline void run_block(unsigned threads, Index block, const std::function<void()>
   static std::vector<std::unique_ptr<char[]>> stacks;  // kept between launches
   while (stacks.size() < threads) stacks.emplace_back(new char[kStack]);
   Fibers f;
-  f.contexts.resize(threads);
+  f.fibers.resize(threads);
   f.done.assign(threads, 0);
   f.body = &body;
   running_fibers = &f;
   for (unsigned t = 0; t < threads; ++t) {
-    ucontext_t& c = f.contexts[t];
+    ucontext_t& c = f.fibers[t].start;
     getcontext(&c);
     c.uc_stack.ss_sp = stacks[t].get();
     c.uc_stack.ss_size = kStack;
-    c.uc_link = &f.scheduler;
+    c.uc_link = nullptr;  // fiber_main never returns
     makecontext(&c, fiber_main, 0);
   }
   block_index = block;
@@ -205,7 +226,7 @@ inline void run_block(unsigned threads, Index block, const std::function<void()>
       if (f.done[t]) continue;
       f.current = (int)t;
       thread_index = {t, 0, 0};
-      swapcontext(&f.scheduler, &f.contexts[t]);
+      resume(f, t);
       if (f.done[t]) --left;
     }
     if (left > 0 && f.progress == before) {
