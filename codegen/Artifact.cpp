@@ -230,7 +230,7 @@ std::vector<std::string> emulatedCudaFlags() {
   return {"-std=c++17",        "-O2",           "-ffp-contract=off",
           "-fno-fast-math",    "-fno-math-errno", "-fno-strict-aliasing",
           "-fvisibility=hidden", "-fPIC",        "-shared",
-          "-pthread",          "-DGPTC_CUDA_EMULATE", "-x",
+          "-pthread",          "-DGPTC_CUDA_EMULATE", "-DGPTC_CUDA_EMULATE_CHECK_POINTERS", "-x",
           "c++"};
 }
 

@@ -221,31 +221,34 @@ def _input_names(model, example_inputs):
         return None
 
 
-# What gptc.compile's `target` may name: the targets whose kernels this runtime runs.
-TARGETS = ("cpu", "cuda-emulated")
+# What gptc.compile's `device` may name (gptc compile --target): the CPU; an NVIDIA GPU
+# (nvcc builds the kernels; the runtime moves the tensors through the artifact's device
+# layer); or the CUDA kernels run on the CPU under the GPU's emulation.
+DEVICES = ("cpu", "cuda", "cuda-emulated")
 
 
-def check_target(target) -> str:
-    if target not in TARGETS:
-        raise GptcError(f"target must be one of {', '.join(TARGETS)}, got {target!r}"
-                        + (" (the runtime has no CUDA device layer yet)" if target == "cuda" else ""))
-    return target
+def check_device(device) -> str:
+    device = str(device) if isinstance(device, torch.device) else device
+    if device == "cuda:0":
+        device = "cuda"
+    if device not in DEVICES:
+        raise GptcError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return device
 
 
 def compile(model: torch.nn.Module, example_inputs, *, sanitize: bool = False,
-            workdir: str | None = None, target: str = "cpu") -> CompiledModel:
+            workdir: str | None = None, device: str = "cpu") -> CompiledModel:
     """Capture `model` on `example_inputs`, compile it for the CPU, and load it.
 
     The artifact is written under `workdir` (by default a new temporary folder, removed
     with the compiled model). Shapes are static: call the result with inputs shaped like
     the examples. sanitize=True: gptc compile --sanitize (see compile_train_step).
-    target="cuda-emulated": the CUDA kernels, run on the CPU under the GPU's emulation
-    (see compile_train_step).
+    device="cuda" compiles the kernels for the GPU (see compile_train_step).
     """
-    target = check_target(target)
+    device = check_device(device)
     compiled = CompiledModel(*capture_and_compile(model, example_inputs, workdir, "gptc-",
                                                   *(["--sanitize"] if sanitize else []),
-                                                  f"--target={target}"))
+                                                  f"--target={device}"))
     if draws_dropout(compiled):  # every call failed: nothing here feeds the masks' seed
         raise GptcError("the model draws dropout masks (training mode with dropout > 0): call "
                         "model.eval() or set dropout to 0 to compile it for inference; "

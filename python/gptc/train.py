@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import checksums
-from .compiler import _NUMPY, CompiledModel, capture_and_compile, check_int, check_target
+from .compiler import _NUMPY, CompiledModel, capture_and_compile, check_device, check_int
 from .errors import GptcError, GradientFlowError
 
 
@@ -313,7 +313,7 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
                        grad_clip: float | None = 1.0, seed: int = 0,
                        check_gradients: bool = False, fuse: bool = True,
                        sanitize: bool = False, workdir: str | None = None,
-                       target: str = "cpu") -> TrainStep:
+                       device: str = "cpu") -> TrainStep:
     """Compile one training step of `model` (in its current train/eval mode) for the CPU.
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
@@ -326,11 +326,14 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     between buffers (gptc compile --sanitize): the same results, or a sanitizer's report
     for a kernel that reads or writes out of bounds; the process must have the sanitizers'
     runtimes preloaded (docs/artifact.md). The artifact is written under `workdir` (by
-    default a new temporary folder, removed with the step). target="cuda-emulated" builds
-    the CUDA kernels and runs them on the CPU under the GPU's emulation (gptc compile
-    --target, docs/architecture.md): the GPU's code path, checked where there is no GPU.
+    default a new temporary folder, removed with the step). device="cuda" builds the
+    kernels with nvcc for the GPU ($GPTC_CUDA_ARCH, default sm_90): parameters, moments and
+    the arena live on the GPU, and are read back only when asked for (state_dict, save);
+    "cuda-emulated" builds the same CUDA kernels for the CPU, under the GPU's emulation
+    (gptc compile --target, docs/architecture.md): the GPU's code path where there is none.
+    Inputs may be torch tensors on any device (they are copied).
     """
-    target = check_target(target)
+    device = check_device(device)
     optimizer = AdamW() if optimizer is None else optimizer
     if not isinstance(optimizer, AdamW):  # the step runs its own AdamW, from these settings
         raise GptcError(f"optimizer must be a gptc.AdamW (the same lr, betas, eps and "
@@ -341,6 +344,6 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     seed = check_int("seed", seed, INT64_MIN, INT64_MAX)  # else an OverflowError at step 1
     captured, out_dir, temporary = capture_and_compile(
         model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
-        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []), f"--target={target}",
+        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []), f"--target={device}",
         check=_has_loss)
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary)

@@ -262,9 +262,44 @@ void check_signature(const Model& model, const std::vector<std::string>& kinds, 
 
 }  // namespace
 
+// The device layer of a CUDA artifact, exported by its kernels.so (gptc/cuda/generated.cuh):
+// the runtime includes no CUDA header and links no CUDA library. Each returns null or one
+// line naming the CUDA call that failed.
+struct DeviceFns {
+  const char* (*init)() = nullptr;
+  const char* (*alloc)(void**, size_t) = nullptr;
+  const char* (*release)(void*) = nullptr;
+  const char* (*copy)(void*, const void*, size_t, int) = nullptr;
+};
+
 struct Model::Impl {
   void* lib = nullptr;           // dlopen handle
   EntryFn entry = nullptr;
+  // A CUDA artifact's (target "cuda", or "cuda-emulated": the same code path, its "device"
+  // memory the host's): every param, input, result and the arena has a device buffer;
+  // param_bufs stay the callers' copies, synchronised lazily (host_stale: the device holds
+  // a newer value, since a run; device_stale: the caller may have written the host copy).
+  bool device = false;
+  DeviceFns dev;
+  std::vector<void*> dev_params, dev_inputs, dev_results;
+  void* dev_arena = nullptr;
+  std::vector<char> host_stale, device_stale;
+  void* device_alloc(size_t bytes, const std::string& what) {
+    void* p = nullptr;
+    if (const char* e = dev.alloc(&p, bytes)) throw Error("device memory for " + what + ": " + e);
+    return p;
+  }
+  void copy(void* dst, const void* src, size_t bytes, bool to_device) {
+    if (bytes == 0) return;
+    if (const char* e = dev.copy(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
+  }
+  // The host copy of param i, current.
+  void download_param(size_t i, size_t bytes) {
+    if (device && host_stale[i]) {
+      copy(param_bufs[i].get(), dev_params[i], bytes, false);
+      host_stale[i] = 0;
+    }
+  }
   std::vector<AlignedBuf> param_bufs;   // parallel to Model::params_
   std::vector<bool> arg_is_param;       // manifest args order
   std::vector<bool> param_is_state;     // parallel to Model::params_
@@ -274,6 +309,12 @@ struct Model::Impl {
   bool inPlace = false;                 // the library is the artifact's file (dlopen_private)
   struct stat libStat {};
   ~Impl() {
+    if (device) {
+      for (void* p : dev_params) dev.release(p);
+      for (void* p : dev_inputs) dev.release(p);
+      for (void* p : dev_results) dev.release(p);
+      if (dev_arena) dev.release(dev_arena);
+    }
     if (lib) dlclose(lib);
     if (inPlace) {
       std::lock_guard<std::mutex> lock(g_in_place_mutex);
@@ -326,14 +367,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   if (m.contains("sanitize") && !m["sanitize"].is_boolean())
     throw bad("\"sanitize\" is not a boolean");
   // What the library runs on and its numerics (absent in artifacts from before they were
-  // recorded: the CPU's, portable). This runtime runs kernels on the CPU: the CPU's, and
-  // the CUDA kernels under the GPU's emulation ("cuda-emulated", whose pointers are host
-  // memory as the CPU's are); it has no device layer for "cuda" yet.
+  // recorded: the CPU's, portable). A CUDA artifact ("cuda", or "cuda-emulated": the CUDA
+  // kernels under the GPU's emulation, whose device memory is the host's) brings its device
+  // layer in its kernels.so; this runtime moves the tensors through it.
   if (m.contains("target") &&
-      (!m["target"].is_string() || (m["target"] != "cpu" && m["target"] != "cuda-emulated")))
+      (!m["target"].is_string() ||
+       (m["target"] != "cpu" && m["target"] != "cuda" && m["target"] != "cuda-emulated")))
     throw bad("an artifact for target " + m["target"].dump() +
-              "; this runtime runs \"cpu\" and \"cuda-emulated\" artifacts only (it has no "
-              "CUDA device layer yet)");
+              "; this runtime runs \"cpu\", \"cuda\" and \"cuda-emulated\" artifacts");
   if (m.contains("numerics") && (!m["numerics"].is_string() || m["numerics"] != "portable"))
     throw bad("numerics " + m["numerics"].dump() + " is not one this runtime knows (\"portable\")");
   if (!m.contains("arena_bytes") || !m["arena_bytes"].is_number_unsigned())
@@ -434,6 +475,20 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
                                              : gptc::signature_kind("param", model->params_[i].tril_ones));
   }
   check_signature(*model, kinds, impl.lib, mpath, lpath);
+  if (m.value("target", "cpu") != "cpu") {
+    DeviceFns& d = impl.dev;
+    d.init = (const char* (*)())dlsym(impl.lib, "gptc_device_init");
+    d.alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_alloc");
+    d.release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_free");
+    d.copy = (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy");
+    if (!d.init || !d.alloc || !d.release || !d.copy)
+      throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
+                  m["target"].get<std::string>() + " artifact");
+    if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
+      if (const char* e = d.init()) throw Error(lpath + ": " + e);
+      impl.device = true;
+    }
+  }
 
   // --- weights.safetensors -------------------------------------------------------------
   bool needWeights = false;
@@ -487,7 +542,24 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
                     "); compile the model again with these weights");
   }
 
-  if (!verifyOnly) impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
+  if (verifyOnly) return model;
+  if (!impl.device) {
+    impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
+    return model;
+  }
+  // On the device: every param (uploaded now), the arena, and a buffer per input and result.
+  for (size_t i = 0; i < model->params_.size(); ++i) {
+    const TensorSpec& p = model->params_[i];
+    impl.dev_params.push_back(impl.device_alloc(p.nbytes, "param '" + p.name + "'"));
+    impl.copy(impl.dev_params.back(), impl.param_bufs[i].get(), p.nbytes, true);
+  }
+  impl.host_stale.assign(model->params_.size(), 0);
+  impl.device_stale.assign(model->params_.size(), 0);
+  for (const TensorSpec& t : model->inputs_)
+    impl.dev_inputs.push_back(impl.device_alloc(t.nbytes, "input '" + t.name + "'"));
+  for (const TensorSpec& t : model->results_)
+    impl.dev_results.push_back(impl.device_alloc(t.nbytes, "result '" + t.name + "'"));
+  impl.dev_arena = impl.device_alloc(model->arena_bytes_, "the arena");
   return model;
 }
 
@@ -518,8 +590,33 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
         throw Error(dir_ + ": run: param '" + params_[i].name + "' no longer holds the causal "
                     "mask tril(ones) the model's attention was compiled for (" + why +
                     "); restore it, or compile the model again with the new mask");
-  if (const char* problem = impl.entry(args.data(), results.data(), impl.arena.get()))
-    throw Error(std::string("run failed: ") + problem);
+  if (!impl.device) {
+    if (const char* problem = impl.entry(args.data(), results.data(), impl.arena.get()))
+      throw Error(std::string("run failed: ") + problem);
+    return;
+  }
+  // On the device: params the caller may have written go up, the inputs go up, the results
+  // come down; the params the step updated stay on the device until read.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (impl.device_stale[i]) {
+      impl.copy(impl.dev_params[i], impl.param_bufs[i].get(), params_[i].nbytes, true);
+      impl.device_stale[i] = 0;
+    }
+  for (size_t a = 0; a < args.size(); ++a) {
+    const size_t k = impl.arg_index[a];
+    if (impl.arg_is_param[a]) {
+      args[a] = impl.dev_params[k];
+    } else {
+      impl.copy(impl.dev_inputs[k], inputs[k], inputs_[k].nbytes, true);
+      args[a] = impl.dev_inputs[k];
+    }
+  }
+  const char* problem = impl.entry(args.data(), impl.dev_results.data(), impl.dev_arena);
+  for (size_t i = 0; i < params_.size(); ++i)  // a training step updates them in place
+    if (!params_[i].tril_ones) impl.host_stale[i] = 1;
+  if (problem) throw Error(std::string("run failed: ") + problem);
+  for (size_t j = 0; j < results.size(); ++j)
+    impl.copy(results[j], impl.dev_results[j], results_[j].nbytes, false);
 }
 
 void Model::set_num_threads(int n) {
@@ -535,18 +632,29 @@ void* Model::symbol(const std::string& name) const { return dlsym(impl_->lib, na
 
 void* Model::param_data(const std::string& name) {
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].name == name) return impl_->param_bufs[i].get();
+    if (params_[i].name == name) {
+      // On a device: the current value, and the caller may write it before the next run.
+      impl_->download_param(i, params_[i].nbytes);
+      if (impl_->device) impl_->device_stale[i] = 1;
+      return impl_->param_bufs[i].get();
+    }
   throw Error(dir_ + ": no param named '" + name + "'");
 }
 
 const void* Model::param_data(const std::string& name) const {
-  return const_cast<Model*>(this)->param_data(name);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].name == name) {
+      impl_->download_param(i, params_[i].nbytes);  // read only: the device's stays current
+      return impl_->param_bufs[i].get();
+    }
+  throw Error(dir_ + ": no param named '" + name + "'");
 }
 
 void Model::save_weights(const std::string& path) const {
   if (path.empty()) throw Error(dir_ + ": save_weights: the path is empty");
   std::lock_guard<std::mutex> lock(impl_->run_mutex);  // whole parameters, not a run's half
   std::vector<safetensors::TensorView> views;
+  for (size_t i = 0; i < params_.size(); ++i) impl_->download_param(i, params_[i].nbytes);
   for (size_t i = 0; i < params_.size(); ++i)
     views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),
                      params_[i].shape, impl_->param_bufs[i].get()});

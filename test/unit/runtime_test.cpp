@@ -254,12 +254,14 @@ TEST_F(RuntimeTest, ClearErrors) {
                      "preloaded: LD_PRELOAD="), std::string::npos) << e;
   }
 
-  // An artifact for another target, or another numerics mode: refused in one line, before
-  // the library is loaded.
+  // An artifact for another target, or another numerics mode: refused in one line (before
+  // the library is loaded; a "cuda" one once its library turns out to lack the device layer).
   for (const auto& [field, message] :
-       {std::pair<std::string, std::string>{"\"target\": \"cuda\"",
-                                            "an artifact for target \"cuda\"; this runtime runs "
-                                            "\"cpu\" and \"cuda-emulated\" artifacts only"},
+       {std::pair<std::string, std::string>{"\"target\": \"tpu\"",
+                                            "an artifact for target \"tpu\"; this runtime runs "
+                                            "\"cpu\", \"cuda\" and \"cuda-emulated\" artifacts"},
+        // A CUDA artifact whose library has no device layer (this one is a CPU library).
+        {"\"target\": \"cuda\"", "missing the device layer (gptc_device_*) of a cuda artifact"},
         {"\"numerics\": \"fast\"", "numerics \"fast\" is not one this runtime knows"}}) {
     std::string other = kManifest;
     other.replace(other.find("\"kernels\": 1"), 12, "\"kernels\": 1, " + field);

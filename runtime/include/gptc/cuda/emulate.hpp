@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -66,19 +67,64 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
   *v = 132;
   return cudaSuccess;
 }
+namespace gptc::cuda::emulate {
+// Device memory is host memory here. With GPTC_CUDA_EMULATE_CHECK_POINTERS (the generated
+// artifacts' emulated builds), the emulation still tells them apart: it records what
+// cudaMalloc returned and the __device__ variables whose address was taken, and stops the
+// program when a kernel is launched with, or a copy's device side is, any other pointer (a
+// host buffer passed where the GPU would fault).
+struct DeviceMemory {
+  std::map<uintptr_t, size_t> ranges;  // begin -> bytes
+  void add(const void* p, size_t bytes) { ranges[(uintptr_t)p] = bytes; }
+  void remove(const void* p) { ranges.erase((uintptr_t)p); }
+  bool holds(const void* p) const {
+    auto it = ranges.upper_bound((uintptr_t)p);
+    if (it == ranges.begin()) return false;
+    --it;
+    return (uintptr_t)p < it->first + (it->second ? it->second : 1);
+  }
+};
+inline DeviceMemory& device_memory() {
+  static DeviceMemory memory;
+  return memory;
+}
+inline void require_device(const void* p, const char* what) {
+#if defined(GPTC_CUDA_EMULATE_CHECK_POINTERS)
+  if (p && !device_memory().holds(p)) {
+    std::fprintf(stderr, "gptc: error: emulated GPU: %s is not device memory (%p)\n", what, p);
+    std::abort();
+  }
+#else
+  (void)p, (void)what;
+#endif
+}
+template <class T>
+void require_device_argument(T* p) {
+  require_device(p, "a kernel's pointer argument");
+}
+template <class T>
+void require_device_argument(const T&) {}
+}  // namespace gptc::cuda::emulate
+
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  gptc::cuda::emulate::require_device(p, "cudaMemsetAsync's destination");
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
-// Device memory is host memory here; every copy is a memmove, every stream already done.
+// Every copy is a memmove, every stream already done.
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
   cudaMemcpyHostToDevice = 1,
   cudaMemcpyDeviceToHost = 2,
   cudaMemcpyDeviceToDevice = 3
 };
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                    cudaStream_t = nullptr) {
+  using gptc::cuda::emulate::require_device;
+  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
+    require_device(dst, "a copy's destination");
+  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
+    require_device(src, "a copy's source");
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -88,11 +134,23 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemc
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = std::malloc(bytes);
+  if (*p) gptc::cuda::emulate::device_memory().add(*p, bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* p) {
+  gptc::cuda::emulate::device_memory().remove(p);
+  std::free(p);
+  return cudaSuccess;
+}
+// One emulated device.
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
 }
 template <class T>
 cudaError_t cudaGetSymbolAddress(void** p, T& symbol) {
   *p = (void*)&symbol;
+  gptc::cuda::emulate::device_memory().add(*p, sizeof(T));
   return cudaSuccess;
 }
 
@@ -245,6 +303,7 @@ struct Launcher {
   dim3 grid, block;
   template <class... Args>
   void operator()(Args... args) const {
+    (require_device_argument(args), ...);
     block_dim = {block.x, 1, 1};
     grid_dim = {grid.x, grid.y, grid.z};
     const std::function<void()> body = [&] { kernel(args...); };
@@ -272,6 +331,7 @@ struct SerialLauncher {
   unsigned blocks, threads;
   template <class... Args>
   void operator()(Args... args) const {
+    (require_device_argument(args), ...);
     block_dim = {threads, 1, 1};
     grid_dim = {blocks, 1, 1};
     running_block = nullptr;

@@ -107,6 +107,39 @@ T* scratch(T*& slot, int64_t count, std::string& error) {
 
 }  // namespace gptc::cuda
 
+// The device layer the runtime calls through (runtime/src/model.cpp; the runtime itself
+// includes no CUDA header and links no CUDA library: a CUDA artifact brings its own). Each
+// returns null, or one line naming the CUDA call that failed.
+namespace gptc::cuda::detail {
+inline const char* failed(cudaError_t err, const char* call) {
+  static thread_local std::string line;
+  if (err == cudaSuccess) return nullptr;
+  line = describe(err, call);
+  return line.c_str();
+}
+}  // namespace gptc::cuda::detail
+
+// Whether there is a GPU to run on ("no NVIDIA GPU or driver" where there is none).
+GPTC_EXPORT const char* gptc_device_init(void) {
+  int count = 0;
+  if (const char* e = ::gptc::cuda::detail::failed(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
+    return e;
+  return count > 0 ? nullptr : "cudaGetDeviceCount: no NVIDIA GPU";
+}
+GPTC_EXPORT const char* gptc_device_alloc(void** p, size_t bytes) {
+  *p = nullptr;
+  return ::gptc::cuda::detail::failed(cudaMalloc(p, bytes > 0 ? bytes : 1), "cudaMalloc");
+}
+GPTC_EXPORT const char* gptc_device_free(void* p) {
+  return ::gptc::cuda::detail::failed(cudaFree(p), "cudaFree");
+}
+// to_device: host -> device; else device -> host. Returns once the copy is done.
+GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t bytes, int to_device) {
+  return ::gptc::cuda::detail::failed(
+      cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
+      to_device ? "cudaMemcpy (host to device)" : "cudaMemcpy (device to host)");
+}
+
 // Launches a generated grid-stride kernel over n iterations on the entry's stream.
 #if defined(GPTC_CUDA_EMULATE)
 // Its threads never synchronise, so the emulation runs them one after another.
