@@ -487,6 +487,7 @@ LogicalResult Emitter::emitFunction(const std::string &name, Operation *op, raw_
   std::string body;
   llvm::raw_string_ostream bs(body);
   familyCall = false;
+  warpKernel = false;
   gridExtent = 0;
   if (failed(emitKernel(op, bs)))
     return failure();
@@ -503,7 +504,8 @@ LogicalResult Emitter::emitFunction(const std::string &name, Operation *op, raw_
   for (size_t j = 0; j < op->getNumResults(); ++j)
     args.push_back("out" + std::to_string(j));
   os << device << " {\n" << body << "}\n"
-     << host << " {\n  GPTC_CUDA_LOOP_LAUNCH(" << name << "_grid, " << gridExtent << ")("
+     << host << " {\n  " << (warpKernel ? "GPTC_CUDA_WARP_LAUNCH(" : "GPTC_CUDA_LOOP_LAUNCH(")
+     << name << "_grid, " << gridExtent << ")("
      << llvm::join(args, ", ") << ");\n}\n\n";
   return success();
 }
@@ -557,6 +559,12 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
   os << signature(name, op.getInputs(), op.getResults()) << " {\n  GPTC_PARALLEL {\n" << calls
      << "  }\n}\n\n";
   return success();
+}
+
+std::string Emitter::warpLoop(StringRef var, int64_t n) const {
+  warpKernel = true;
+  gridExtent = std::max(gridExtent, n * 32);
+  return "GPTC_CUDA_FOR_WARPS(" + var.str() + ", " + std::to_string(n) + ")";
 }
 
 std::string Emitter::loop(StringRef var, int64_t n, bool simd) const {
@@ -801,13 +809,22 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     return op.emitError("internal: ops after a sum that is not a row's"), failure();
   bool epilogue = post || yield->getNumOperands() != 1 || yield->getOperand(0) != red.getResult();
   std::string into = !epilogue ? "out0" : lanes ? "sum16" : "";
-  os << "  " << outputLoop(r.outN, lanes);
+  // CUDA: one warp an output (its lanes the sum's 32 partials); lane 0 stores the outputs
+  // of the sum's shape, the lanes share a row's elements.
+  const std::string lane0 = cuda() ? "if (threadIdx.x % 32 == 0) " : "";
+  if (cuda())
+    os << "  " << warpLoop("i", r.outN) << " {\n";
+  else
+    os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
   os << "    const int64_t base = " << base[0] << ";\n";
   if (lanes && epilogue)
     os << "    alignas(64) " << T << " sum16[16];\n";
   if (lanes)
     os << "    gptc::reduce_sum16<" << T << ">(" << r.redN << ", [&](int64_t i, int64_t l) {\n";
+  else if (cuda())
+    os << "    const " << T << " sum = gptc::cuda::warp_sum<" << T << ">(" << r.redN
+       << ", [&](int64_t i) {\n";
   else
     os << "    " << (epilogue ? "const " + T + " sum = " : "out0[i] = ") << "gptc::reduce_sum<"
        << T << ">(" << r.redN << ", [&](int64_t i) {\n";
@@ -819,6 +836,8 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     return failure();
   os << "        return " << names->lookup(red.getX()) << ";\n      }\n    }"
      << (lanes ? ", " + into + (epilogue ? "" : " + i") : "") << ");\n";
+  if (cuda() && !epilogue)
+    os << "    " << lane0 << "out0[i] = sum;\n";
   if (epilogue) {
     // Each output from its sum, in a block of its own (the loop's index names are reused).
     std::string indent = "      ";
@@ -834,11 +853,14 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
       return failure();
     for (auto [j, v] : llvm::enumerate(yield->getOperands()))
       if (phaseOfValue(v) == Phase::Epilogue)
-        os << indent << "out" << j << "[i] = " << after->lookup(v) << ";\n";
+        os << indent << lane0 << "out" << j << "[i] = " << after->lookup(v) << ";\n";
     if (post) {
       // The row's elements, base + j: each from the row's finished sum and epilogue.
-      os << indent << "GPTC_SIMD for (int64_t j = 0; j < " << r.redN << "; ++j) {\n"
-         << indent << "  const int64_t i = base + j;\n";
+      if (cuda())
+        os << indent << "for (int64_t j = threadIdx.x % 32; j < " << r.redN << "; j += 32) {\n";
+      else
+        os << indent << "GPTC_SIMD for (int64_t j = 0; j < " << r.redN << "; ++j) {\n";
+      os << indent << "  const int64_t i = base + j;\n";
       std::string rowIndent = indent + "  ";
       auto row = emitFusedBody(op, x.getShape(), os, rowIndent, Phase::Post, *after, "b", "w");
       if (failed(row))
@@ -934,7 +956,8 @@ static std::optional<std::string> geluArrayCall(Operation *op) {
 }
 
 LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
-  if (cuda() && isa<MatmulOp, LayerNormOp, AttentionOp, AttentionGradOp, CrossEntropyOp>(op)) {
+  if (cuda() && isa<MatmulOp, LayerNormOp, LayerNormGradOp, AttentionOp, AttentionGradOp,
+                   CrossEntropyOp, CrossEntropyGradOp>(op)) {
     familyCall = true;
     return emitCudaFamily(op, os);
   }
@@ -1077,6 +1100,22 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
   // Sums: 16 outputs per reduce_sum16 call (the CPU's vector form).
   bool lanes = r.columns && kind != "max" && !cuda();
   std::string div = kind == "mean" ? " / " + T + "(" + std::to_string(r.redN) + ")" : "";
+  if (cuda()) {
+    // One warp an output: lane j forms partial j, then the butterfly (the canonical order).
+    os << "  " << warpLoop("i", r.outN) << " {\n";
+    SmallVector<std::string> base =
+        emitOffsets(os, r.keptShape, {{"in0", 0, r.keptStrides}}, "    ");
+    os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
+       << "    " << T << " v = gptc::cuda::warp_" << (kind == "max" ? "max" : "sum") << "<" << T
+       << ">(" << r.redN << ", [&](int64_t i) {\n";
+    SmallVector<std::string> inner =
+        emitOffsets(os, r.redShape, {{"x", 0, r.redStrides}}, "      ");
+    os << "      return x[" << inner[0] << "];\n    });\n";
+    if (!div.empty())
+      os << "    v = v" << div << ";\n";
+    os << "    if (threadIdx.x % 32 == 0) out0[i] = v;\n  }\n";
+    return success();
+  }
   os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"in0", 0, r.keptStrides}}, "    ");
   os << "    const " << T << "* x = in0 + " << base[0] << ";\n";

@@ -59,6 +59,23 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
 }
 } // namespace
 
+/// Cross-entropy's (and its gradient's) count of the rows that count, `kept`, and its error
+/// word for a target out of range, `bad`, cleared: both the kernel's scratch.
+std::string Emitter::crossEntropyKept(int64_t n, int64_t ignore) {
+  return "  static int64_t* kept = nullptr;\n  static unsigned* bad = nullptr;\n"
+         "  if (!gptc::cuda::scratch(kept, 1, gptc_step_error) ||\n"
+         "      !gptc::cuda::scratch(bad, 1, gptc_step_error)) return;\n"
+         "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n"
+         "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, gptc::cuda::stream())(" +
+         std::to_string(n) + ", " + std::to_string(ignore) + "LL, in1, kept);\n";
+}
+
+/// The step's error when `bad` is set.
+std::string Emitter::crossEntropyBad() {
+  return "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::error_from_word, 1)(bad, " +
+         std::to_string(errorCode("cross_entropy target out of range")) + "u);\n";
+}
+
 LogicalResult Emitter::emitCudaFamily(Operation *op, raw_ostream &os) {
   if (failed(needF32(op)))
     return failure();
@@ -137,28 +154,36 @@ LogicalResult Emitter::emitCudaFamily(Operation *op, raw_ostream &os) {
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();
       })
+      .Case([&](LayerNormGradOp l) -> LogicalResult {
+        int64_t c = l.getType().getShape().back(), rows = l.getType().getNumElements() / c;
+        os << "  GPTC_LAUNCH(gptc::cuda::layer_norm_grad_kernel, " << (rows + 7) / 8
+           << ", 256, gptc::cuda::stream())(" << rows << ", " << c << ", "
+           << literal(l.getEps().convertToDouble(), l.getType().getElementType())
+           << ", in0, in1, " << (l.getWeight() ? "in2" : "nullptr") << ", out0);\n";
+        return success();
+      })
       .Case([&](CrossEntropyOp ce) -> LogicalResult {
         auto l = ce.getLogits().getType();
         int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
         // The rows that count, each row's loss (one warp a row), then their canonical sum
         // over the count: cross-entropy's CPU kernel, step by step.
-        os << "  static float* rowLoss = nullptr;\n  static int64_t* kept = nullptr;\n"
-           << "  static unsigned* bad = nullptr;\n"
-           << "  if (!gptc::cuda::scratch(rowLoss, " << n << ", gptc_step_error) ||\n"
-           << "      !gptc::cuda::scratch(kept, 1, gptc_step_error) ||\n"
-           << "      !gptc::cuda::scratch(bad, 1, gptc_step_error)) return;\n"
-           << "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n"
-           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, "
-              "gptc::cuda::stream())("
-           << n << ", " << ignore << "LL, in1, kept);\n"
+        os << "  static float* rowLoss = nullptr;\n"
+           << "  if (!gptc::cuda::scratch(rowLoss, " << n << ", gptc_step_error)) return;\n"
+           << crossEntropyKept(n, ignore)
            << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, " << (n + 7) / 8
            << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
            << "LL, in0, in1, rowLoss, bad);\n"
            << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, "
               "gptc::cuda::stream())("
-           << n << ", rowLoss, kept, out0);\n"
-           << "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::error_from_word, 1)(bad, "
-           << errorCode("cross_entropy target out of range") << "u);\n";
+           << n << ", rowLoss, kept, out0);\n" << crossEntropyBad();
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp ce) -> LogicalResult {
+        auto l = ce.getLogits().getType();
+        int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
+        os << crossEntropyKept(n, ignore) << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, "
+           << (n + 7) / 8 << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
+           << "LL, in0, in1, in2, kept, out0, bad);\n" << crossEntropyBad();
         return success();
       })
       .Default([&](Operation *o) -> LogicalResult {

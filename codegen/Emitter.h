@@ -120,6 +120,8 @@ private:
   /// The CUDA flavour: the call of the op's kernel family, as a host function's body;
   /// failure() for an op the family does not cover.
   LogicalResult emitCudaFamily(Operation *op, raw_ostream &os);
+  std::string crossEntropyKept(int64_t n, int64_t ignore);
+  std::string crossEntropyBad();
   std::string redzoneGuard(int64_t arenaBytes);
   void writeCudaSource(raw_ostream &os, const EmittedSource &result, StringRef kernels,
                        StringRef calls);
@@ -168,6 +170,9 @@ private:
   /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
   /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
   std::string loop(StringRef var, int64_t n, bool simd = false) const;
+  /// CUDA: a loop of `n` iterations over `var` that gives each one a whole warp (its
+  /// reductions through gptc::cuda::warp_sum / warp_max, the canonical order).
+  std::string warpLoop(StringRef var, int64_t n) const;
   /// A reduction's loop over its `outN` outputs `i` and its opening brace; with
   /// `blocksOf16`, over blocks of 16 outputs (gptc::reduce_sum16), `i` each block's first.
   std::string outputLoop(int64_t outN, bool blocksOf16) const;
@@ -184,7 +189,8 @@ private:
   func::FuncOp fn;
   Target target;
   bool familyCall = false;       // CUDA: the kernel being written is a host function
-  mutable int64_t gridExtent = 0; // CUDA: the longest loop of the kernel being written
+  mutable int64_t gridExtent = 0; // CUDA: the threads the kernel being written needs
+  mutable bool warpKernel = false; // CUDA: it runs a warp an output (warpLoop)
   std::vector<std::string> errorMessages; // CUDA: the device error codes' lines
   bool inRegion = false; // emitting a member of a gpt.horizontal
   bool aliasing = false; // emitting a kernel that writes an argument in place

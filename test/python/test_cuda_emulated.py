@@ -117,3 +117,31 @@ def test_a_cuda_artifact_without_a_gpu_is_one_line(tmp_path):
     with pytest.raises(gptc.GptcError, match="device must be one of cpu, cuda, cuda-emulated, "
                                              "got 'tpu'"):
         gptc.compile(model, (x,), device="tpu")
+
+
+class Reductions(torch.nn.Module):
+    """Sums of every kind the CUDA flavour runs a warp an output: a hand-written RMSNorm and
+    softmax (ops after a row's sum, of the row's shape), sums over an outer dimension and to
+    a scalar, a max and a mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(48))
+
+    def forward(self, x):
+        rms = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.w
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        soft = e / e.sum(-1, keepdim=True)
+        return rms, soft, (x * 3.0).sum(0), x.sum(), x.amax(1), x.mean((0, 2))
+
+
+def test_reductions_are_the_cpus_bits(tmp_path):
+    torch.manual_seed(5)
+    model = Reductions().eval()
+    x = torch.randn(5, 7, 48) * 4
+    cpu = gptc.compile(model, (x,), workdir=str(tmp_path / "cpu"))
+    gpu = gptc.compile(model, (x,), device="cuda-emulated", workdir=str(tmp_path / "gpu"))
+    outs = cpu(x), gpu(x)
+    assert len(outs[0]) == 6
+    for a, b in zip(*outs):
+        assert a.shape == b.shape and torch.equal(a, b)

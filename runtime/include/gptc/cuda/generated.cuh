@@ -20,6 +20,7 @@
 #include "gptc/cuda/device.cuh"
 #include "gptc/cuda/layer_norm.cuh"
 #include "gptc/cuda/matmul.cuh"
+#include "gptc/cuda/reduce.cuh"
 #include "gptc/prelude.h"
 
 #include <string>
@@ -29,9 +30,26 @@
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, gptc_for_end_##i = (n); \
        i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x)
 
+// A loop of int64_t i over [0, n) that gives each iteration a whole warp: the warp's 32
+// lanes run it together (a reduction's 32 partials).
+#define GPTC_CUDA_FOR_WARPS(i, n)                                                         \
+  for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, gptc_for_end_##i = (n); \
+       i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x / 32)
+
 namespace gptc::cuda {
 
 constexpr int kLoopThreads = 256;
+
+// The canonical sum and max of elem(0..n-1) on every lane of a warp (reduce.cuh's, with
+// lane 0's result broadcast).
+template <class T, class F>
+__device__ __forceinline__ T warp_sum(int64_t n, F elem) {
+  return warp_broadcast(warp_reduce_sum<T>(n, elem));
+}
+template <class T, class F>
+__device__ __forceinline__ T warp_max(int64_t n, F elem) {
+  return warp_broadcast(warp_reduce_max<T>(n, elem));
+}
 
 // Blocks for a grid-stride loop of n iterations: one iteration a thread up to 4096 blocks.
 inline unsigned loop_blocks(int64_t n) {
@@ -149,6 +167,9 @@ GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t byte
 #define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
   kernel<<<::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, 0, ::gptc::cuda::stream()>>>
 #endif
+// A kernel of whole warps (GPTC_CUDA_FOR_WARPS, n threads in all): its lanes exchange values.
+#define GPTC_CUDA_WARP_LAUNCH(kernel, n) \
+  GPTC_LAUNCH(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
 
 // In the entry: a CUDA runtime call whose failure ends the step with one line.
 #define GPTC_CUDA_TRY(call)                                              \
