@@ -3,11 +3,21 @@
 #
 #   scripts/gpu_check.sh [OUTDIR]        (default: $OUT, else /tmp/gptc-gpu-check)
 #
-# Builds test/cuda/kernel_families.cu with the portable flags (scripts/cuda-portable-flags.txt)
-# for sm_90 and runs it: every CUDA kernel family bit for bit against the CPU's prelude, and
-# the matmul's speed against cuBLAS on shakespeare_char's shapes. Then compute-sanitizer's memcheck on the small shapes.
-# Writes kernel_families.json, the logs and nvidia-smi's view into OUTDIR; exit status 1 if
-# any bit differs or memcheck finds an error.
+# Part 1, the families: builds test/cuda/kernel_families.cu with the portable flags
+# (scripts/cuda-portable-flags.txt) for sm_90 and runs it: every CUDA kernel family bit for
+# bit against the CPU's prelude, and the matmul's speed against cuBLAS on shakespeare_char's
+# shapes; then compute-sanitizer's memcheck on the small shapes.
+# Part 2, the generated step (when scripts/gpu_prepare.py has filled build/gpu-check, or
+# $GPTC_GPU_PREP, on the machine with the compiler; carry that folder): the test GPT's
+# training step compiled by gptc for the GPU, run through gptc's runtime
+# (examples/train_step.cpp, built here with g++): 20 steps with dropout 0.1 must give the CPU
+# artifact's losses, parameters and moments bit for bit, twice; without dropout, parity with
+# torch's CUDA eager (bench/gpu_torch.py parity); memcheck of one step; and speed, gptc
+# (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
+# (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl).
+# GPTC_GPU_CHECK_PARTS="families step" (the default) chooses the parts.
+# Writes the JSON records, the logs and nvidia-smi's view into OUTDIR; exit status 1 if any
+# bit differs, parity fails or memcheck finds an error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/gptc-gpu-check}}
@@ -20,6 +30,8 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
   --format=csv > "$out/nvidia-smi.csv" 2>&1
 cat "$out/nvidia-smi.csv"
+parts=${GPTC_GPU_CHECK_PARTS:-families step}
+if [[ " $parts " == *" families "* ]]; then
 "$nvcc" "${flags[@]}" -arch=sm_90 -Xcompiler=-fopenmp -Iruntime/include \
   test/cuda/kernel_families.cu -o "$build/families" -lcublas \
   || { echo "gpu_check: the build failed"; exit 1; }
@@ -36,5 +48,63 @@ if command -v compute-sanitizer > /dev/null; then
   [ $rc -eq 0 ] || { echo "gpu_check: memcheck exit status $rc"; status=1; }
 else
   echo "compute-sanitizer not found: memcheck not run" | tee "$out/memcheck.txt"
+fi
+fi
+
+prep=${GPTC_GPU_PREP:-build/gpu-check}
+if [[ " $parts " == *" step "* ]]; then
+  if [ ! -f "$prep/prepared.txt" ]; then
+    echo "gpu_check: no $prep/prepared.txt: run scripts/gpu_prepare.py where gptc is, and carry it"
+    exit 1
+  fi
+  read -r _ steps _ seed _ lr < "$prep/prepared.txt"
+  echo "== the generated training step ($steps steps, seed $seed, lr $lr)"
+  runtime=(-std=c++17 -O2 '-DGPTC_VERSION="gpu-check"' -Iruntime/include -I"$prep/include"
+           runtime/src/*.cpp -ldl -pthread)
+  c++ examples/train_step.cpp "${runtime[@]}" -o "$build/train_step" &&
+    c++ bench/step_time.cpp "${runtime[@]}" -o "$build/step_time" ||
+    { echo "gpu_check: building the runtime's drivers failed"; exit 1; }
+  # Bit for bit: the CPU artifact's run (made with the step) against two GPU runs.
+  same=true
+  for run in 1 2; do
+    "$build/train_step" "$prep/tiny-dropout/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" \
+      "$lr" "$out/step_run$run.safetensors" > "$out/step_run${run}_losses.txt" \
+      2> "$out/step_run$run.log" || { cat "$out/step_run$run.log"; same=false; }
+    cmp -s "$out/step_run${run}_losses.txt" "$prep/tiny-dropout/expected_losses.txt" || same=false
+    cmp -s "$out/step_run$run.safetensors" "$prep/tiny-dropout/expected.safetensors" || same=false
+  done
+  repeat=false
+  cmp -s "$out/step_run1.safetensors" "$out/step_run2.safetensors" && repeat=true
+  echo "CPU == GPU bitwise (losses, parameters, moments): $same; two GPU runs equal: $repeat"
+  [ "$same" = true ] && [ "$repeat" = true ] || status=1
+  # Parity with torch's CUDA eager, from the same weights and batches, without dropout.
+  "$build/train_step" "$prep/tiny/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" "$lr" \
+    "$out/parity.safetensors" > "$out/parity_losses.txt" &&
+    python3 bench/gpu_torch.py parity --weights "$prep/tiny/cuda/weights.safetensors" \
+      --batches "$prep/batches-tiny.bin" --steps "$steps" --lr "$lr" \
+      --losses "$out/parity_losses.txt" --params "$out/parity.safetensors" \
+      | tee "$out/parity.json"
+  grep -q '"within": true' "$out/parity.json" 2> /dev/null || { echo "gpu_check: parity failed"; status=1; }
+  memcheck=not-run
+  if command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$build/train_step" \
+      "$prep/tiny-dropout/cuda" "$prep/batches-tiny.bin" 1 "$seed" "$lr" "$build/one.safetensors" \
+      > "$out/step_memcheck.txt" 2>&1 && memcheck=clean || { memcheck=errors; status=1; }
+    tail -n 2 "$out/step_memcheck.txt"
+  fi
+  # Speed, gptc beside torch in the same run.
+  python3 bench/gpu_torch.py weights --size shakespeare_char \
+    --manifest "$prep/shakespeare_char/cuda/manifest.json" \
+    --out "$prep/shakespeare_char/cuda/weights.safetensors"
+  : > "$out/speed.jsonl"
+  for size in tiny shakespeare_char; do
+    "$build/step_time" "$prep/$size/cuda" 10 50 | tee -a "$out/speed.jsonl"
+    for mode in eager compile reduce-overhead; do
+      python3 bench/gpu_torch.py time --size "$size" --mode "$mode" 2> "$out/torch_${size}_$mode.log" \
+        | tee -a "$out/speed.jsonl"
+    done
+  done
+  printf '{"bitwise": %s, "repeatable": %s, "memcheck": "%s", "steps": %s}\n' \
+    "$same" "$repeat" "$memcheck" "$steps" > "$out/step.json"
 fi
 exit $status

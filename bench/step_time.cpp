@@ -1,0 +1,101 @@
+// step_time — times a compiled training step on whatever its artifact targets (the CPU, or
+// a GPU through the artifact's device layer), linking only gptc's runtime. For the GPU
+// check (scripts/gpu_check.sh), where there is no MLIR and no gptc Python module: the
+// artifact is compiled on another machine and copied over.
+//
+//   c++ -std=c++17 -O2 bench/step_time.cpp runtime/src/*.cpp -Iruntime/include -ldl -pthread
+//   ./step_time STEP_ARTIFACT WARMUP STEPS
+//
+// Each step feeds a batch of token ids drawn once (a fixed linear congruential sequence
+// over the vocabulary the embedding's index check allows), rng = {1, step}, lr = 1e-4 and
+// the step number. A run returns once the step's results are back on the host (a GPU
+// step's entry waits for its stream), so the wall time of each run is the step's. Prints
+// one JSON object: the median, minimum and maximum step in ms over STEPS steps after
+// WARMUP, the kernels a step (the manifest's count), and the bytes the step keeps on its
+// device: parameters and moments, the arena, the inputs and results.
+#include <gptc/model.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+// The "kernels" count of the artifact's manifest (a number after the key), or -1.
+long manifest_kernels(const std::string& dir) {
+  std::ifstream f(dir + "/manifest.json");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"kernels\":");
+  return at == std::string::npos ? -1 : std::strtol(text.c_str() + at + 10, nullptr, 10);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: step_time STEP_ARTIFACT WARMUP STEPS\n");
+    return 2;
+  }
+  const long warmup = std::strtol(argv[2], nullptr, 10), steps = std::strtol(argv[3], nullptr, 10);
+  if (warmup < 0 || steps < 1) {
+    std::fprintf(stderr, "step_time: error: WARMUP must be >= 0 and STEPS >= 1\n");
+    return 2;
+  }
+  try {
+    auto m = gptc::rt::Model::load(argv[1]);
+    m->set_num_threads(0);
+    // The vocabulary: the first parameter's rows (nanoGPT's token embedding, wte).
+    const int64_t vocab = m->params().at(0).shape.at(0);
+    std::vector<std::vector<char>> buffers;
+    std::vector<const void*> in;
+    int64_t* rng = nullptr;
+    double *lr = nullptr, *step = nullptr;
+    uint64_t state = 12345;
+    for (const gptc::rt::TensorSpec& s : m->inputs()) {
+      buffers.emplace_back(s.nbytes);
+      void* p = buffers.back().data();
+      in.push_back(p);
+      if (s.name == "rng") rng = static_cast<int64_t*>(p);
+      else if (s.name == "lr") lr = static_cast<double*>(p);
+      else if (s.name == "step") step = static_cast<double*>(p);
+      else if (s.dtype == "i64")
+        for (int64_t k = 0; k < s.numel; ++k) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          static_cast<int64_t*>(p)[k] = (int64_t)((state >> 33) % (uint64_t)vocab);
+        }
+      else throw gptc::rt::Error("input '" + s.name + "' is not a training step's");
+    }
+    if (!lr || !step) throw gptc::rt::Error(std::string(argv[1]) + " is not a training step");
+    std::vector<std::vector<char>> out_buffers;
+    std::vector<void*> out;
+    size_t device_bytes = m->arena_bytes();
+    for (const gptc::rt::TensorSpec& s : m->results()) {
+      out_buffers.emplace_back(s.nbytes);
+      out.push_back(out_buffers.back().data());
+      device_bytes += s.nbytes;
+    }
+    for (const gptc::rt::TensorSpec& s : m->params()) device_bytes += s.nbytes;
+    for (const gptc::rt::TensorSpec& s : m->inputs()) device_bytes += s.nbytes;
+    std::vector<double> ms;
+    for (long k = 1; k <= warmup + steps; ++k) {
+      if (rng) rng[0] = 1, rng[1] = k;
+      *lr = 1e-4;
+      *step = (double)k;
+      const auto t0 = std::chrono::steady_clock::now();
+      m->run(in, out);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (k > warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("{\"artifact\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
+                "\"min_ms\": %.4f, \"max_ms\": %.4f, \"kernels\": %ld, \"device_bytes\": %zu}\n",
+                argv[1], steps, warmup, ms[ms.size() / 2], ms.front(), ms.back(),
+                manifest_kernels(argv[1]), device_bytes);
+  } catch (const gptc::rt::Error& e) {
+    std::fprintf(stderr, "step_time: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

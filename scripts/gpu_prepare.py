@@ -1,0 +1,129 @@
+"""Prepares the GPU check's whole-step part (scripts/gpu_check.sh), on a machine with gptc
+(MLIR, nvcc) but no GPU; the GPU machine has no MLIR, so everything it runs is made here.
+
+    python3 scripts/gpu_prepare.py [OUTDIR]        (default: build/gpu-check)
+
+Writes into OUTDIR, for each case, the training step compiled for the GPU (--target=cuda,
+nvcc for $GPTC_CUDA_ARCH, default sm_90) and what it must reproduce:
+  tiny-dropout/   the test GPT at the GPU check's tiny size (2 layers, 64 wide, batch 8,
+                  block 64) with dropout 0.1: the CPU artifact's losses and parameters and
+                  moments after 20 steps (examples/train_step, run here), which the GPU's
+                  must equal bit for bit;
+  tiny/           the same without dropout, for the parity with torch's CUDA eager (its
+                  weights are the ones torch starts from);
+  shakespeare_char/  6 layers, 384 wide, batch 64, block 256, for speed only (without its
+                  weights: bench/gpu_torch.py writes them there, from torch's init);
+and the batches (batches-*.bin), and nlohmann-json's headers (include/), which the GPU
+machine may lack. Before it finishes it runs the same check against the step built for
+the GPU's emulation (--target=cuda-emulated) here, so the check's own logic is proved
+where there is no GPU.
+"""
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import gptc  # noqa: E402
+from gptc.compiler import capture_and_compile, run_compiler  # noqa: E402
+from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
+from gptc.train import AdamW, _flags  # noqa: E402
+from gpu_torch import HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes)
+
+STEPS, SEED, LR = 20, 7, 1e-3
+
+
+def batches(size, steps, path):
+    """`steps` batches of idx then targets (int64, little-endian), as train_step reads."""
+    spec = SIZES[size]
+    g = torch.Generator().manual_seed(11)
+    shape = (spec["batch"], spec["block_size"])
+    with open(path, "wb") as f:
+        for _ in range(steps):
+            for _ in range(2):
+                f.write(torch.randint(0, spec["vocab_size"], shape, generator=g).numpy()
+                        .astype("<i8").tobytes())
+    return path
+
+
+def compile_case(out, case, size, dropout, targets):
+    """The step of `size` for each target, captured once: OUT/case/<target>."""
+    spec = dict(SIZES[size])
+    batch = spec.pop("batch")
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(dropout=dropout, bias=True, **spec)).train()
+    x = torch.zeros(batch, spec["block_size"], dtype=torch.long)
+    work = os.path.join(out, case, "capture")
+    flags = _flags(AdamW(**HYPER), 1.0)
+    _, first, _ = capture_and_compile(model, (x, x.clone()), work, "gptc-gpu-",
+                                      *flags, f"--target={targets[0]}")
+    dirs = {targets[0]: os.path.join(out, case, targets[0])}
+    shutil.rmtree(dirs[targets[0]], ignore_errors=True)
+    shutil.move(first, dirs[targets[0]])
+    for target in targets[1:]:
+        dirs[target] = os.path.join(out, case, target)
+        run_compiler(os.path.join(work, "model.mlir"), dirs[target], *flags, f"--target={target}")
+    shutil.rmtree(work)
+    return dirs
+
+
+def build_train_step(out):
+    exe = os.path.join(out, "train_step.host")
+    src = [os.path.join(ROOT, "examples", "train_step.cpp")] + sorted(
+        os.path.join(ROOT, "runtime", "src", f) for f in os.listdir(os.path.join(ROOT, "runtime", "src")))
+    subprocess.run(["c++", "-std=c++17", "-O2", '-DGPTC_VERSION="gpu-check"',
+                    "-I" + os.path.join(ROOT, "runtime", "include"), *src, "-o", exe,
+                    "-ldl", "-pthread"], check=True)
+    return exe
+
+
+def train(exe, artifact, batch_file, params, losses):
+    with open(losses, "w") as f:
+        subprocess.run([exe, artifact, batch_file, str(STEPS), str(SEED), repr(LR), params],
+                       check=True, stdout=f)
+
+
+def main():
+    out = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "gpu-check"))
+    os.makedirs(out, exist_ok=True)
+    exe = build_train_step(out)
+    tiny_batches = batches("tiny", STEPS, os.path.join(out, "batches-tiny.bin"))
+
+    # The bitwise case: the CPU's run is the reference; the emulation's must equal it here.
+    d = compile_case(out, "tiny-dropout", "tiny", 0.1, ["cpu", "cuda", "cuda-emulated"])
+    case = os.path.join(out, "tiny-dropout")
+    train(exe, d["cpu"], tiny_batches, os.path.join(case, "expected.safetensors"),
+          os.path.join(case, "expected_losses.txt"))
+    train(exe, d["cuda-emulated"], tiny_batches, os.path.join(case, "emulated.safetensors"),
+          os.path.join(case, "emulated_losses.txt"))
+    for a, b in (("expected_losses.txt", "emulated_losses.txt"),
+                 ("expected.safetensors", "emulated.safetensors")):
+        if not filecmp.cmp(os.path.join(case, a), os.path.join(case, b), shallow=False):
+            sys.exit(f"gpu_prepare: error: the emulated GPU's {os.path.basename(b)} differs "
+                     f"from the CPU's: the check would fail on any GPU")
+    for f in ("emulated.safetensors", "emulated_losses.txt"):
+        os.remove(os.path.join(case, f))
+    shutil.rmtree(d["cuda-emulated"])
+    shutil.rmtree(d["cpu"])
+
+    compile_case(out, "tiny", "tiny", 0.0, ["cuda"])
+    big = compile_case(out, "shakespeare_char", "shakespeare_char", 0.0, ["cuda"])
+    os.remove(os.path.join(big["cuda"], "weights.safetensors"))
+    batches("shakespeare_char", 1, os.path.join(out, "batches-shakespeare_char.bin"))
+    os.remove(exe)
+    shutil.copytree("/usr/include/nlohmann", os.path.join(out, "include", "nlohmann"),
+                    dirs_exist_ok=True)
+    with open(os.path.join(out, "prepared.txt"), "w") as f:
+        f.write(f"steps {STEPS} seed {SEED} lr {LR!r}\n")
+    total = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(out) for n in ns)
+    print(f"gpu_prepare: {out}: {total / 2**20:.1f} MiB; the emulated GPU gave the CPU's "
+          f"bits for {STEPS} steps")
+
+
+if __name__ == "__main__":
+    main()

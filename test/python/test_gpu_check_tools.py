@@ -1,0 +1,65 @@
+"""The GPU check's tools, run on the CPU where there is no GPU: scripts/gpu_prepare.py's
+compile of a case, examples/train_step and bench/step_time over gptc's runtime, and
+bench/gpu_torch.py's parity, timing and weights (with --device cpu). The GPU check
+(scripts/gpu_check.sh) runs the same tools on CUDA artifacts and torch's CUDA device."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from safetensors.numpy import load_file
+
+from conftest import REPO, run_ok, runtime_library
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import gpu_prepare  # noqa: E402
+
+GPU_TORCH = os.path.join(REPO, "bench", "gpu_torch.py")
+
+
+def build(tmp_path, source, name):
+    exe = str(tmp_path / name)
+    run_ok("c++", "-std=c++17", "-O2", "-I", os.path.join(REPO, "runtime", "include"),
+           os.path.join(REPO, source), runtime_library(), "-ldl", "-pthread", "-o", exe)
+    return exe
+
+
+def torch_tool(*args):
+    return json.loads(run_ok(sys.executable, GPU_TORCH, *args).strip().splitlines()[-1])
+
+
+def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
+    artifact = gpu_prepare.compile_case(str(tmp_path), "tiny", "tiny", 0.0, ["cpu"])["cpu"]
+    batches = gpu_prepare.batches("tiny", 3, str(tmp_path / "batches.bin"))
+    train_step = build(tmp_path, "examples/train_step.cpp", "train_step")
+    (tmp_path / "losses.txt").write_text(
+        run_ok(train_step, artifact, batches, "3", "7", "0.001", str(tmp_path / "out.safetensors")))
+    # gptc's steps and torch's eager ones, from the same weights and batches.
+    parity = torch_tool("parity", "--device", "cpu", "--weights",
+                        os.path.join(artifact, "weights.safetensors"), "--batches", batches,
+                        "--steps", "3", "--lr", "0.001", "--losses", str(tmp_path / "losses.txt"),
+                        "--params", str(tmp_path / "out.safetensors"))
+    assert parity["within"] and parity["steps"] == 3, parity
+    assert 0 < parity["worst_param_abs"] <= 1e-4  # compared, and not trivially equal
+    # The weights gpu_torch writes for an artifact copied without them are the ones the
+    # prepared case was captured with (the same init).
+    run_ok(sys.executable, GPU_TORCH, "weights", "--size", "tiny", "--manifest",
+           os.path.join(artifact, "manifest.json"), "--out", str(tmp_path / "w.safetensors"))
+    ours, captured = load_file(str(tmp_path / "w.safetensors")), load_file(
+        os.path.join(artifact, "weights.safetensors"))
+    assert set(ours) == set(captured)
+    for name in ours:
+        assert ours[name].tobytes() == captured[name].tobytes(), name
+    # The timers.
+    step_time = build(tmp_path, "bench/step_time.cpp", "step_time")
+    timed = json.loads(run_ok(step_time, artifact, "1", "3"))
+    with open(os.path.join(artifact, "manifest.json")) as f:
+        assert timed["kernels"] == json.load(f)["kernels"]
+    assert timed["steps"] == 3 and 0 < timed["min_ms"] <= timed["median_ms"] <= timed["max_ms"]
+    eager = torch_tool("time", "--device", "cpu", "--size", "tiny", "--mode", "eager",
+                       "--steps", "2", "--warmup", "1")
+    assert eager["mode"] == "eager" and eager["median_ms"] > 0
+    bad = subprocess.run([step_time, artifact, "1", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "STEPS >= 1" in bad.stderr
