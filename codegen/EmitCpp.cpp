@@ -133,6 +133,19 @@ static std::string kernelCode(StringRef text, StringRef name) {
   return code;
 }
 
+/// The buffers a captured step's kernels read and write, by address: the arguments, the
+/// results and the arena (the graph replays only while they stay where they were).
+std::string Emitter::bufferList() {
+  std::string list;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    list += "args[" + std::to_string(i) + "], ";
+  int64_t results = 0;
+  for (unsigned j = 0; j < fn.getNumResults(); ++j)
+    if (!resultUpdates(fn, j))
+      list += "results[" + std::to_string(results++) + "], ";
+  return list + "arena";
+}
+
 /// The CUDA flavour's file: the kernels, the error table and the entry, whose pointers
 /// are device pointers and whose kernels run on the entry's stream in order.
 void Emitter::writeCudaSource(raw_ostream &os, const EmittedSource &result,
@@ -163,7 +176,12 @@ void Emitter::writeCudaSource(raw_ostream &os, const EmittedSource &result,
      << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
      << "  GPTC_CUDA_TRY(cudaMemsetAsync(error_word, 0, sizeof(unsigned), "
         "gptc::cuda::stream()));\n"
-     << constantAddresses << constantSetup << checks << calls
+     << constantAddresses << checks
+     << "  // The kernels: captured once as a CUDA graph and replayed (gptc::cuda::run_step).\n"
+     << "  const void* const buffers[] = {" << bufferList() << "};\n"
+     << "  gptc::cuda::run_step(gptc_step_error, buffers, sizeof(buffers) / sizeof(buffers[0]), "
+        "[&] {\n"
+     << constantSetup << calls << "  });\n"
      << "  unsigned code = 0;\n"
      << "  GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
         "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
@@ -232,7 +250,7 @@ FailureOr<EmittedSource> Emitter::run() {
         if (src == "(" + elemType(v) + "*)" + dst)
           continue; // updated in place
         if (cuda())
-          cs << "  GPTC_CUDA_TRY(cudaMemcpyAsync(" << dst << ", " << src << ", "
+          cs << "    GPTC_CUDA_TRY(cudaMemcpyAsync(" << dst << ", " << src << ", "
              << ttype(v).getNumElements() << " * sizeof(" << elemType(v)
              << "), cudaMemcpyDeviceToDevice, gptc::cuda::stream()));\n";
         else
@@ -260,7 +278,7 @@ FailureOr<EmittedSource> Emitter::run() {
         cos << "__device__ " << T << " " << name << "[" << count << "]";
         if (value.isSplat() && count > 1) {
           cos << ";\n";
-          constantSetup += "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::fill_kernel<" + T + ">, " +
+          constantSetup += "    GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::fill_kernel<" + T + ">, " +
                            std::to_string(count) + ")(" + name + "_p, (int64_t)" +
                            std::to_string(count) + ", (" + T + ")" +
                            elementLiteral(value.getSplatValue<Attribute>(), et) + ");\n";
@@ -317,7 +335,11 @@ FailureOr<EmittedSource> Emitter::run() {
       callArgs.push_back(pointerOf(v));
     for (Value v : op.getResults())
       callArgs.push_back(pointerOf(v));
-    cs << "  " << name << "(" << llvm::join(callArgs, ", ") << ");\n";
+    if (cuda())  // (GPTC_CUDA_DEBUG=1 checks each kernel, and names it with its line)
+      cs << "    GPTC_CUDA_KERNEL(\"" << name << describeLoc(op.getLoc()) << "\", " << name << "("
+         << llvm::join(callArgs, ", ") << "));\n";
+    else
+      cs << "  " << name << "(" << llvm::join(callArgs, ", ") << ");\n";
   }
 
   llvm::raw_string_ostream os(result.code);

@@ -125,6 +125,7 @@ private:
   std::string redzoneGuard(int64_t arenaBytes);
   void writeCudaSource(raw_ostream &os, const EmittedSource &result, StringRef kernels,
                        StringRef calls);
+  std::string bufferList();
   std::string inputIndexChecks();
   // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
   // parameter names in0.. (operands) and out0.. (results).

@@ -71,7 +71,7 @@ def test_ten_training_steps_with_dropout_are_the_cpus_bits(tmp_path):
     assert other(*data[0], lr=1e-4).item() != losses["cpu"][0]
 
 
-def test_the_forward_is_the_cpus_bits(tmp_path):
+def test_the_forward_is_the_cpus_bits(tmp_path, monkeypatch):
     torch.manual_seed(3)
     cfg = TinyGPTConfig(dropout=0.0)
     model = TinyGPT(cfg).eval()
@@ -80,6 +80,11 @@ def test_the_forward_is_the_cpus_bits(tmp_path):
     gpu = gptc.compile(model, (x, y), device="cuda-emulated", workdir=str(tmp_path / "gpu"))
     for a, b in zip(cpu(x, y), gpu(x, y)):
         assert a.shape == b.shape and torch.equal(a, b)
+    # The debug switch (each kernel on its own, a sync and a check after it) changes nothing.
+    monkeypatch.setenv("GPTC_CUDA_DEBUG", "1")
+    debug = gptc.compile(model, (x, y), device="cuda-emulated", workdir=str(tmp_path / "debug"))
+    for a, b in zip(cpu(x, y), debug(x, y)):
+        assert torch.equal(a, b)
 
 
 def test_a_bad_id_fails_the_step_before_any_kernel_runs(tmp_path):

@@ -132,6 +132,12 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemc
   return cudaMemcpyAsync(dst, src, bytes, kind);
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+constexpr unsigned cudaStreamNonBlocking = 1;
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  static char stream;  // any non-null handle: there is one emulated stream
+  *s = &stream;
+  return cudaSuccess;
+}
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = std::malloc(bytes);
   if (*p) gptc::cuda::emulate::device_memory().add(*p, bytes);

@@ -23,7 +23,10 @@
 #include "gptc/cuda/reduce.cuh"
 #include "gptc/prelude.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 // A loop of int64_t i over [0, n) shared by the grid: thread t takes t, t + threads, ...
 #define GPTC_CUDA_FOR(i, n)                                                          \
@@ -106,6 +109,83 @@ __global__ void fill_kernel(T* __restrict p, int64_t n, T value) {
   GPTC_CUDA_FOR(i, n) p[i] = value;
 }
 
+// GPTC_CUDA_DEBUG=1: every kernel of a step runs on its own, followed by a sync and a check,
+// so that a failing kernel is named (with its model.py line) rather than the step.
+inline bool debug() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPTC_CUDA_DEBUG");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+// GPTC_CUDA_GRAPH=0: no CUDA graph; each call launches its kernels one by one.
+inline bool graphs() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPTC_CUDA_GRAPH");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+inline void check_kernel(const char* label, std::string& error) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream());
+  if (err != cudaSuccess && error.empty()) error = describe(err, label);
+}
+
+// Runs a step's kernels (`body` launches them on stream()). The first call runs them
+// directly: it allocates the kernels' scratch and reads the device's attributes. The second
+// captures them into a CUDA graph, and that call and every later one launch the graph: one
+// launch a step. The graph holds the buffers' addresses (`buffers`: the arguments, results
+// and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0 or GPTC_CUDA_DEBUG=1
+// run every call directly. The emulation runs kernels as they are launched: directly.
+template <class Body>
+void run_step(std::string& error, const void* const* buffers, size_t n, const Body& body) {
+#if defined(GPTC_CUDA_EMULATE)
+  (void)buffers, (void)n, (void)error;
+  body();
+#else
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<const void*> buffers;
+    long calls = 0;
+  };
+  static Graph g;
+  if (!graphs() || debug() || g.calls++ == 0) {
+    body();
+    return;
+  }
+  const std::vector<const void*> now(buffers, buffers + n);
+  if (g.exec && g.buffers != now) {
+    cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
+  }
+  auto fail = [&](cudaError_t err, const char* call) {
+    if (err != cudaSuccess && error.empty()) error = describe(err, call);
+    return err != cudaSuccess;
+  };
+  if (!g.exec) {
+    if (fail(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
+             "cudaStreamBeginCapture"))
+      return;
+    body();
+    cudaGraph_t graph = nullptr;
+    if (fail(cudaStreamEndCapture(stream(), &graph), "cudaStreamEndCapture") || !error.empty()) {
+      if (graph) cudaGraphDestroy(graph);
+      return;
+    }
+    const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (fail(made, "cudaGraphInstantiate")) {
+      g.exec = nullptr;
+      return;
+    }
+    g.buffers = now;
+  }
+  fail(cudaGraphLaunch(g.exec, stream()), "cudaGraphLaunch");
+#endif
+}
+
 // Device scratch of `count` elements for one call site, allocated on its first use and
 // kept (a kernel's work space: cross-entropy's row losses, say). Not yet planned into the
 // arena.
@@ -137,12 +217,18 @@ inline const char* failed(cudaError_t err, const char* call) {
 }
 }  // namespace gptc::cuda::detail
 
-// Whether there is a GPU to run on ("no NVIDIA GPU or driver" where there is none).
+// Whether there is a GPU to run on ("no NVIDIA GPU or driver" where there is none); makes
+// the stream the steps run on.
 GPTC_EXPORT const char* gptc_device_init(void) {
   int count = 0;
   if (const char* e = ::gptc::cuda::detail::failed(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
     return e;
-  return count > 0 ? nullptr : "cudaGetDeviceCount: no NVIDIA GPU";
+  if (count == 0) return "cudaGetDeviceCount: no NVIDIA GPU";
+  if (!::gptc::cuda::stream())
+    return ::gptc::cuda::detail::failed(
+        cudaStreamCreateWithFlags(&::gptc::cuda::stream(), cudaStreamNonBlocking),
+        "cudaStreamCreateWithFlags");
+  return nullptr;
 }
 GPTC_EXPORT const char* gptc_device_alloc(void** p, size_t bytes) {
   *p = nullptr;
@@ -151,11 +237,17 @@ GPTC_EXPORT const char* gptc_device_alloc(void** p, size_t bytes) {
 GPTC_EXPORT const char* gptc_device_free(void* p) {
   return ::gptc::cuda::detail::failed(cudaFree(p), "cudaFree");
 }
-// to_device: host -> device; else device -> host. Returns once the copy is done.
+// to_device: host -> device; else device -> host. On the steps' stream (so in order with
+// them), and returns once the copy is done.
 GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t bytes, int to_device) {
-  return ::gptc::cuda::detail::failed(
-      cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
-      to_device ? "cudaMemcpy (host to device)" : "cudaMemcpy (device to host)");
+  if (const char* e = ::gptc::cuda::detail::failed(
+          cudaMemcpyAsync(dst, src, bytes,
+                          to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                          ::gptc::cuda::stream()),
+          to_device ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)"))
+    return e;
+  return ::gptc::cuda::detail::failed(cudaStreamSynchronize(::gptc::cuda::stream()),
+                                      "cudaStreamSynchronize");
 }
 
 // Launches a generated grid-stride kernel over n iterations on the entry's stream.
@@ -170,6 +262,14 @@ GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t byte
 // A kernel of whole warps (GPTC_CUDA_FOR_WARPS, n threads in all): its lanes exchange values.
 #define GPTC_CUDA_WARP_LAUNCH(kernel, n) \
   GPTC_LAUNCH(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
+
+// In the entry: a kernel's call; with GPTC_CUDA_DEBUG=1, followed by a sync and a check that
+// names it.
+#define GPTC_CUDA_KERNEL(label, call)                                        \
+  do {                                                                       \
+    call;                                                                    \
+    if (::gptc::cuda::debug()) ::gptc::cuda::check_kernel(label, gptc_step_error); \
+  } while (0)
 
 // In the entry: a CUDA runtime call whose failure ends the step with one line.
 #define GPTC_CUDA_TRY(call)                                              \
