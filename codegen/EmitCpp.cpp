@@ -1077,20 +1077,29 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
       });
 }
 
+MatmulDims matmulDims(MatmulOp op) {
+  auto a = op.getLhs().getType(), b = op.getRhs().getType(), r = op.getType();
+  int64_t ra = a.getRank();
+  MatmulDims d;
+  d.M = r.getDimSize(ra - 2);
+  d.N = r.getDimSize(ra - 1);
+  d.K = op.getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
+  d.batch = r.getNumElements() / (d.M * d.N);
+  d.aBatch = d.M * d.K;
+  d.aRow = op.getTransposeLhs() ? 1 : d.K;
+  d.aK = op.getTransposeLhs() ? d.M : 1;
+  d.bBatch = b.getRank() == 2 ? 0 : d.K * d.N;  // a 2-d rhs is shared by the batch
+  d.bK = op.getTransposeRhs() ? 1 : d.N;
+  d.bCol = op.getTransposeRhs() ? d.K : 1;
+  return d;
+}
+
 /// out[b, m, n] = sum_k lhs[b, m, k] * rhs[(b,) k, n], k increasing, with fma.
 LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
-  auto a = op.getLhs().getType(), b = op.getRhs().getType(), r = op.getType();
-  int64_t ra = a.getRank(), rb = b.getRank();
-  int64_t m = r.getDimSize(ra - 2), n = r.getDimSize(ra - 1);
-  int64_t k = op.getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
-  int64_t batch = r.getNumElements() / (m * n);
-  // Element strides of (row, k) in lhs and (k, col) in rhs.
-  int64_t aRow = op.getTransposeLhs() ? 1 : k, aK = op.getTransposeLhs() ? m : 1;
-  int64_t bK = op.getTransposeRhs() ? 1 : n, bCol = op.getTransposeRhs() ? k : 1;
-  int64_t bBatch = rb == 2 ? 0 : k * n;
-  os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << batch << ", " << m << ", " << n
-     << ", " << k << ", in0, " << m * k << ", " << aRow << ", " << aK << ", in1, " << bBatch
-     << ", " << bK << ", " << bCol << ", out0";
+  MatmulDims d = matmulDims(op);
+  os << "  gptc::matmul" << (inRegion ? "_ws" : "") << "(" << d.batch << ", " << d.M << ", "
+     << d.N << ", " << d.K << ", in0, " << d.aBatch << ", " << d.aRow << ", " << d.aK
+     << ", in1, " << d.bBatch << ", " << d.bK << ", " << d.bCol << ", out0";
   if (op.hasEpilogue()) {
     // The epilogue's operands follow lhs and rhs (in0, in1) in operand order.
     unsigned next = 2;

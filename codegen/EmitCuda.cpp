@@ -81,18 +81,11 @@ LogicalResult Emitter::emitCudaFamily(Operation *op, raw_ostream &os) {
     return failure();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MatmulOp m) -> LogicalResult {
-        auto a = m.getLhs().getType(), b = m.getRhs().getType(), r = m.getType();
-        int64_t ra = a.getRank(), rb = b.getRank();
-        int64_t M = r.getDimSize(ra - 2), N = r.getDimSize(ra - 1);
-        int64_t K = m.getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
-        int64_t batch = r.getNumElements() / (M * N);
-        // Element strides of (batch, row, k) in lhs and (batch, k, col) in rhs.
-        int64_t aRow = m.getTransposeLhs() ? 1 : K, aK = m.getTransposeLhs() ? M : 1;
-        int64_t bK = m.getTransposeRhs() ? 1 : N, bCol = m.getTransposeRhs() ? K : 1;
-        int64_t bBatch = rb == 2 ? 0 : K * N;
-        os << "  const gptc::cuda::MatmulShape s{" << batch << ", " << M << ", " << N << ", " << K
-           << ", " << M * K << ", " << aRow << ", " << aK << ", " << bBatch << ", " << bK << ", "
-           << bCol << "};\n  gptc::MatmulEpilogue<float> ep;\n";
+        MatmulDims d = matmulDims(m);
+        os << "  const gptc::cuda::MatmulShape s{" << d.batch << ", " << d.M << ", " << d.N
+           << ", " << d.K << ", " << d.aBatch << ", " << d.aRow << ", " << d.aK << ", "
+           << d.bBatch << ", " << d.bK << ", " << d.bCol
+           << "};\n  gptc::MatmulEpilogue<float> ep;\n";
         unsigned next = 2;  // the epilogue's operands follow lhs and rhs
         if (m.getBias())
           os << "  ep.bias = in" << next++ << ";\n";

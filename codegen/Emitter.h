@@ -99,6 +99,14 @@ struct AttentionShape {
   }
 };
 
+/// A matmul's sizes and element strides: out[b, m, n] = sum_k lhs[b, m, k] * rhs[(b,) k, n]
+/// with lhs's (batch, row, k) strides aBatch, aRow, aK and rhs's (batch, k, col) ones.
+struct MatmulDims {
+  int64_t batch, M, N, K;
+  int64_t aBatch, aRow, aK, bBatch, bK, bCol;
+};
+MatmulDims matmulDims(MatmulOp op);
+
 /// `grads`: attention_grad's dq, dk, dv (none for the forward).
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
                               int64_t id, int64_t rngOperand, bool bthd,

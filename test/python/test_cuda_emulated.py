@@ -11,20 +11,7 @@ import torch
 
 import gptc
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
-
-ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
-
-
-def batches(n, cfg, batch=4, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
-        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
-        y[0, :3] = -1  # ignore_index positions
-        out.append((x, y))
-    return out
-
+from test_train import ADAMW, batches
 
 def persistent(step):
     """Parameters and AdamW moments, by name, as the runtime holds them."""
