@@ -209,6 +209,12 @@ StringRef sourceName(Target target) {
   return target == Target::Cpu ? "kernels.cpp" : "kernels.cu";
 }
 
+/// The GPU architecture of --target=cuda: $GPTC_CUDA_ARCH, default sm_90 (Hopper).
+std::string cudaArch() {
+  const char *arch = std::getenv("GPTC_CUDA_ARCH");
+  return arch && *arch ? arch : "sm_90";
+}
+
 /// nvcc with the portable flags (scripts/cuda-portable-flags.txt, compiled in: no fma the
 /// source did not write, IEEE division and square root, no flush to zero) for the GPU
 /// architecture $GPTC_CUDA_ARCH (default sm_90), as a shared library.
@@ -218,8 +224,7 @@ std::vector<std::string> cudaCompilerFlags() {
   StringRef(GPTC_CUDA_PORTABLE_FLAGS).split(words, ' ', -1, /*KeepEmpty=*/false);
   for (StringRef w : words)
     flags.push_back(w.str());
-  const char *arch = std::getenv("GPTC_CUDA_ARCH");
-  flags.push_back(std::string("-arch=") + (arch && *arch ? arch : "sm_90"));
+  flags.push_back("-arch=" + cudaArch());
   flags.insert(flags.end(), {"-Xcompiler=-fPIC,-fvisibility=hidden", "-shared"});
   return flags;
 }
@@ -399,6 +404,8 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
   const bool sanitize = fn->hasAttr(kRedzoneAttr);
   if (sanitize)
     manifest["sanitize"] = true;
+  if (src.target == Target::Cuda)  // the GPU architecture nvcc built the kernels for
+    manifest["cuda_arch"] = cudaArch();
 
   const std::string code = src.code + "\n// What this library was built for (gptc/signature.h).\n" +
                            "GPTC_EXPORT const char* gptc_signature(void) {\n  return " +

@@ -148,8 +148,7 @@ std::string Emitter::bufferList() {
 
 /// The CUDA flavour's file: the kernels, the error table and the entry, whose pointers
 /// are device pointers and whose kernels run on the entry's stream in order.
-void Emitter::writeCudaSource(raw_ostream &os, const EmittedSource &result,
-                              StringRef kernels, StringRef calls) {
+void Emitter::writeCudaSource(raw_ostream &os, StringRef kernels, StringRef calls) {
   std::string checks = inputIndexChecks();  // (adds its messages to the table)
   std::string table;
   for (const std::string &m : errorMessages)
@@ -189,7 +188,6 @@ void Emitter::writeCudaSource(raw_ostream &os, const EmittedSource &result,
      << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
      << "  return code ? gptc_errors[code < sizeof(gptc_errors) / sizeof(gptc_errors[0]) ? code : 0] "
         ": nullptr;\n}\n";
-  (void)result;
 }
 
 FailureOr<EmittedSource> Emitter::run() {
@@ -344,7 +342,7 @@ FailureOr<EmittedSource> Emitter::run() {
 
   llvm::raw_string_ostream os(result.code);
   if (cuda()) {
-    writeCudaSource(os, result, kernels, calls);
+    writeCudaSource(os, kernels, calls);
     return result;
   }
   std::string redzones = redzoneGuard(result.arenaBytes);

@@ -131,8 +131,7 @@ private:
   std::string crossEntropyKept(int64_t n, int64_t ignore);
   std::string crossEntropyBad();
   std::string redzoneGuard(int64_t arenaBytes);
-  void writeCudaSource(raw_ostream &os, const EmittedSource &result, StringRef kernels,
-                       StringRef calls);
+  void writeCudaSource(raw_ostream &os, StringRef kernels, StringRef calls);
   std::string bufferList();
   std::string inputIndexChecks();
   // Kernel bodies. Each writes a complete `static void kN(...) {...}` given

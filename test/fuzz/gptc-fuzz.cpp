@@ -6,9 +6,9 @@
 // spans, swapped or repeated lines, MLIR tokens and odd numbers inserted) and puts it
 // through what `gptc compile` does before the host compiler: the nesting check, the
 // parser, the input checks, the pipeline (a forward, its gradients or a training step,
-// in turn) and the C++ emitter. Each input must come out as source or be refused with
-// diagnostics; a crash or a hang is a bug, and the input that caused it is left in
-// WORK/current.mlir. The diagnostics are silenced; the counts are printed at the end.
+// in turn) and the emitter (the CPU's and the CUDA flavour's in turn). Each input must
+// come out as source or be refused with diagnostics; a crash or a hang is a bug, and the
+// input that caused it is left in WORK/current.mlir. The diagnostics are silenced; the counts are printed at the end.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Codegen.h"
@@ -166,7 +166,10 @@ int main(int argc, char **argv) {
     options.stopAfter = gpt::Stage::Kernels;
     OwningOpRef<ModuleOp> module;
     func::FuncOp fn = gptc::lowerModule(ctx, module, current.str().str(), options, "gptc-fuzz");
-    if (fn && succeeded(gpt::emitSource(fn, gpt::Target::Cpu)))
+    // Each mode's inputs go to the CPU's emitter and the CUDA flavour's in turn.
+    const gpt::Target target =
+        (done / std::size(modes)) % 2 ? gpt::Target::Cuda : gpt::Target::Cpu;
+    if (fn && succeeded(gpt::emitSource(fn, target)))
       ++compiled;
     else
       ++refused;

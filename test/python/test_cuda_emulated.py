@@ -106,6 +106,10 @@ def test_a_cuda_artifact_without_a_gpu_is_one_line(tmp_path):
     with pytest.raises(gptc.GptcError, match=r"^[^\n]*kernels.so: cudaGetDeviceCount: no NVIDIA "
                                              r"GPU or driver \(cudaErrorInsufficientDriver\)$"):
         gptc.compile(model, (x,), device="cuda", workdir=str(tmp_path))
+    with open(tmp_path / "artifact" / "manifest.json") as f:
+        manifest = json.load(f)
+    assert (manifest["target"], manifest["cuda_arch"], manifest["numerics"]) == \
+        ("cuda", "sm_90", "portable")
     with pytest.raises(gptc.GptcError, match="device must be one of cpu, cuda, cuda-emulated, "
                                              "got 'tpu'"):
         gptc.compile(model, (x,), device="tpu")

@@ -37,9 +37,14 @@ inline std::string describe(cudaError_t err, const char* call) {
   } while (0)
 
 // After a kernel launch: the launch's own error (bad configuration, no device), reported
-// with the kernel's name.
-#define GPTC_CUDA_CHECK_LAUNCH(name)                                     \
-  do {                                                                   \
-    const cudaError_t gptc_err_ = cudaGetLastError();                    \
-    if (gptc_err_ != cudaSuccess) ::gptc::cuda::fail(gptc_err_, "launch of " name); \
+// with the kernel's name: one line and exit 1, unless the includer defines
+// GPTC_CUDA_LAUNCH_FAILED(err, what) first (a generated step records it and fails the step
+// with it, so that a program using the runtime lives on).
+#ifndef GPTC_CUDA_LAUNCH_FAILED
+#define GPTC_CUDA_LAUNCH_FAILED(err, what) ::gptc::cuda::fail(err, what)
+#endif
+#define GPTC_CUDA_CHECK_LAUNCH(name)                                        \
+  do {                                                                      \
+    const cudaError_t gptc_err_ = cudaGetLastError();                       \
+    if (gptc_err_ != cudaSuccess) GPTC_CUDA_LAUNCH_FAILED(gptc_err_, "launch of " name); \
   } while (0)

@@ -14,6 +14,25 @@
 // entry is checked and fails the step with one line naming the call.
 #pragma once
 
+#include "gptc/cuda/device.cuh"
+
+#include <string>
+
+namespace gptc::cuda {
+// A kernel family's failed launch, as one line, for the step to return (the families
+// would otherwise end the process: GPTC_CUDA_CHECK_LAUNCH).
+inline std::string& launch_error() {
+  static std::string line;
+  return line;
+}
+inline std::string describe(cudaError_t err, const char* call);
+}  // namespace gptc::cuda
+#define GPTC_CUDA_LAUNCH_FAILED(err, what)                                            \
+  do {                                                                               \
+    if (::gptc::cuda::launch_error().empty())                                        \
+      ::gptc::cuda::launch_error() = ::gptc::cuda::describe(err, what);              \
+  } while (0)
+
 #include "gptc/cuda/attention.cuh"
 #include "gptc/cuda/check.cuh"
 #include "gptc/cuda/cross_entropy.cuh"
@@ -139,11 +158,18 @@ inline void check_kernel(const char* label, std::string& error) {
 // launch a step. The graph holds the buffers' addresses (`buffers`: the arguments, results
 // and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0 or GPTC_CUDA_DEBUG=1
 // run every call directly. The emulation runs kernels as they are launched: directly.
+// A family's failed launch during `body`, as the step's error.
+inline void take_launch_error(std::string& error) {
+  if (error.empty()) error = launch_error();
+  launch_error().clear();
+}
+
 template <class Body>
 void run_step(std::string& error, const void* const* buffers, size_t n, const Body& body) {
 #if defined(GPTC_CUDA_EMULATE)
-  (void)buffers, (void)n, (void)error;
+  (void)buffers, (void)n;
   body();
+  take_launch_error(error);
 #else
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -153,6 +179,7 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
   static Graph g;
   if (!graphs() || debug() || g.calls++ == 0) {
     body();
+    take_launch_error(error);
     return;
   }
   const std::vector<const void*> now(buffers, buffers + n);
@@ -169,6 +196,7 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
              "cudaStreamBeginCapture"))
       return;
     body();
+    take_launch_error(error);
     cudaGraph_t graph = nullptr;
     if (fail(cudaStreamEndCapture(stream(), &graph), "cudaStreamEndCapture") || !error.empty()) {
       if (graph) cudaGraphDestroy(graph);
