@@ -5,7 +5,7 @@
 // kernel per op and an entry function (docs/artifact.md), and the artifact
 // folder around it.
 //
-// One emitter, two flavours: a kernel body is written once, as a loop over its
+// One emitter, a flavour per target: a kernel body is written once, as a loop over its
 // independent outputs (GPTC_FOR on the CPU, a CUDA grid-stride loop, GPTC_CUDA_FOR,
 // on the GPU); the flavour decides how a kernel is declared and launched, and the ops
 // with a kernel family of their own on the GPU (matmul, layer_norm, attention,

@@ -1,8 +1,10 @@
 //===- Emitter.h - the C++ emitter's shared pieces (private to codegen/) ---===//
 //
-// EmitCpp.cpp holds the emitter's driver and the generic kernels (elementwise,
-// fused, data movement, matmul, reductions); EmitModelKernels.cpp the model
-// kernels (layer_norm, softmax, attention, cross-entropy and their gradients).
+// EmitKernels.cpp holds the emitter's driver and the shared kernel bodies
+// (elementwise, fused, data movement, matmul, reductions); EmitModelKernels.cpp the
+// model kernels (layer_norm, softmax, attention, cross-entropy and their gradients).
+// What differs between targets is a Flavour: cpu/CpuFlavour.cpp, cuda/CudaFlavour.cpp
+// (with cuda/Families.cpp, the ops that call a CUDA kernel family).
 //
 //===----------------------------------------------------------------------===//
 #ifndef GPTC_CODEGEN_EMITTER_H
@@ -16,8 +18,10 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::gpt::emit {
 
@@ -112,42 +116,96 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
                               int64_t id, int64_t rngOperand, bool bthd,
                               ValueRange grads = {});
 
-/// Writes one kernel per top-level op of a planned function, and the entry.
+class Emitter;
+
+/// A caller's id tensor checked at the entry before any kernel runs (embedding indices,
+/// cross-entropy targets): argument `arg` of `n` ids, each in [0, bound) or `ignore`.
+struct IdCheck {
+  unsigned arg;
+  int64_t n, bound;
+  std::optional<int64_t> ignore;
+  std::string what;  // "embedding index", ...
+};
+
+/// What a target decides in code generation (codegen/cpu/, codegen/cuda/): how a kernel's
+/// loops are headed and what forms its sums and dropouts take, how a kernel is declared and
+/// launched, which ops call a kernel family of the target's, and the file around the
+/// kernels (constants, the entry). The kernel bodies themselves, the memory plan and the
+/// fusion decisions are the Emitter's, shared by every target; a new target is a new
+/// Flavour.
+class Flavour {
+public:
+  explicit Flavour(Emitter &e) : e(e) {}
+  virtual ~Flavour() = default;
+  Flavour(const Flavour &) = delete;
+  Flavour &operator=(const Flavour &) = delete;
+
+  // -- inside kernel bodies --
+  /// The head of a loop of `n` independent iterations over `var` (`simd`: elementwise,
+  /// each iteration alone; inside a gpt.horizontal's region when e.inRegion).
+  virtual std::string loop(StringRef var, int64_t n, bool simd) = 0;
+  /// How a body forms the canonical sum of a reduction with several outputs, besides the
+  /// prelude's reduce_sum by one thread.
+  enum class Sums {
+    Vector16, // the CPU: gptc::reduce_sum16, 16 neighbouring outputs at once
+    Warp,     // CUDA: one warp an output, its lanes the 32 partials (gptc::cuda::warp_sum)
+  };
+  virtual Sums sums() const = 0;
+  /// Sums::Warp: the head of a loop giving each of `n` iterations a whole warp.
+  virtual std::string warpLoop(StringRef var, int64_t n) = 0;
+  /// Whether a lone exact GELU may take the prelude's array form (the CPU's).
+  virtual bool arrayForms() const = 0;
+  /// Opens an elementwise loop over `i` < `n` whose training dropouts (each with the name
+  /// of its [seed, step] pointer) have their masks drawn; sets e.dropoutMasks[d] to the
+  /// expression of d's mask for element i. The caller prints the body, indented by six,
+  /// then calls closeDropout.
+  virtual void openDropout(raw_ostream &os, int64_t n,
+                           ArrayRef<std::pair<DropoutOp, std::string>> drops) = 0;
+  virtual void closeDropout(raw_ostream &os) = 0;
+  /// The statement that reports `message` from inside a kernel.
+  virtual std::string reportError(StringRef message) = 0;
+
+  // -- kernels --
+  /// Writes kernel `name` of `op` (a top-level op or a horizontal member) as a host
+  /// function of that name taking in0.., out0..: its body from e.emitKernel, declared and
+  /// launched as the target does, or a call of one of the target's kernel families.
+  virtual LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) = 0;
+  /// Whether a gpt.horizontal's members share one parallel region (else they run in turn).
+  virtual bool parallelRegions() const = 0;
+  /// The entry's call of kernel `name` with `args` for `op`.
+  virtual std::string call(const std::string &name, StringRef args, Operation *op) = 0;
+
+  // -- the file --
+  /// Declares constant `name` of `c`'s value; returns the pointer the entry passes.
+  virtual std::string constant(ConstantOp c, const std::string &name) = 0;
+  /// The entry's copy of a result: `n` elements of C type `type` from `src` to `dst`.
+  virtual std::string resultCopy(StringRef dst, StringRef src, int64_t n, StringRef type) = 0;
+  /// The whole source: the constants, `kernels` and the entry, which checks `ids` and
+  /// then runs `calls` over an arena of `arenaBytes`.
+  virtual void file(raw_ostream &os, StringRef kernels, StringRef calls,
+                    ArrayRef<IdCheck> ids, int64_t arenaBytes) = 0;
+
+protected:
+  Emitter &e;
+};
+
+std::unique_ptr<Flavour> makeCpuFlavour(Emitter &e);
+std::unique_ptr<Flavour> makeCudaFlavour(Emitter &e);
+
+/// Writes one kernel per top-level op of a planned function, and the entry. (Private to
+/// codegen/: its members are open to the flavours.)
 class Emitter {
 public:
-  Emitter(func::FuncOp fn, Target target) : fn(fn), target(target) {}
+  Emitter(func::FuncOp fn, Target target);
   FailureOr<EmittedSource> run();
 
-private:
-  bool cuda() const { return target != Target::Cpu; }
-  /// The statement that reports `message` from a kernel: the CPU's error slot, or on
-  /// CUDA the device's error word with the message's code (errorCode).
-  std::string reportError(StringRef message);
-  /// CUDA: the message's code, its 1-based index in the generated gptc_errors table.
-  unsigned errorCode(StringRef message);
-  /// The CUDA flavour: the call of the op's kernel family, as a host function's body;
-  /// failure() for an op the family does not cover.
-  LogicalResult emitCudaFamily(Operation *op, raw_ostream &os);
-  std::string crossEntropyKept(int64_t n, int64_t ignore);
-  std::string crossEntropyBad();
-  std::string redzoneGuard(int64_t arenaBytes);
-  void writeCudaSource(raw_ostream &os, StringRef kernels, StringRef calls);
-  std::string bufferList();
-  std::string inputIndexChecks();
-  // Kernel bodies. Each writes a complete `static void kN(...) {...}` given
-  // parameter names in0.. (operands) and out0.. (results).
+  std::vector<IdCheck> idChecks();
+  // Kernel bodies. Each writes the body of a kernel given parameter names in0..
+  // (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
-  /// An elementwise kernel's loop over `n` elements with training dropouts (each with
-  /// the name of its [seed, step] pointer): blocks of 256 elements, each block's masks
-  /// drawn first, 8 at a time (gptc::dropout_keep_block), then a vectorisable loop over
-  /// the block's elements `i` in which the dropouts read their masks. The caller prints
-  /// the loop's body, indented by six, then closes it.
-  void openDropoutBlocks(raw_ostream &os, int64_t n,
-                         ArrayRef<std::pair<DropoutOp, std::string>> drops);
-  void closeDropoutBlocks(raw_ostream &os);
-  DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask array, in a block loop
+  DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask for element i
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
   FailureOr<DenseMap<Value, std::string>>
@@ -174,20 +232,16 @@ private:
   /// gradient reads the max and sum it leaves from the forward's `stats`).
   void emitOnlineBlock(raw_ostream &os, const AttentionShape &a);
 
-  /// The head of a kernel's parallel loop of `n` iterations over `var`: GPTC_FOR alone,
-  /// GPTC_FOR_WS(_DYNAMIC) inside a gpt.horizontal's parallel region.
-  /// With `simd`, the loop is also vectorised (elementwise loops: each iteration alone).
-  std::string loop(StringRef var, int64_t n, bool simd = false) const;
-  /// CUDA: a loop of `n` iterations over `var` that gives each one a whole warp (its
-  /// reductions through gptc::cuda::warp_sum / warp_max, the canonical order).
-  std::string warpLoop(StringRef var, int64_t n) const;
+  /// The flavour's loop head (Flavour::loop).
+  std::string loop(StringRef var, int64_t n, bool simd = false) const {
+    return flavour->loop(var, n, simd);
+  }
+  std::string reportError(StringRef message) const { return flavour->reportError(message); }
   /// A reduction's loop over its `outN` outputs `i` and its opening brace; with
   /// `blocksOf16`, over blocks of 16 outputs (gptc::reduce_sum16), `i` each block's first.
   std::string outputLoop(int64_t outN, bool blocksOf16) const;
   /// `static void name(const T* in0.., T* out0..)`.
   std::string signature(const std::string &name, ValueRange ins, ValueRange outs);
-  /// `static void name(in0.., out0..) {body}` for `op` (a kernel or a horizontal member).
-  LogicalResult emitFunction(const std::string &name, Operation *op, raw_ostream &os);
   LogicalResult emitHorizontal(HorizontalOp op, const std::string &name, raw_ostream &os);
 
   std::string elemType(Value v) { return *cType(ttype(v).getElementType()); }
@@ -196,16 +250,11 @@ private:
 
   func::FuncOp fn;
   Target target;
-  bool familyCall = false;       // CUDA: the kernel being written is a host function
-  mutable int64_t gridExtent = 0; // CUDA: the threads the kernel being written needs
-  mutable bool warpKernel = false; // CUDA: it runs a warp an output (warpLoop)
-  std::vector<std::string> errorMessages; // CUDA: the device error codes' lines
+  std::unique_ptr<Flavour> flavour;
   bool inRegion = false; // emitting a member of a gpt.horizontal
   bool aliasing = false; // emitting a kernel that writes an argument in place
   DenseMap<Value, std::string> pointers; // for args, constants and aliases
   llvm::StringMap<int64_t> argByName;
-  std::string constants;
-  std::string constantAddresses, constantSetup; // CUDA: the entry's lines for constants
   int64_t numConstants = 0;
 };
 

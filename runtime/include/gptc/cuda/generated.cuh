@@ -1,5 +1,5 @@
 // gptc/cuda/generated.cuh — the header every generated kernels.cu includes (gptc compile
-// --target=cuda or cuda-emulated; codegen/EmitCpp.cpp's CUDA flavour).
+// --target=cuda or cuda-emulated; codegen/cuda/CudaFlavour.cpp).
 //
 // A generated kernel is either a call of a kernel family (matmul, LayerNorm, attention,
 // cross-entropy: the .cuh files beside this one) or a kernel of its own whose body is the

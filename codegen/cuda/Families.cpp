@@ -1,12 +1,12 @@
-//===- EmitCuda.cpp - the CUDA flavour's kernel-family calls ---------------===//
+//===- Families.cpp - the CUDA flavour's kernel-family calls --------------===//
 //
-// On the CUDA targets most kernels are the CPU kernel's body as a grid-stride loop
-// (EmitCpp.cpp writes both). The ops below have a kernel family of their own on the GPU
+// On the CUDA targets most kernels are the shared body as a grid-stride loop
+// (CudaFlavour.cpp). The ops below have a kernel family of their own on the GPU
 // (runtime/include/gptc/cuda/), built to give the CPU kernel's bits: here each becomes a
 // host function that fills the family's arguments and launches it on the entry's stream.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Emitter.h"
+#include "codegen/cuda/CudaFlavour.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -61,7 +61,7 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
 
 /// Cross-entropy's (and its gradient's) count of the rows that count, `kept`, and its error
 /// word for a target out of range, `bad`, cleared: both the kernel's scratch.
-std::string Emitter::crossEntropyKept(int64_t n, int64_t ignore) {
+std::string CudaFlavour::crossEntropyKept(int64_t n, int64_t ignore) {
   return "  static int64_t* kept = nullptr;\n  static unsigned* bad = nullptr;\n"
          "  if (!gptc::cuda::scratch(kept, 1, gptc_step_error) ||\n"
          "      !gptc::cuda::scratch(bad, 1, gptc_step_error)) return;\n"
@@ -71,12 +71,12 @@ std::string Emitter::crossEntropyKept(int64_t n, int64_t ignore) {
 }
 
 /// The step's error when `bad` is set.
-std::string Emitter::crossEntropyBad() {
+std::string CudaFlavour::crossEntropyBad() {
   return "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::error_from_word, 1)(bad, " +
          std::to_string(errorCode("cross_entropy target out of range")) + "u);\n";
 }
 
-LogicalResult Emitter::emitCudaFamily(Operation *op, raw_ostream &os) {
+LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
   if (failed(needF32(op)))
     return failure();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)

@@ -1,0 +1,215 @@
+//===- CudaFlavour.cpp - kernels.cu for an NVIDIA GPU ---------------------===//
+//
+// See CudaFlavour.h. Every kernel keeps the CPU kernel's arithmetic and order: the
+// bodies are the shared ones, each loop iteration computes its outputs alone, sums are the
+// canonical 32 partials and butterfly (a warp's lanes), dropout masks are drawn by element
+// index.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/CudaFlavour.h"
+
+#include "ir/GptDialect.h"
+#include "ir/Signature.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace mlir::gpt::emit {
+
+std::string CudaFlavour::loop(StringRef var, int64_t n, bool) {
+  // A grid-stride loop; the launch sizes the grid for the kernel's longest loop.
+  gridExtent = std::max(gridExtent, n);
+  return "GPTC_CUDA_FOR(" + var.str() + ", " + std::to_string(n) + ")";
+}
+
+std::string CudaFlavour::warpLoop(StringRef var, int64_t n) {
+  warpKernel = true;
+  gridExtent = std::max(gridExtent, n * 32);
+  return "GPTC_CUDA_FOR_WARPS(" + var.str() + ", " + std::to_string(n) + ")";
+}
+
+/// Each element's mask drawn on its own (gptc::dropout_keep: the same draw as the CPU's
+/// blocks).
+void CudaFlavour::openDropout(raw_ostream &os, int64_t n,
+                              ArrayRef<std::pair<DropoutOp, std::string>> drops) {
+  os << "  " << loop("i", n, true) << " {\n";
+  for (auto [q, drop] : llvm::enumerate(drops)) {
+    auto [d, rng] = drop;
+    std::string mask = "keep" + std::to_string(q);
+    os << "    const bool " << mask << " = gptc::dropout_keep((uint64_t)" << rng
+       << "[0], (uint64_t)" << rng << "[1], " << d.getId() << ", (uint64_t)i, "
+       << dropoutLiterals(d.getP().convertToDouble(), d.getType().getElementType()).p
+       << ");\n";
+    e.dropoutMasks[d] = mask;
+  }
+  os << "    {\n";
+}
+
+void CudaFlavour::closeDropout(raw_ostream &os) {
+  os << "    }\n  }\n";
+  e.dropoutMasks.clear();
+}
+
+unsigned CudaFlavour::errorCode(StringRef message) {
+  auto it = llvm::find(errorMessages, message.str());
+  if (it == errorMessages.end())
+    it = errorMessages.insert(errorMessages.end(), message.str());
+  return (unsigned)(it - errorMessages.begin()) + 1;
+}
+
+std::string CudaFlavour::reportError(StringRef message) {
+  return "gptc::cuda::report_error(" + std::to_string(errorCode(message)) + "u);";
+}
+
+/// A family's call is a host function; any other body is a __global__ kernel of its own,
+/// launched over its longest loop by a host function of the kernel's name.
+LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_ostream &os) {
+  os << "// " << op->getName().getStringRef() << describeLoc(op->getLoc()) << "\n";
+  std::string host = e.signature(name, op->getOperands(), op->getResults());
+  if (isa<MatmulOp, LayerNormOp, LayerNormGradOp, AttentionOp, AttentionGradOp, CrossEntropyOp,
+          CrossEntropyGradOp>(op)) {
+    std::string body;
+    llvm::raw_string_ostream bs(body);
+    if (failed(familyCall(op, bs)))
+      return failure();
+    os << host << " {\n" << body << "}\n\n";
+    return success();
+  }
+  std::string body;
+  llvm::raw_string_ostream bs(body);
+  warpKernel = false;
+  gridExtent = 0;
+  if (failed(e.emitKernel(op, bs)))
+    return failure();
+  std::string device = e.signature(name + "_grid", op->getOperands(), op->getResults());
+  device.replace(0, std::string("static void").size(), "__global__ void");
+  SmallVector<std::string> args;
+  for (size_t j = 0; j < op->getNumOperands(); ++j)
+    args.push_back("in" + std::to_string(j));
+  for (size_t j = 0; j < op->getNumResults(); ++j)
+    args.push_back("out" + std::to_string(j));
+  os << device << " {\n" << body << "}\n"
+     << host << " {\n  " << (warpKernel ? "GPTC_CUDA_WARP_LAUNCH(" : "GPTC_CUDA_LOOP_LAUNCH(")
+     << name << "_grid, " << gridExtent << ")(" << llvm::join(args, ", ") << ");\n}\n\n";
+  return success();
+}
+
+/// (GPTC_CUDA_DEBUG=1 checks each kernel, and names it with its line.)
+std::string CudaFlavour::call(const std::string &name, StringRef args, Operation *op) {
+  return "    GPTC_CUDA_KERNEL(\"" + name + describeLoc(op->getLoc()) + "\", " + name + "(" +
+         args.str() + "));\n";
+}
+
+/// A device array; the entry finds its address, and fills a splat on the device.
+std::string CudaFlavour::constant(ConstantOp c, const std::string &name) {
+  auto value = cast<DenseElementsAttr>(c.getValue());
+  Type et = c.getType().getElementType();
+  std::string T = *cType(et);
+  const int64_t count = std::max<int64_t>(c.getType().getNumElements(), 1);
+  llvm::raw_string_ostream cos(constants);
+  cos << "__device__ " << T << " " << name << "[" << count << "]";
+  if (value.isSplat() && count > 1) {
+    cos << ";\n";
+    constantSetup += "    GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::fill_kernel<" + T + ">, " +
+                     std::to_string(count) + ")(" + name + "_p, (int64_t)" +
+                     std::to_string(count) + ", (" + T + ")" +
+                     elementLiteral(value.getSplatValue<Attribute>(), et) + ");\n";
+  } else {
+    cos << " = {";
+    int64_t n = 0;
+    for (Attribute a : value.getValues<Attribute>())
+      cos << (n++ ? ", " : "") << elementLiteral(a, et);
+    cos << "};\n";
+  }
+  constantAddresses += "  " + T + "* " + name + "_p = gptc::cuda::symbol_address(" + name +
+                       ", \"cudaGetSymbolAddress(" + name + ")\", gptc_step_error);\n";
+  return name + "_p";
+}
+
+std::string CudaFlavour::resultCopy(StringRef dst, StringRef src, int64_t n, StringRef type) {
+  return ("    GPTC_CUDA_TRY(cudaMemcpyAsync(" + dst + ", " + src + ", " + Twine(n) +
+          " * sizeof(" + type + "), cudaMemcpyDeviceToDevice, gptc::cuda::stream()));\n")
+      .str();
+}
+
+/// On the device; the step waits for the verdict, so that no kernel runs on a bad id.
+std::string CudaFlavour::idChecks(ArrayRef<IdCheck> ids) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (const IdCheck &c : ids)
+    os << "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::ids_check_kernel, " << c.n
+       << ")((const int64_t*)args[" << c.arg << "], " << c.n << ", " << c.bound << ", "
+       << (c.ignore ? *c.ignore : 0) << "LL, " << (c.ignore ? "true" : "false") << ", "
+       << errorCode(c.what + " out of range") << "u);\n";
+  if (!ids.empty())
+    os << "  {  // the caller's ids, checked before any kernel runs\n"
+       << "    unsigned code = 0;\n"
+       << "    GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
+          "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
+       << "    GPTC_CUDA_TRY(cudaStreamSynchronize(gptc::cuda::stream()));\n"
+       << "    if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
+       << "    if (code) return gptc_errors[code];\n  }\n";
+  return text;
+}
+
+std::string CudaFlavour::bufferList() {
+  std::string list;
+  for (unsigned i = 0; i < e.fn.getNumArguments(); ++i)
+    list += "args[" + std::to_string(i) + "], ";
+  int64_t results = 0;
+  for (unsigned j = 0; j < e.fn.getNumResults(); ++j)
+    if (!resultUpdates(e.fn, j))
+      list += "results[" + std::to_string(results++) + "], ";
+  return list + "arena";
+}
+
+/// The kernels, the error table and the entry, whose pointers are device pointers and
+/// whose kernels run on the artifact's stream in order.
+void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
+                       ArrayRef<IdCheck> ids, int64_t) {
+  std::string checks = idChecks(ids);  // (adds its messages to the table)
+  std::string table;
+  for (const std::string &m : errorMessages)
+    table += "    \"" + m + "\",\n";
+  os << "// Generated by gptc for " << targetName(e.target)
+     << ". One kernel per op, written once for ops with the same code; see "
+        "docs/artifact.md.\n"
+     << "#include \"gptc/cuda/generated.cuh\"\n#include <cstring>\n\n"
+     << "namespace {\n\n"
+     << "// The first failed CUDA call of the step, as one line (GPTC_CUDA_TRY).\n"
+     << "std::string gptc_step_error;\n\n"
+     << constants << (constants.empty() ? "" : "\n") << kernels << "} // namespace\n\n"
+     << "GPTC_EXPORT int gptc_entry_abi(void) { return 1; }\n\n"
+     << "// The GPU's kernels take no host thread count.\n"
+     << "GPTC_EXPORT void gptc_set_num_threads(int n) { (void)n; }\n\n"
+     << "// The lines of the device's error codes (gptc::cuda::report_error).\n"
+     << "static const char* const gptc_errors[] = {\n    \"\",\n" << table << "};\n\n"
+     << "GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, "
+        "void* arena_) {\n"
+     << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
+     << "  gptc_step_error.clear();\n"
+     << "  unsigned* error_word = gptc::cuda::symbol_address(gptc::cuda::error_word, "
+        "\"cudaGetSymbolAddress(error_word)\", gptc_step_error);\n"
+     << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
+     << "  GPTC_CUDA_TRY(cudaMemsetAsync(error_word, 0, sizeof(unsigned), "
+        "gptc::cuda::stream()));\n"
+     << constantAddresses << checks
+     << "  // The kernels: captured once as a CUDA graph and replayed (gptc::cuda::run_step).\n"
+     << "  const void* const buffers[] = {" << bufferList() << "};\n"
+     << "  gptc::cuda::run_step(gptc_step_error, buffers, sizeof(buffers) / sizeof(buffers[0]), "
+        "[&] {\n"
+     << constantSetup << calls << "  });\n"
+     << "  unsigned code = 0;\n"
+     << "  GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
+        "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
+     << "  GPTC_CUDA_TRY(cudaStreamSynchronize(gptc::cuda::stream()));\n"
+     << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
+     << "  return code ? gptc_errors[code < sizeof(gptc_errors) / sizeof(gptc_errors[0]) ? code : 0] "
+        ": nullptr;\n}\n";
+}
+
+std::unique_ptr<Flavour> makeCudaFlavour(Emitter &e) { return std::make_unique<CudaFlavour>(e); }
+
+} // namespace mlir::gpt::emit

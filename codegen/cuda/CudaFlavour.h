@@ -1,0 +1,63 @@
+//===- CudaFlavour.h - kernels.cu for an NVIDIA GPU (private to codegen/) --===//
+//
+// The CUDA flavour (Target::Cuda and CudaEmulated): a kernel is the shared body as a
+// __global__ kernel over GPTC_CUDA_FOR, a grid-stride loop (or GPTC_CUDA_FOR_WARPS, a warp
+// an output, for sums), launched by a host function of the kernel's name; or, for the ops
+// with a CUDA kernel family, a host function that launches the family (Families.cpp).
+// Constants are __device__ arrays; errors found on the device set one word whose codes the
+// file's table turns into lines; the entry checks the caller's ids on the device and runs
+// the kernels as one CUDA graph (gptc/cuda/generated.cuh).
+//
+//===----------------------------------------------------------------------===//
+#ifndef GPTC_CODEGEN_CUDA_CUDAFLAVOUR_H
+#define GPTC_CODEGEN_CUDA_CUDAFLAVOUR_H
+
+#include "codegen/Emitter.h"
+
+namespace mlir::gpt::emit {
+
+class CudaFlavour : public Flavour {
+public:
+  using Flavour::Flavour;
+
+  std::string loop(StringRef var, int64_t n, bool simd) override;
+  Sums sums() const override { return Sums::Warp; }
+  std::string warpLoop(StringRef var, int64_t n) override;
+  bool arrayForms() const override { return false; }
+  void openDropout(raw_ostream &os, int64_t n,
+                   ArrayRef<std::pair<DropoutOp, std::string>> drops) override;
+  void closeDropout(raw_ostream &os) override;
+  std::string reportError(StringRef message) override;
+
+  LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) override;
+  bool parallelRegions() const override { return false; }
+  std::string call(const std::string &name, StringRef args, Operation *op) override;
+
+  std::string constant(ConstantOp c, const std::string &name) override;
+  std::string resultCopy(StringRef dst, StringRef src, int64_t n, StringRef type) override;
+  void file(raw_ostream &os, StringRef kernels, StringRef calls, ArrayRef<IdCheck> ids,
+            int64_t arenaBytes) override;
+
+private:
+  /// The message's code: its 1-based index in the file's gptc_errors table.
+  unsigned errorCode(StringRef message);
+  /// Families.cpp: the call of the op's kernel family, as a host function's body.
+  LogicalResult familyCall(Operation *op, raw_ostream &os);
+  std::string crossEntropyKept(int64_t n, int64_t ignore);
+  std::string crossEntropyBad();
+  std::string idChecks(ArrayRef<IdCheck> ids);
+  /// The buffers a captured step's kernels read and write: the arguments, the results and
+  /// the arena (the graph replays only while they stay where they were).
+  std::string bufferList();
+
+  // The kernel being written.
+  int64_t gridExtent = 0;  // the threads it needs
+  bool warpKernel = false; // it runs a warp an output (warpLoop)
+  // The file.
+  std::vector<std::string> errorMessages;
+  std::string constants, constantAddresses, constantSetup;
+};
+
+} // namespace mlir::gpt::emit
+
+#endif
