@@ -141,3 +141,43 @@ def test_reductions_are_the_cpus_bits(tmp_path):
     assert len(outs[0]) == 6
     for a, b in zip(*outs):
         assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_gptc_check_against_cpu_names_the_first_difference(monkeypatch, capsys):
+    """`gptc check --against-cpu`: the same steps on the CPU and the device, compared bit
+    for bit after each; a device that changes one bit of one moment is caught at that step,
+    named by tensor and element."""
+    import subprocess
+    import numpy as np
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the CLI sets it
+    run = subprocess.run([gptc.find_tool("gptc"), "check", "--against-cpu", "--device",
+                          "cuda-emulated", "--steps", "2", "--config", "n_layer=1"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "cuda-emulated gave the CPU's bits for 2 steps" in run.stdout
+
+    from gptc.apps import against_cpu
+    real = against_cpu.compile_train_step
+
+    class Planted:  # the device's step, with one bit of one moment changed after step 2
+        def __init__(self, step):
+            self.step, self.model, self._persistent, self.calls = step, step.model, \
+                step._persistent, 0
+
+        def __call__(self, x, y, lr):
+            loss = self.step(x, y, lr=lr)
+            self.calls += 1
+            if self.calls == 2:
+                a = self.model.runtime.param("exp_avg.transformer.wpe.weight")
+                a.reshape(-1)[5] = np.nextafter(a.reshape(-1)[5], np.float32(np.inf))
+                self.model.runtime.set_param("exp_avg.transformer.wpe.weight", a)
+            return loss
+
+    monkeypatch.setattr(against_cpu, "compile_train_step",
+                        lambda *a, **kw: real(*a, **kw) if kw["device"] == "cpu"
+                        else Planted(real(*a, **kw)))
+    with pytest.raises(SystemExit) as e:
+        against_cpu.cli(["--device", "cuda-emulated", "--steps", "3", "--config", "n_layer=1"])
+    assert str(e.value).startswith("gptc: error: step 2: exp_avg.transformer.wpe.weight "
+                                   "differs first at (0, 5): CPU "), e.value
+    assert "step   1: loss" in capsys.readouterr().out

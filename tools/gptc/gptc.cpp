@@ -72,7 +72,8 @@ struct CompileOptions {
 
 /// The command line (LLVM's option parser): one subcommand per job, each with its options.
 /// `gptc --help` lists the subcommands, `gptc SUBCOMMAND --help` their options. `sample`
-/// and `check --against-torch` run Python (gptc.apps.sample, gptc.parity), which parses
+/// and `check --against-torch` / `--against-cpu` run Python (gptc.apps.sample,
+/// gptc.parity, gptc.apps.against_cpu), which parses
 /// their options itself.
 struct CommandLine {
   cl::OptionCategory category{"gptc options"};
@@ -82,7 +83,8 @@ struct CommandLine {
                  "kernels.cpp, kernels.so, weights.safetensors, manifest.json"};
   cl::SubCommand checkCmd{
       "check", "--gradcheck MODEL.mlir: compare the f64 twin's gradients with central "
-               "differences; --against-torch [MODEL.py]: train beside eager PyTorch"};
+               "differences; --against-torch [MODEL.py]: train beside eager PyTorch; "
+               "--against-cpu [MODEL.py]: train on the CPU and a GPU target, bit for bit"};
   cl::SubCommand sampleCmd{"sample", "text from a run of the main job (gptc sample --help)"};
   cl::SubCommand opsCmd{"ops", "list the aten overloads the frontend converts, one per line"};
   cl::SubCommand cxxflagsCmd{"cxxflags",
@@ -156,6 +158,12 @@ struct CommandLine {
       cl::desc("[MODEL.py] train a nanoGPT-style model (GPT, GPTConfig; default gptc's test "
                "GPT) with gptc and eager PyTorch from the same weights and batches and compare "
                "each step (its options: gptc check --against-torch --help)"),
+      cl::Optional, cl::sub(checkCmd), cl::cat(category)};
+  cl::opt<bool> againstCpu{
+      "against-cpu",
+      cl::desc("[MODEL.py] the same training steps on the CPU and on --device cuda (or "
+               "cuda-emulated), compared bit for bit after each step; names the first tensor "
+               "and step that differ (its options: gptc check --against-cpu --help)"),
       cl::Optional, cl::sub(checkCmd), cl::cat(category)};
   cl::opt<std::string> inputs{
       "inputs", cl::desc("the inputs (default: MODEL.inputs.safetensors, from gptc.capture_save)"),
@@ -529,13 +537,18 @@ int main(int argc, char **argv) {
     return gptc::runPythonModule("gptc.apps.sample", "gptc sample", {args.begin() + 1, args.end()},
                                  kTool, argv[0]);
   if (!args.empty() && args[0] == "check") {
-    auto against = std::find(args.begin() + 1, args.end(), "--against-torch");
-    if (against != args.end()) {
+    for (auto [flag, module] : {std::pair{"--against-torch", "gptc.parity"},
+                                std::pair{"--against-cpu", "gptc.apps.against_cpu"}}) {
+      auto against = std::find(args.begin() + 1, args.end(), flag);
+      if (against == args.end())
+        continue;
       std::vector<std::string> rest(args.begin() + 1, against);
       rest.insert(rest.end(), against + 1, args.end());
-      if (std::find(rest.begin(), rest.end(), "--gradcheck") != rest.end())
-        return usageError("--gradcheck and --against-torch are two checks: run one at a time");
-      return gptc::runPythonModule("gptc.parity", "--against-torch", rest, kTool, argv[0]);
+      for (const char *other : {"--gradcheck", "--against-torch", "--against-cpu"})
+        if (std::find(rest.begin(), rest.end(), other) != rest.end())
+          return usageError(std::string(other) + " and " + flag +
+                            " are two checks: run one at a time");
+      return gptc::runPythonModule(module, flag, rest, kTool, argv[0]);
     }
   }
   CommandLine c;
