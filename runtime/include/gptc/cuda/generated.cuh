@@ -2,11 +2,14 @@
 // --target=cuda or cuda-emulated; codegen/cuda/CudaFlavour.cpp).
 //
 // A generated kernel is either a call of a kernel family (matmul, LayerNorm, attention,
-// cross-entropy: the .cuh files beside this one) or a kernel of its own whose body is the
-// CPU kernel's body with its GPTC_FOR loop written as GPTC_CUDA_FOR, a grid-stride loop:
-// every iteration is independent, so which thread runs it changes no bit. Its reductions
-// are the prelude's portable gptc::reduce_sum / reduce_max run by one thread (the canonical
-// order), its dropouts gptc::dropout_keep by element index.
+// cross-entropy and their gradients: the .cuh files beside this one) or a kernel of its own
+// whose body is the CPU kernel's body with its GPTC_FOR loop written as GPTC_CUDA_FOR, a
+// grid-stride loop: every iteration is independent, so which thread runs it changes no
+// bit. A reduction kernel takes a warp an output (GPTC_CUDA_FOR_WARPS, warp_sum: the
+// canonical 32 partials as lanes, then the butterfly); a sum inside another body is the
+// prelude's gptc::reduce_sum run by one thread (the same order); dropouts draw
+// gptc::dropout_keep by element index. The step's kernels run as one CUDA graph
+// (run_step); the runtime reaches the device through the gptc_device_* functions below.
 //
 // Errors found on the device (an embedding index or cross-entropy target out of range) set
 // one word, the first error's code; the entry reads it after the step and returns that
@@ -79,8 +82,7 @@ inline unsigned loop_blocks(int64_t n) {
   return (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
 }
 
-// The stream the entry runs on (the default stream until the runtime's device layer sets
-// one).
+// The stream the steps run on (made by gptc_device_init; the default stream before).
 inline cudaStream_t& stream() {
   static cudaStream_t s = nullptr;
   return s;
