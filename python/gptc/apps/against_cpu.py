@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from ..compiler import check_device
-from ..errors import GptcError, ParityError
+from ..errors import ParityError
 from ..parity import nanogpt_lr
 from ..train import AdamW, compile_train_step
-from .parity import SEEDS, _OneLineErrors, load_model_file, make_config
+from .parity import SEEDS, _OneLineErrors, build_model, model_arguments
+from .parity import cli as parity_cli
 
 
 def parse_args(argv=None):
@@ -32,12 +33,8 @@ def parse_args(argv=None):
         description="N training steps on the CPU and on a GPU target from the same weights, "
                     "batches and seed; the first tensor and step that differ, bit for bit.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("model", nargs="?", metavar="MODEL.py",
-                    help="a nanoGPT-style model file defining GPTConfig and GPT "
-                         "(default: gptc's test GPT)")
+    model_arguments(ap)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cuda-emulated"])
-    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a GPTConfig field, e.g. --config n_layer=2")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch", type=int, default=4)
@@ -53,22 +50,6 @@ def parse_args(argv=None):
     return args
 
 
-def build(path, overrides, dropout, seed):
-    if path:
-        config_cls, model_cls = load_model_file(path)
-    else:
-        from ..testing.tiny_gpt import TinyGPT as model_cls, TinyGPTConfig as config_cls
-    cfg = make_config(config_cls, overrides)  # (dropout 0 there; set below)
-    if hasattr(cfg, "dropout"):
-        cfg.dropout = dropout
-    torch.manual_seed(seed)
-    try:
-        model = model_cls(cfg)
-    except Exception as e:
-        raise ParityError(f"{model_cls.__name__}(config) failed: {type(e).__name__}: {e}") from None
-    return model.train(), cfg
-
-
 def first_difference(a: np.ndarray, b: np.ndarray):
     """The flat index of the first element whose bits differ, or None."""
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -81,7 +62,7 @@ def first_difference(a: np.ndarray, b: np.ndarray):
 def main(argv=None):
     args = parse_args(argv)
     device = check_device(args.device)
-    model, cfg = build(args.model, args.config, args.dropout, args.seed)
+    model, cfg = build_model(args.model, args.config, args.seed, dropout=args.dropout)
     g = torch.Generator().manual_seed(args.seed + 1)
     shape = (args.batch, cfg.block_size)
     batches = [(torch.randint(0, cfg.vocab_size, shape, generator=g),
@@ -112,19 +93,7 @@ def main(argv=None):
 
 
 def cli(argv=None):
-    """main() with gptc's errors as one `gptc: error: ...` line and exit status 1."""
-    try:
-        main(argv)
-    except (ParityError, GptcError) as e:
-        sys.stdout.flush()
-        message = str(e)
-        raise SystemExit(message if message.startswith("gptc: ") else f"gptc: error: {message}")
-    except KeyboardInterrupt:
-        raise SystemExit("gptc: error: interrupted")
-    except Exception as e:
-        sys.stdout.flush()
-        raise SystemExit(f"gptc: error: {type(e).__name__}: {e}")
-    return 0
+    return parity_cli(argv, main=main)
 
 
 if __name__ == "__main__":

@@ -79,8 +79,9 @@ def load_model_file(path):
         raise ParityError(str(e)) from None
 
 
-def build_model(path, overrides, seed):
-    """(model, cfg): `path`'s GPT, or gptc's test GPT without one, seeded, dropout 0."""
+def build_model(path, overrides, seed, dropout=0.0):
+    """(model, cfg): `path`'s GPT, or gptc's test GPT without one, seeded, with `dropout`
+    (0 unless a check that compares like with like asks: --against-cpu)."""
     if path:
         config_cls, model_cls = load_model_file(path)
     else:
@@ -90,6 +91,8 @@ def build_model(path, overrides, seed):
         if not isinstance(getattr(cfg, field, None), int):
             raise ParityError(f"the config has no integer {field}: the report draws "
                               "random token batches of that size")
+    if hasattr(cfg, "dropout"):
+        cfg.dropout = dropout
     torch.manual_seed(seed)
     try:
         model = model_cls(cfg)
@@ -109,17 +112,22 @@ class _OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"gptc: error: {self.prog}: {message}\n")
 
 
+def model_arguments(ap):
+    """MODEL.py and --config: the model a check trains (gptc's test GPT by default)."""
+    ap.add_argument("model", nargs="?", metavar="MODEL.py",
+                    help="a nanoGPT-style model file defining GPTConfig and GPT "
+                         "(default: gptc's test GPT)")
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a GPTConfig field, e.g. --config n_layer=2 --config bias=false")
+
+
 def parse_args(argv=None):
     ap = _OneLineErrors(
         prog="gptc check --against-torch",
         description="N training steps by gptc and by eager PyTorch from the same weights "
                     "and batches; per step, both losses and the worst parameter difference.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("model", nargs="?", metavar="MODEL.py",
-                    help="a nanoGPT-style model file defining GPTConfig and GPT "
-                         "(default: gptc's test GPT)")
-    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a GPTConfig field, e.g. --config n_layer=2 --config bias=false")
+    model_arguments(ap)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0, help="the weights' and batches' seed")
@@ -180,8 +188,9 @@ def main(argv=None):
           f"{args.param_tolerance:g} absolute (parameters) at every step")
 
 
-def cli(argv=None):
-    """main() with gptc's errors as one `gptc: error: ...` line and exit status 1."""
+def cli(argv=None, main=main):
+    """main() with gptc's errors as one `gptc: error: ...` line and exit status 1 (`main`:
+    the check's own, gptc.apps.against_cpu's say)."""
     try:
         main(argv)
     except (ParityError, GptcError) as e:  # a CaptureError is a GptcError
