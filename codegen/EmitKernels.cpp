@@ -59,6 +59,13 @@ std::string describeLoc(Location loc) {
 //===----------------------------------------------------------------------===//
 
 
+std::string elementList(DenseElementsAttr value, Type elem) {
+  std::string list;
+  for (Attribute a : value.getValues<Attribute>())
+    list += (list.empty() ? "" : ", ") + elementLiteral(a, elem);
+  return list;
+}
+
 /// Strides of `operand` (shape `from`) seen through numpy broadcasting to `to`.
 SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   SmallVector<int64_t> own = rowMajorStrides(from), out(to.size(), 0);

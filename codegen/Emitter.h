@@ -38,6 +38,9 @@ struct Access {
   SmallVector<int64_t> strides; // one per dim of the loop shape
 };
 
+/// A constant's elements as C literals, comma-separated (the flavours' array initialisers).
+std::string elementList(DenseElementsAttr value, Type elem);
+
 /// Strides of an operand of shape `from` seen through numpy broadcasting to `to`.
 SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
 

@@ -93,11 +93,8 @@ public:
           << count << "; ++i)\n    " << name << "[i] = "
           << elementLiteral(value.getSplatValue<Attribute>(), et) << ";\n  return true;\n}();\n";
     } else {
-      cos << "static const " << T << " " << name << "[" << count << "] = {";
-      int64_t n = 0;
-      for (Attribute a : value.getValues<Attribute>())
-        cos << (n++ ? ", " : "") << elementLiteral(a, et);
-      cos << "};\n";
+      cos << "static const " << T << " " << name << "[" << count << "] = {"
+          << elementList(value, et) << "};\n";
     }
     return "(" + T + "*)" + name;
   }

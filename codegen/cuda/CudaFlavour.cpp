@@ -102,7 +102,7 @@ std::string CudaFlavour::call(const std::string &name, StringRef args, Operation
          args.str() + "));\n";
 }
 
-/// A device array; the entry finds its address, and fills a splat on the device.
+/// A device array; the entry finds its address once, and fills a splat on the device.
 std::string CudaFlavour::constant(ConstantOp c, const std::string &name) {
   auto value = cast<DenseElementsAttr>(c.getValue());
   Type et = c.getType().getElementType();
@@ -117,13 +117,11 @@ std::string CudaFlavour::constant(ConstantOp c, const std::string &name) {
                      std::to_string(count) + ", (" + T + ")" +
                      elementLiteral(value.getSplatValue<Attribute>(), et) + ");\n";
   } else {
-    cos << " = {";
-    int64_t n = 0;
-    for (Attribute a : value.getValues<Attribute>())
-      cos << (n++ ? ", " : "") << elementLiteral(a, et);
-    cos << "};\n";
+    cos << " = {" << elementList(value, et) << "};\n";
   }
-  constantAddresses += "  " + T + "* " + name + "_p = gptc::cuda::symbol_address(" + name +
+  // Looked up once (the address never changes), not on every step.
+  constantAddresses += "  static " + T + "* " + name + "_p = nullptr;\n  if (!" + name +
+                       "_p) " + name + "_p = gptc::cuda::symbol_address(" + name +
                        ", \"cudaGetSymbolAddress(" + name + ")\", gptc_step_error);\n";
   return name + "_p";
 }
@@ -190,7 +188,8 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
         "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
      << "  gptc_step_error.clear();\n"
-     << "  unsigned* error_word = gptc::cuda::symbol_address(gptc::cuda::error_word, "
+     << "  static unsigned* error_word = nullptr;\n"
+     << "  if (!error_word)\n    error_word = gptc::cuda::symbol_address(gptc::cuda::error_word, "
         "\"cudaGetSymbolAddress(error_word)\", gptc_step_error);\n"
      << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
      << "  GPTC_CUDA_TRY(cudaMemsetAsync(error_word, 0, sizeof(unsigned), "

@@ -630,24 +630,26 @@ void Model::set_num_threads(int n) {
 
 void* Model::symbol(const std::string& name) const { return dlsym(impl_->lib, name.c_str()); }
 
+// The index of param `name` in `params`, or an error naming the artifact.
+static size_t param_index(const std::vector<TensorSpec>& params, const std::string& name,
+                          const std::string& dir) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name) return i;
+  throw Error(dir + ": no param named '" + name + "'");
+}
+
 void* Model::param_data(const std::string& name) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].name == name) {
-      // On a device: the current value, and the caller may write it before the next run.
-      impl_->download_param(i, params_[i].nbytes);
-      if (impl_->device) impl_->device_stale[i] = 1;
-      return impl_->param_bufs[i].get();
-    }
-  throw Error(dir_ + ": no param named '" + name + "'");
+  const size_t i = param_index(params_, name, dir_);
+  // On a device: the current value, and the caller may write it before the next run.
+  impl_->download_param(i, params_[i].nbytes);
+  if (impl_->device) impl_->device_stale[i] = 1;
+  return impl_->param_bufs[i].get();
 }
 
 const void* Model::param_data(const std::string& name) const {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].name == name) {
-      impl_->download_param(i, params_[i].nbytes);  // read only: the device's stays current
-      return impl_->param_bufs[i].get();
-    }
-  throw Error(dir_ + ": no param named '" + name + "'");
+  const size_t i = param_index(params_, name, dir_);
+  impl_->download_param(i, params_[i].nbytes);  // read only: the device's copy stays current
+  return impl_->param_bufs[i].get();
 }
 
 void Model::save_weights(const std::string& path) const {

@@ -95,19 +95,20 @@ __device__ inline void report_error(unsigned code) { atomicCAS(&error_word, 0u, 
 
 // The device address of a __device__ variable, or of an array's first element (the
 // generated constants).
-template <class T>
-T* symbol_address(T& symbol, const char* what, std::string& error) {
+template <class S>
+void* symbol_pointer(S& symbol, const char* what, std::string& error) {
   void* p = nullptr;
   const cudaError_t err = cudaGetSymbolAddress(&p, symbol);
   if (err != cudaSuccess && error.empty()) error = describe(err, what);
-  return static_cast<T*>(p);
+  return p;
+}
+template <class T>
+T* symbol_address(T& symbol, const char* what, std::string& error) {
+  return static_cast<T*>(symbol_pointer(symbol, what, error));
 }
 template <class T, size_t N>
 T* symbol_address(T (&symbol)[N], const char* what, std::string& error) {
-  void* p = nullptr;
-  const cudaError_t err = cudaGetSymbolAddress(&p, symbol);
-  if (err != cudaSuccess && error.empty()) error = describe(err, what);
-  return static_cast<T*>(p);
+  return static_cast<T*>(symbol_pointer(symbol, what, error));
 }
 
 // Caller's ids (embedding indices, cross-entropy targets) checked on the device before any
