@@ -570,18 +570,46 @@ LogicalResult Emitter::emitCrossEntropyGrad(CrossEntropyGradOp op, raw_ostream &
   return success();
 }
 
-/// dW[row] += g[p] for positions p in increasing order (one column per iteration of the
-/// parallel loop, so the split never changes the order of a sum).
+/// dW[row] += g[p] for positions p in increasing order: each element of dW is 0 plus its
+/// positions' rows of g in position order, whichever iteration computes it. An iteration
+/// takes a column, or a column of one block of rows (the flavour's embeddingRowBlocks),
+/// and reads every position's id, adding only its own rows; a block of one row keeps its
+/// sum in a register.
 LogicalResult Emitter::emitEmbeddingGrad(EmbeddingGradOp op, raw_ostream &os) {
   int64_t v = op.getType().getDimSize(0), c = op.getType().getDimSize(1);
   int64_t n = op.getIndices().getType().getNumElements();
-  os << "  " << loop("col", c) << " {\n"
-     << "    for (int64_t r = 0; r < " << v << "; ++r) out0[r * " << c << " + col] = 0;\n"
+  std::string T = *cType(op.getType().getElementType());
+  const int64_t blocks = std::clamp<int64_t>(flavour->embeddingRowBlocks(v, c), 1, v);
+  const int64_t rows = (v + blocks - 1) / blocks;
+  const std::string bad = "      if (row < 0 || row >= " + std::to_string(v) + ") { " +
+                          reportError("embedding index out of range") + " continue; }\n";
+  if (blocks > 1 && rows == 1) {  // one output element an iteration
+    os << "  " << loop("i", v * c) << " {\n"
+       << "    const int64_t r = i / " << c << ", col = i % " << c << ";\n"
+       << "    " << T << " acc = 0;\n"
+       << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
+       << "      const int64_t row = in1[p];\n" << bad
+       << "      if (row == r) acc = acc + in0[p * " << c << " + col];\n    }\n"
+       << "    out0[i] = acc;\n  }\n";
+    return success();
+  }
+  std::string lo = "0", hi = std::to_string(v);
+  if (blocks == 1) {
+    os << "  " << loop("col", c) << " {\n";
+  } else {
+    os << "  " << loop("i", ((v + rows - 1) / rows) * c) << " {\n"
+       << "    const int64_t col = i % " << c << ", lo = i / " << c << " * " << rows
+       << ", hi = lo + " << rows << " < " << v << " ? lo + " << rows << " : " << v << ";\n";
+    lo = "lo";
+    hi = "hi";
+  }
+  os << "    for (int64_t r = " << lo << "; r < " << hi << "; ++r) out0[r * " << c
+     << " + col] = 0;\n"
      << "    for (int64_t p = 0; p < " << n << "; ++p) {\n"
-     << "      const int64_t row = in1[p];\n"
-     << "      if (row < 0 || row >= " << v << ") { " << reportError("embedding index out of range")
-     << " continue; }\n"
-     << "      out0[row * " << c << " + col] = out0[row * " << c << " + col] + in0[p * " << c
+     << "      const int64_t row = in1[p];\n" << bad;
+  if (blocks > 1)
+    os << "      if (row < lo || row >= hi) continue;\n";
+  os << "      out0[row * " << c << " + col] = out0[row * " << c << " + col] + in0[p * " << c
      << " + col];\n    }\n  }\n";
   return success();
 }

@@ -158,6 +158,9 @@ public:
   virtual std::string warpLoop(StringRef var, int64_t n) = 0;
   /// Whether a lone exact GELU may take the prelude's array form (the CPU's).
   virtual bool arrayForms() const = 0;
+  /// Into how many blocks of rows the embedding gradient of a `v` by `c` table splits each
+  /// column, so that the parallel loop has enough iterations (1: a column an iteration).
+  virtual int64_t embeddingRowBlocks(int64_t v, int64_t c) const = 0;
   /// Opens an elementwise loop over `i` < `n` whose training dropouts (each with the name
   /// of its [seed, step] pointer) have their masks drawn; sets e.dropoutMasks[d] to the
   /// expression of d's mask for element i. The caller prints the body, indented by six,

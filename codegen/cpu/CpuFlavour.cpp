@@ -36,6 +36,8 @@ public:
     llvm_unreachable("the CPU forms sums without warps");
   }
   bool arrayForms() const override { return true; }
+  // A column an iteration: a thread's columns are cache lines of its own.
+  int64_t embeddingRowBlocks(int64_t, int64_t) const override { return 1; }
 
   /// Blocks of 256 elements, each block's masks drawn first, 8 at a time
   /// (gptc::dropout_keep_block), then a vectorisable loop over the block's elements `i`

@@ -24,6 +24,11 @@ public:
   Sums sums() const override { return Sums::Warp; }
   std::string warpLoop(StringRef var, int64_t n) override;
   bool arrayForms() const override { return false; }
+  // Enough (column, rows) iterations to fill the GPU (a table's columns alone are a few
+  // hundred threads, each reading every position): about 64K threads, at most a row each.
+  int64_t embeddingRowBlocks(int64_t v, int64_t c) const override {
+    return std::min<int64_t>(v, (65536 + c - 1) / c);
+  }
   void openDropout(raw_ostream &os, int64_t n,
                    ArrayRef<std::pair<DropoutOp, std::string>> drops) override;
   void closeDropout(raw_ostream &os) override;

@@ -181,3 +181,45 @@ def test_gptc_check_against_cpu_names_the_first_difference(monkeypatch, capsys):
     assert str(e.value).startswith("gptc: error: step 2: exp_avg.transformer.wpe.weight "
                                    "differs first at (0, 5): CPU "), e.value
     assert "step   1: loss" in capsys.readouterr().out
+
+
+class WideVocabulary(torch.nn.Module):
+    """An embedding table of more rows than the CUDA flavour gives a thread each (3,000 by
+    32): its gradient takes the blocks-of-rows form, whose sums run in memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(3000, 32)
+        self.w = torch.nn.Parameter(torch.randn(32))
+
+    def forward(self, idx, y):
+        return ((torch.tanh(self.emb(idx)) * self.w).sum(-1) - y).square().mean()
+
+
+@pytest.mark.parametrize("model_cls", [WideVocabulary, TinyGPT])
+def test_embedding_gradients_are_the_cpus_bits(tmp_path, model_cls):
+    """Each row's positions added in position order, however the device splits the table:
+    a thread an element (the test GPT's 65 rows) or blocks of rows (3,000); ids repeated
+    many times, and the first and last rows."""
+    torch.manual_seed(11)
+    if model_cls is TinyGPT:
+        model, vocab = TinyGPT(TinyGPTConfig()).train(), 65
+        make = lambda idx: (idx, torch.roll(idx, 1, 1))
+    else:
+        model, vocab = WideVocabulary().train(), 3000
+        make = lambda idx: (idx, torch.randn(idx.shape, generator=torch.Generator().manual_seed(1)))
+    idx = torch.randint(0, 12, (4, 32))  # a few ids, each at many positions
+    idx[0, :8] = torch.randint(0, vocab, (8,))
+    idx[1, 0], idx[1, 1] = 0, vocab - 1
+    steps = {t: gptc.compile_train_step(model, make(idx), optimizer=gptc.AdamW(**ADAMW),
+                                        device=t, workdir=str(tmp_path / t))
+             for t in ("cpu", "cuda-emulated")}
+    for _ in range(2):
+        losses = [s(*make(idx), lr=1e-3).item() for s in steps.values()]
+        assert losses[0] == losses[1]
+    cpu, gpu = (persistent(s) for s in steps.values())
+    table = "exp_avg.emb.weight" if model_cls is WideVocabulary else \
+        "exp_avg.transformer.wte.weight"
+    assert (cpu[table] != 0).any(axis=1).sum() >= 10  # rows that got gradients
+    for name, value in cpu.items():
+        assert value.tobytes() == gpu[name].tobytes(), name
