@@ -90,7 +90,7 @@ LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_
     args.push_back("in" + std::to_string(j));
   for (size_t j = 0; j < op->getNumResults(); ++j)
     args.push_back("out" + std::to_string(j));
-  os << device << " {\n" << body << "}\n"
+  os << device << " {\n  GPTC_CUDA_KERNEL_BEGIN();\n" << body << "}\n"
      << host << " {\n  " << (warpKernel ? "GPTC_CUDA_WARP_LAUNCH(" : "GPTC_CUDA_LOOP_LAUNCH(")
      << name << "_grid, " << gridExtent << ")(" << llvm::join(args, ", ") << ");\n}\n\n";
   return success();
@@ -132,23 +132,18 @@ std::string CudaFlavour::resultCopy(StringRef dst, StringRef src, int64_t n, Str
       .str();
 }
 
-/// On the device; the step waits for the verdict, so that no kernel runs on a bad id.
+/// On the device, before the step's kernels, each of which returns at once if a check
+/// failed (GPTC_CUDA_KERNEL_BEGIN): the host does not wait for the verdict.
 std::string CudaFlavour::idChecks(ArrayRef<IdCheck> ids) {
   std::string text;
   llvm::raw_string_ostream os(text);
+  if (!ids.empty())
+    os << "  // The caller's ids: a bad one stops every kernel after these.\n";
   for (const IdCheck &c : ids)
     os << "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::ids_check_kernel, " << c.n
        << ")((const int64_t*)args[" << c.arg << "], " << c.n << ", " << c.bound << ", "
        << (c.ignore ? *c.ignore : 0) << "LL, " << (c.ignore ? "true" : "false") << ", "
        << errorCode(c.what + " out of range") << "u);\n";
-  if (!ids.empty())
-    os << "  {  // the caller's ids, checked before any kernel runs\n"
-       << "    unsigned code = 0;\n"
-       << "    GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
-          "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
-       << "    GPTC_CUDA_TRY(cudaStreamSynchronize(gptc::cuda::stream()));\n"
-       << "    if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
-       << "    if (code) return gptc_errors[code];\n  }\n";
   return text;
 }
 

@@ -269,7 +269,11 @@ struct DeviceFns {
   const char* (*init)() = nullptr;
   const char* (*alloc)(void**, size_t) = nullptr;
   const char* (*release)(void*) = nullptr;
-  const char* (*copy)(void*, const void*, size_t, int) = nullptr;
+  const char* (*copy)(void*, const void*, size_t, int) = nullptr;  // returns when done
+  const char* (*host_alloc)(void**, size_t) = nullptr;  // page-locked: copies are async
+  const char* (*host_release)(void*) = nullptr;
+  const char* (*copy_async)(void*, const void*, size_t, int) = nullptr;  // done by sync
+  const char* (*sync)() = nullptr;
 };
 
 struct Model::Impl {
@@ -283,6 +287,10 @@ struct Model::Impl {
   DeviceFns dev;
   std::vector<void*> dev_params, dev_inputs, dev_results;
   void* dev_arena = nullptr;
+  // A run's inputs and results pass through page-locked staging, so that their copies are
+  // queued on the step's stream without waiting: one wait a run, for its results.
+  void* staging = nullptr;
+  std::vector<char*> staged_inputs, staged_results;
   std::vector<char> host_stale, device_stale;
   void* device_alloc(size_t bytes, const std::string& what) {
     void* p = nullptr;
@@ -292,6 +300,10 @@ struct Model::Impl {
   void copy(void* dst, const void* src, size_t bytes, bool to_device) {
     if (bytes == 0) return;
     if (const char* e = dev.copy(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
+  }
+  void copy_async(void* dst, const void* src, size_t bytes, bool to_device) {
+    if (bytes == 0) return;
+    if (const char* e = dev.copy_async(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
   }
   // The host copy of param i, current.
   void download_param(size_t i, size_t bytes) {
@@ -314,6 +326,7 @@ struct Model::Impl {
       for (void* p : dev_inputs) dev.release(p);
       for (void* p : dev_results) dev.release(p);
       if (dev_arena) dev.release(dev_arena);
+      if (staging) dev.host_release(staging);
     }
     if (lib) dlclose(lib);
     if (inPlace) {
@@ -481,7 +494,13 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     d.alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_alloc");
     d.release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_free");
     d.copy = (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy");
-    if (!d.init || !d.alloc || !d.release || !d.copy)
+    d.host_alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_host_alloc");
+    d.host_release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_host_free");
+    d.copy_async =
+        (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy_async");
+    d.sync = (const char* (*)())dlsym(impl.lib, "gptc_device_sync");
+    if (!d.init || !d.alloc || !d.release || !d.copy || !d.host_alloc || !d.host_release ||
+        !d.copy_async || !d.sync)
       throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
                   m["target"].get<std::string>() + " artifact");
     if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
@@ -560,6 +579,20 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   for (const TensorSpec& t : model->results_)
     impl.dev_results.push_back(impl.device_alloc(t.nbytes, "result '" + t.name + "'"));
   impl.dev_arena = impl.device_alloc(model->arena_bytes_, "the arena");
+  size_t staged = 0;
+  for (const TensorSpec& t : model->inputs_) staged += (t.nbytes + 63) / 64 * 64;
+  for (const TensorSpec& t : model->results_) staged += (t.nbytes + 63) / 64 * 64;
+  if (const char* e = impl.dev.host_alloc(&impl.staging, staged))
+    throw Error("page-locked staging of the inputs and results: " + std::string(e));
+  char* at = static_cast<char*>(impl.staging);
+  for (const TensorSpec& t : model->inputs_) {
+    impl.staged_inputs.push_back(at);
+    at += (t.nbytes + 63) / 64 * 64;
+  }
+  for (const TensorSpec& t : model->results_) {
+    impl.staged_results.push_back(at);
+    at += (t.nbytes + 63) / 64 * 64;
+  }
   return model;
 }
 
@@ -595,28 +628,38 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
       throw Error(std::string("run failed: ") + problem);
     return;
   }
-  // On the device: params the caller may have written go up, the inputs go up, the results
-  // come down; the params the step updated stay on the device until read.
+  // On the device: params the caller may have written go up, the inputs go up (queued from
+  // the staging), the step runs, the results come down (queued into the staging), and the
+  // run waits once; the params the step updated stay on the device until read.
   for (size_t i = 0; i < params_.size(); ++i)
     if (impl.device_stale[i]) {
       impl.copy(impl.dev_params[i], impl.param_bufs[i].get(), params_[i].nbytes, true);
       impl.device_stale[i] = 0;
     }
-  for (size_t a = 0; a < args.size(); ++a) {
-    const size_t k = impl.arg_index[a];
-    if (impl.arg_is_param[a]) {
-      args[a] = impl.dev_params[k];
-    } else {
-      impl.copy(impl.dev_inputs[k], inputs[k], inputs_[k].nbytes, true);
-      args[a] = impl.dev_inputs[k];
+  try {
+    for (size_t a = 0; a < args.size(); ++a) {
+      const size_t k = impl.arg_index[a];
+      if (impl.arg_is_param[a]) {
+        args[a] = impl.dev_params[k];
+      } else {
+        std::memcpy(impl.staged_inputs[k], inputs[k], inputs_[k].nbytes);
+        impl.copy_async(impl.dev_inputs[k], impl.staged_inputs[k], inputs_[k].nbytes, true);
+        args[a] = impl.dev_inputs[k];
+      }
     }
+    const char* problem = impl.entry(args.data(), impl.dev_results.data(), impl.dev_arena);
+    for (size_t i = 0; i < params_.size(); ++i)  // a training step updates them in place
+      if (!params_[i].tril_ones) impl.host_stale[i] = 1;
+    if (problem) throw Error(std::string("run failed: ") + problem);
+    for (size_t j = 0; j < results.size(); ++j)
+      impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
+    if (const char* e = impl.dev.sync()) throw Error(e);
+  } catch (...) {
+    impl.dev.sync();  // a failed run's queued copies are done before the staging is reused
+    throw;
   }
-  const char* problem = impl.entry(args.data(), impl.dev_results.data(), impl.dev_arena);
-  for (size_t i = 0; i < params_.size(); ++i)  // a training step updates them in place
-    if (!params_[i].tril_ones) impl.host_stale[i] = 1;
-  if (problem) throw Error(std::string("run failed: ") + problem);
   for (size_t j = 0; j < results.size(); ++j)
-    impl.copy(results[j], impl.dev_results[j], results_[j].nbytes, false);
+    std::memcpy(results[j], impl.staged_results[j], results_[j].nbytes);
 }
 
 void Model::set_num_threads(int n) {

@@ -51,6 +51,7 @@ struct AttentionArgs {
 constexpr int kAttentionMaxColumnsPerLane = 8;  // Dv <= 256
 
 __global__ void attention_kernel(AttentionArgs a) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const int lane = threadIdx.x % 32;
   const int64_t rows = a.B * a.H * a.T;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
@@ -169,6 +170,7 @@ __device__ __forceinline__ AttentionGradLane attention_grad_lane(
 
 // dq, and each row's dS and P K into the scratch: one warp a query row.
 __global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const AttentionArgs& f = a.f;
   const int lane = threadIdx.x % 32;
   const int64_t rows = f.B * f.H * f.T;
@@ -228,6 +230,7 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
 // dk and dv from the scratch: one thread a (head, key, column), its chains over the query
 // rows that see the key, in increasing order.
 __global__ void attention_grad_keys_kernel(AttentionGradArgs a) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const AttentionArgs& f = a.f;
   const int64_t W = f.D > f.Dv ? f.D : f.Dv;
   const int64_t total = f.B * f.H * f.S * W, rows = f.B * f.H * f.T;

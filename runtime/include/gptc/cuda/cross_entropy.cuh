@@ -16,6 +16,7 @@ namespace gptc::cuda {
 __global__ void cross_entropy_kept_kernel(int64_t rows, int64_t ignore,
                                           const int64_t* __restrict targets,
                                           int64_t* __restrict kept) {
+  GPTC_CUDA_KERNEL_BEGIN();
   __shared__ unsigned long long count;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
@@ -43,6 +44,7 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t v, int64_t ignor
                                           const float* __restrict x,
                                           const int64_t* __restrict targets,
                                           float* __restrict row_loss, unsigned* error) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;
   for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
@@ -65,6 +67,7 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t v, int64_t ignor
 // *out = the canonical sum of row_loss / kept (one warp).
 __global__ void cross_entropy_total_kernel(int64_t rows, const float* __restrict row_loss,
                                            const int64_t* __restrict kept, float* __restrict out) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const float total = warp_reduce_sum<float>(rows, [&](int64_t r) { return row_loss[r]; });
   if (threadIdx.x == 0) out[0] = total / float(*kept);
 }
@@ -76,6 +79,7 @@ __global__ void cross_entropy_grad_kernel(int64_t rows, int64_t v, int64_t ignor
                                           const float* __restrict g,
                                           const int64_t* __restrict kept, float* __restrict d,
                                           unsigned* error) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const float scale = g[0] / float(*kept);
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;

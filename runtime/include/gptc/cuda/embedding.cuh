@@ -25,6 +25,7 @@ namespace detail {
 __global__ void embedding_keys_kernel(int64_t n, int64_t vocab, const int64_t* __restrict idx,
                                       int* __restrict keys, int* __restrict positions,
                                       int* __restrict counts, unsigned* error) {
+  GPTC_CUDA_KERNEL_BEGIN();
   for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < n;
        p += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = idx[p];
@@ -40,6 +41,7 @@ __global__ void embedding_sum_kernel(int64_t vocab, int64_t cols, const float* _
                                      const int* __restrict positions,
                                      const int* __restrict starts, const int* __restrict counts,
                                      float* __restrict out) {
+  GPTC_CUDA_KERNEL_BEGIN();
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < vocab * cols;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t v = e / cols, c = e % cols;

@@ -98,6 +98,28 @@ inline void require_device(const void* p, const char* what) {
   (void)p, (void)what;
 #endif
 }
+// Page-locked host memory (cudaMallocHost) is what makes a copy asynchronous on a GPU: a
+// copy between it and the device returns at once and is done by the next sync. Here such a
+// copy is done when the stream next does anything (a launch, a copy, a memset, a sync), so
+// that a caller who reads a download or rewrites an upload's source before it is done gets
+// the wrong bytes here as it could there.
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+inline std::vector<PendingCopy>& pending_copies() {
+  static std::vector<PendingCopy> copies;
+  return copies;
+}
+inline DeviceMemory& pinned_memory() {
+  static DeviceMemory memory;
+  return memory;
+}
+inline void finish_pending_copies() {
+  for (const PendingCopy& c : pending_copies()) std::memmove(c.dst, c.src, c.bytes);
+  pending_copies().clear();
+}
 template <class T>
 void require_device_argument(T* p) {
   require_device(p, "a kernel's pointer argument");
@@ -107,11 +129,12 @@ void require_device_argument(const T&) {}
 }  // namespace gptc::cuda::emulate
 
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  gptc::cuda::emulate::finish_pending_copies();
   gptc::cuda::emulate::require_device(p, "cudaMemsetAsync's destination");
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
-// Every copy is a memmove, every stream already done.
+// Every copy is a memmove, done at once unless it is asynchronous (pinned_memory above).
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
   cudaMemcpyHostToDevice = 1,
@@ -125,13 +148,23 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
     require_device(dst, "a copy's destination");
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
     require_device(src, "a copy's source");
-  std::memmove(dst, src, bytes);
+  gptc::cuda::emulate::finish_pending_copies();
+  const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
+  if (host && gptc::cuda::emulate::pinned_memory().holds(host))
+    gptc::cuda::emulate::pending_copies().push_back({dst, src, bytes});
+  else
+    std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, bytes, kind);
+  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind);
+  gptc::cuda::emulate::finish_pending_copies();  // (returns once done, as CUDA's)
+  return err;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  gptc::cuda::emulate::finish_pending_copies();
+  return cudaSuccess;
+}
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   static char stream;  // any non-null handle: there is one emulated stream
@@ -145,6 +178,17 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 inline cudaError_t cudaFree(void* p) {
   gptc::cuda::emulate::device_memory().remove(p);
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = std::malloc(bytes);
+  if (*p) gptc::cuda::emulate::pinned_memory().add(*p, bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void* p) {
+  gptc::cuda::emulate::finish_pending_copies();
+  gptc::cuda::emulate::pinned_memory().remove(p);
   std::free(p);
   return cudaSuccess;
 }
@@ -309,6 +353,7 @@ struct Launcher {
   dim3 grid, block;
   template <class... Args>
   void operator()(Args... args) const {
+    finish_pending_copies();
     (require_device_argument(args), ...);
     block_dim = {block.x, 1, 1};
     grid_dim = {grid.x, grid.y, grid.z};
@@ -337,6 +382,7 @@ struct SerialLauncher {
   unsigned blocks, threads;
   template <class... Args>
   void operator()(Args... args) const {
+    finish_pending_copies();
     (require_device_argument(args), ...);
     block_dim = {threads, 1, 1};
     grid_dim = {blocks, 1, 1};

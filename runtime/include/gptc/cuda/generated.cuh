@@ -12,11 +12,14 @@
 // (run_step); the runtime reaches the device through the gptc_device_* functions below.
 //
 // Errors found on the device (an embedding index or cross-entropy target out of range) set
-// one word, the first error's code; the entry reads it after the step and returns that
-// error's line (the generated file's gptc_errors table). Every CUDA runtime call of the
+// one word, the first error's code; the rest of the step's kernels then return at once, and
+// the entry reads the word after the step and returns that error's line (the generated
+// file's gptc_errors table). Every CUDA runtime call of the
 // entry is checked and fails the step with one line naming the call.
 #pragma once
 
+// (Before device.cuh, whose families' kernels test it; gptc::cuda::error_word is below.)
+#define GPTC_CUDA_HALTED() (::gptc::cuda::error_word != 0u)
 #include "gptc/cuda/device.cuh"
 
 #include <string>
@@ -29,7 +32,17 @@ inline std::string& launch_error() {
   return line;
 }
 inline std::string describe(cudaError_t err, const char* call);
+
+// The first device error's code (1-based index into the generated gptc_errors), 0 if none.
+// Set by the checks of the caller's ids, the step's first kernels; every later kernel of
+// the step (the generated ones and the families') begins by reading it and returns at once
+// if it is set: a step with a bad id runs none of its work, without the host waiting for
+// the checks' verdict before launching the step. (The kernels that report errors
+// themselves report only ids, already checked; so the word does not change during any
+// later kernel, and all of a launch's threads read the same value.)
+static __device__ unsigned error_word;
 }  // namespace gptc::cuda
+
 #define GPTC_CUDA_LAUNCH_FAILED(err, what)                                            \
   do {                                                                               \
     if (::gptc::cuda::launch_error().empty())                                        \
@@ -87,9 +100,6 @@ inline cudaStream_t& stream() {
   static cudaStream_t s = nullptr;
   return s;
 }
-
-// The first device error's code (1-based index into the generated gptc_errors), 0 if none.
-static __device__ unsigned error_word;
 
 __device__ inline void report_error(unsigned code) { atomicCAS(&error_word, 0u, code); }
 
@@ -277,6 +287,28 @@ GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t byte
                           ::gptc::cuda::stream()),
           to_device ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)"))
     return e;
+  return ::gptc::cuda::detail::failed(cudaStreamSynchronize(::gptc::cuda::stream()),
+                                      "cudaStreamSynchronize");
+}
+
+// The staging of a step's inputs and results: page-locked host memory, between which and
+// the device a copy is asynchronous (gptc_device_copy_async: queued on the steps' stream;
+// its host bytes must stay put, and a download is not there, until gptc_device_sync).
+GPTC_EXPORT const char* gptc_device_host_alloc(void** p, size_t bytes) {
+  *p = nullptr;
+  return ::gptc::cuda::detail::failed(cudaMallocHost(p, bytes > 0 ? bytes : 1), "cudaMallocHost");
+}
+GPTC_EXPORT const char* gptc_device_host_free(void* p) {
+  return ::gptc::cuda::detail::failed(cudaFreeHost(p), "cudaFreeHost");
+}
+GPTC_EXPORT const char* gptc_device_copy_async(void* dst, const void* src, size_t bytes,
+                                               int to_device) {
+  return ::gptc::cuda::detail::failed(
+      cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                      ::gptc::cuda::stream()),
+      to_device ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)");
+}
+GPTC_EXPORT const char* gptc_device_sync(void) {
   return ::gptc::cuda::detail::failed(cudaStreamSynchronize(::gptc::cuda::stream()),
                                       "cudaStreamSynchronize");
 }

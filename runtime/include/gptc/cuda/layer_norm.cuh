@@ -34,6 +34,7 @@ __device__ __forceinline__ RowStats row_stats(const float* x, int64_t n, float e
 __global__ void layer_norm_kernel(int64_t rows, int64_t n, float eps, const float* __restrict x,
                                   const float* __restrict w, const float* __restrict b,
                                   float* __restrict y) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;
   for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
@@ -53,6 +54,7 @@ __global__ void layer_norm_kernel(int64_t rows, int64_t n, float eps, const floa
 __global__ void layer_norm_grad_kernel(int64_t rows, int64_t n, float eps,
                                        const float* __restrict g, const float* __restrict x,
                                        const float* __restrict w, float* __restrict dx) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;
   for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;

@@ -130,6 +130,7 @@ template <int R, bool kAK, bool kBN, bool kVec>
 __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
     matmul_kernel(MatmulShape s, const float* __restrict A, const float* __restrict B,
                   float* __restrict C, MatmulEpilogue<float> ep) {
+  GPTC_CUDA_KERNEL_BEGIN();
   using T = Tile<R>;
   __shared__ __align__(16) T tile;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;

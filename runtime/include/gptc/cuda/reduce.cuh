@@ -64,6 +64,7 @@ struct RowMax {
 template <class T, class Reduce>
 __global__ void row_reduce_kernel(int64_t rows, int64_t n, const T* __restrict__ in,
                                   T* __restrict__ out, Reduce reduce) {
+  GPTC_CUDA_KERNEL_BEGIN();
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
        r += warps) {
@@ -87,6 +88,7 @@ __device__ __forceinline__ T warp_broadcast(T v) {
 template <class T, class Elem>
 __global__ void __launch_bounds__(1024)
     column_reduce_sum_kernel(int64_t n, int64_t cols, Elem elem, T* __restrict out) {
+  GPTC_CUDA_KERNEL_BEGIN();
   __shared__ T p[32][33];
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t c = (int64_t)blockIdx.x * 32 + lane;
