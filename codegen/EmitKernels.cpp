@@ -243,6 +243,7 @@ FailureOr<EmittedSource> Emitter::run() {
     cs << flavour->call(name, llvm::join(callArgs, ", "), &op);
   }
 
+  result.arenaBytes = flavour->arenaBytes(result.arenaBytes);
   llvm::raw_string_ostream os(result.code);
   flavour->file(os, kernels, calls, idChecks(), result.arenaBytes);
   return result;

@@ -186,8 +186,11 @@ public:
   virtual std::string constant(ConstantOp c, const std::string &name) = 0;
   /// The entry's copy of a result: `n` elements of C type `type` from `src` to `dst`.
   virtual std::string resultCopy(StringRef dst, StringRef src, int64_t n, StringRef type) = 0;
+  /// The arena the kernels written so far need, given the memory plan's `planned` bytes
+  /// (the CUDA families' scratch goes after the planned buffers).
+  virtual int64_t arenaBytes(int64_t planned) { return planned; }
   /// The whole source: the constants, `kernels` and the entry, which checks `ids` and
-  /// then runs `calls` over an arena of `arenaBytes`.
+  /// then runs `calls` over an arena of `arenaBytes` (arenaBytes(planned)).
   virtual void file(raw_ostream &os, StringRef kernels, StringRef calls,
                     ArrayRef<IdCheck> ids, int64_t arenaBytes) = 0;
 

@@ -158,6 +158,15 @@ std::string CudaFlavour::bufferList() {
   return list + "arena";
 }
 
+/// The families' scratch (attention's gradient, cross-entropy's row losses) after the
+/// planned buffers, aligned: one region for every call, as they run one after another.
+int64_t CudaFlavour::arenaBytes(int64_t planned) {
+  if (!scratchBytes)
+    return planned;
+  scratchAt = (planned + 255) / 256 * 256;
+  return scratchAt + scratchBytes;
+}
+
 /// The kernels, the error table and the entry, whose pointers are device pointers and
 /// whose kernels run on the artifact's stream in order.
 void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
@@ -172,7 +181,10 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
      << "#include \"gptc/cuda/generated.cuh\"\n#include <cstring>\n\n"
      << "namespace {\n\n"
      << "// The first failed CUDA call of the step, as one line (GPTC_CUDA_TRY).\n"
-     << "std::string gptc_step_error;\n\n"
+     << "std::string gptc_step_error;\n"
+     << "// The kernel families' scratch: the arena's last " << scratchBytes
+     << " bytes, set by the entry.\n"
+     << "char* gptc_scratch = nullptr;\n\n"
      << constants << (constants.empty() ? "" : "\n") << kernels << "} // namespace\n\n"
      << "GPTC_EXPORT int gptc_entry_abi(void) { return 1; }\n\n"
      << "// The GPU's kernels take no host thread count.\n"
@@ -183,6 +195,7 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
         "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
      << "  gptc_step_error.clear();\n"
+     << "  gptc_scratch = arena + " << scratchAt << ";\n"
      << "  static unsigned* error_word = nullptr;\n"
      << "  if (!error_word)\n    error_word = gptc::cuda::symbol_address(gptc::cuda::error_word, "
         "\"cudaGetSymbolAddress(error_word)\", gptc_step_error);\n"

@@ -40,6 +40,7 @@ public:
 
   std::string constant(ConstantOp c, const std::string &name) override;
   std::string resultCopy(StringRef dst, StringRef src, int64_t n, StringRef type) override;
+  int64_t arenaBytes(int64_t planned) override;
   void file(raw_ostream &os, StringRef kernels, StringRef calls, ArrayRef<IdCheck> ids,
             int64_t arenaBytes) override;
 
@@ -48,7 +49,10 @@ private:
   unsigned errorCode(StringRef message);
   /// Families.cpp: the call of the op's kernel family, as a host function's body.
   LogicalResult familyCall(Operation *op, raw_ostream &os);
-  std::string crossEntropyKept(int64_t n, int64_t ignore);
+  /// Reserves `bytes` of the step's scratch for one family call (every call's starts at
+  /// the scratch's start: the calls run in turn on one stream).
+  void needScratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
+  std::string crossEntropyKept(int64_t n, int64_t ignore, int64_t at);
   std::string crossEntropyBad();
   std::string idChecks(ArrayRef<IdCheck> ids);
   /// The buffers a captured step's kernels read and write: the arguments, the results and
@@ -60,6 +64,7 @@ private:
   bool warpKernel = false; // it runs a warp an output (warpLoop)
   // The file.
   std::vector<std::string> errorMessages;
+  int64_t scratchBytes = 0, scratchAt = 0;  // the families' scratch, and where in the arena
   std::string constants, constantAddresses, constantSetup;
 };
 

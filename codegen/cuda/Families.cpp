@@ -60,11 +60,13 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
 } // namespace
 
 /// Cross-entropy's (and its gradient's) count of the rows that count, `kept`, and its error
-/// word for a target out of range, `bad`, cleared: both the kernel's scratch.
-std::string CudaFlavour::crossEntropyKept(int64_t n, int64_t ignore) {
-  return "  static int64_t* kept = nullptr;\n  static unsigned* bad = nullptr;\n"
-         "  if (!gptc::cuda::scratch(kept, 1, gptc_step_error) ||\n"
-         "      !gptc::cuda::scratch(bad, 1, gptc_step_error)) return;\n"
+/// word for a target out of range, `bad`, cleared: both in the step's scratch, from byte
+/// `at`.
+std::string CudaFlavour::crossEntropyKept(int64_t n, int64_t ignore, int64_t at) {
+  needScratch(at + 16);
+  return "  int64_t* const kept = (int64_t*)(gptc_scratch + " + std::to_string(at) +
+         ");\n  unsigned* const bad = (unsigned*)(gptc_scratch + " + std::to_string(at + 8) +
+         ");\n"
          "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n"
          "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, gptc::cuda::stream())(" +
          std::to_string(n) + ", " + std::to_string(ignore) + "LL, in1, kept);\n";
@@ -138,12 +140,11 @@ LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
           return at.emitError("the CUDA target does not yet run an attention gradient whose "
                               "dq, dk, dv are laid out unlike q, k, v");
         int64_t B = at.getDq().getType().getNumElements() / (a.H * a.T * a.D);
-        int64_t scratch = 2 * B * a.H * a.T * a.S;
+        needScratch(2 * B * a.H * a.T * a.S * (int64_t)sizeof(float));
         // (g, the output's gradient, is laid out as the forward's output: y's strides)
         os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
-           << "  static float* scratch = nullptr;\n"
-           << "  if (!gptc::cuda::scratch(scratch, " << scratch << ", gptc_step_error)) return;\n"
-           << "  const gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, scratch};\n"
+           << "  const gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, "
+              "(float*)gptc_scratch};\n"
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();
       })
@@ -160,9 +161,9 @@ LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
         int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
         // The rows that count, each row's loss (one warp a row), then their canonical sum
         // over the count: cross-entropy's CPU kernel, step by step.
-        os << "  static float* rowLoss = nullptr;\n"
-           << "  if (!gptc::cuda::scratch(rowLoss, " << n << ", gptc_step_error)) return;\n"
-           << crossEntropyKept(n, ignore)
+        const int64_t keptAt = (n * (int64_t)sizeof(float) + 255) / 256 * 256;
+        os << "  float* const rowLoss = (float*)gptc_scratch;\n"
+           << crossEntropyKept(n, ignore, keptAt)
            << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, " << (n + 7) / 8
            << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
            << "LL, in0, in1, rowLoss, bad);\n"
@@ -174,7 +175,7 @@ LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
       .Case([&](CrossEntropyGradOp ce) -> LogicalResult {
         auto l = ce.getLogits().getType();
         int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
-        os << crossEntropyKept(n, ignore) << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, "
+        os << crossEntropyKept(n, ignore, 0) << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, "
            << (n + 7) / 8 << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
            << "LL, in0, in1, in2, kept, out0, bad);\n" << crossEntropyBad();
         return success();

@@ -166,7 +166,7 @@ inline void check_kernel(const char* label, std::string& error) {
 }
 
 // Runs a step's kernels (`body` launches them on stream()). The first call runs them
-// directly: it allocates the kernels' scratch and reads the device's attributes. The second
+// directly (the families read the device's attributes, once, outside a capture). The second
 // captures them into a CUDA graph, and that call and every later one launch the graph: one
 // launch a step. The graph holds the buffers' addresses (`buffers`: the arguments, results
 // and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0 or GPTC_CUDA_DEBUG=1
@@ -225,23 +225,6 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
   }
   fail(cudaGraphLaunch(g.exec, stream()), "cudaGraphLaunch");
 #endif
-}
-
-// Device scratch of `count` elements for one call site, allocated on its first use and
-// kept (a kernel's work space: cross-entropy's row losses, say). Not yet planned into the
-// arena.
-template <class T>
-T* scratch(T*& slot, int64_t count, std::string& error) {
-  if (!slot) {
-    void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, (size_t)(count > 0 ? count : 1) * sizeof(T));
-    if (err != cudaSuccess) {
-      if (error.empty()) error = describe(err, "cudaMalloc (a kernel's scratch)");
-      return nullptr;
-    }
-    slot = static_cast<T*>(p);
-  }
-  return slot;
 }
 
 }  // namespace gptc::cuda
