@@ -69,3 +69,30 @@ def test_saves_while_another_thread_steps_are_each_one_step(tmp_path):
         state = restored.state_dict()
         for name, value in after[restored.num_steps].items():
             assert torch.equal(state[name], value), (path.name, restored.num_steps, name)
+
+
+def test_a_compiled_forward_from_four_threads_gives_each_call_its_own_results():
+    """One compiled forward called from four threads, each with its own batch: every call's
+    logits and loss are those of the same call made alone (the runtime runs one call at a
+    time on the model's arena; results are copied out before the next starts)."""
+    torch.manual_seed(1)
+    cfg = TinyGPTConfig(n_layer=1)
+    model = TinyGPT(cfg).eval()
+    batches = [(torch.randint(0, cfg.vocab_size, (2, cfg.block_size)),
+                torch.randint(0, cfg.vocab_size, (2, cfg.block_size))) for _ in range(4)]
+    forward = gptc.compile(model, batches[0])
+    alone = [forward(x, y) for x, y in batches]
+    failures = []
+
+    def work(k):
+        x, y = batches[k]
+        for _ in range(15):
+            logits, loss = forward(x, y)
+            if not (torch.equal(logits, alone[k][0]) and torch.equal(loss, alone[k][1])):
+                failures.append(k)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

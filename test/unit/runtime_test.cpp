@@ -1,7 +1,7 @@
-// runtime_test.cpp — gptc::rt::Model and the C API on a hand-made artifact: the test writes
-// a tiny kernels.cpp (y = w + x, plus a canonical sum and an arena-alignment flag), compiles
-// it with the host compiler like the code generator does, writes manifest.json and
-// weights.safetensors, then loads, runs, saves weights, and checks the error messages.
+// runtime_test.cpp — gptc::rt::Model and the C API on a hand-made artifact
+// (fixture_artifact.h): the test compiles its kernels.cpp with the host compiler like the
+// code generator does, writes manifest.json and weights.safetensors, then loads, runs,
+// saves weights, and checks the error messages.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,58 +19,17 @@
 #include "gptc/runtime.h"
 #include "gptc/signature.h"
 #include "gptc/safetensors.hpp"
+#include "fixture_artifact.h"
 
 namespace fs = std::filesystem;
 namespace st = gptc::rt::safetensors;
 
 namespace {
 
-const char* kKernels = R"(// fixture: args = {w: param f32 [2,3], x: input f32 [2,3]}
-// results = {y: f32 [2,3], total: f32 [], aligned: i64 []}
-#include "gptc/prelude.h"
-GPTC_EXPORT int gptc_entry_abi(void) { return 1; }
-GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, void* arena) {
-  const float* w = (const float*)args[0];
-  const float* x = (const float*)args[1];
-  float* y = (float*)results[0];
-  float* tmp = (float*)arena;  // stage through the arena to exercise it
-  GPTC_FOR(i, 6) tmp[i] = w[i] + x[i];
-  GPTC_FOR(i, 6) y[i] = tmp[i];
-  *(float*)results[1] = gptc::reduce_sum<float>(6, [&](int64_t i) { return tmp[i]; });
-  *(int64_t*)results[2] = ((uintptr_t)arena % 64 == 0) ? 1 : 0;
-  return nullptr;
-}
-GPTC_EXPORT const char* gptc_signature(void) {
-  return "arena 24\nparam f32 [2, 3] w\ninput f32 [2, 3] x\nresult f32 [2, 3] y\n"
-         "result f32 [] total\nresult i64 [] aligned";
-}
-)";
-
-const char* kManifest = R"({
-  "format": "gptc-artifact", "version": 1,
-  "library": "kernels.so", "source": "kernels.cpp", "weights": "weights.safetensors",
-  "arena_bytes": 24, "kernels": 1,
-  "args": [ {"name": "w", "kind": "param", "dtype": "f32", "shape": [2, 3]},
-            {"name": "x", "kind": "input", "dtype": "f32", "shape": [2, 3]} ],
-  "results": [ {"name": "y", "dtype": "f32", "shape": [2, 3]},
-               {"name": "total", "dtype": "f32", "shape": []},
-               {"name": "aligned", "dtype": "i64", "shape": []} ]
-})";
-
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << s;
-}
-
-// Builds <d>/kernels.cpp into <d>/kernels.so as the code generator does; the command, or
-// empty on success.
-std::string compile_kernels(const fs::path& d) {
-  std::string cmd = std::string(GPTC_TEST_CXX) +
-                    " -std=c++17 -O2 -shared -fPIC -ffp-contract=off -I" +
-                    GPTC_TEST_RUNTIME_INCLUDE + " " + (d / "kernels.cpp").string() + " -o " +
-                    (d / "kernels.so").string();
-  return std::system(cmd.c_str()) == 0 ? "" : cmd;
-}
+using gptc_test::compile_kernels;
+using gptc_test::kKernels;
+using gptc_test::kManifest;
+using gptc_test::spit;
 
 // One compiled artifact shared by all tests (compiling takes a second).
 class RuntimeTest : public ::testing::Test {
