@@ -14,7 +14,8 @@
 # artifact's losses, parameters and moments bit for bit, twice; without dropout, parity with
 # torch's CUDA eager (bench/gpu_torch.py parity); memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
-# (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl).
+# (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl);
+# then each kernel's time in a step (GPTC_CUDA_PROFILE: profile_<size>.tsv).
 # GPTC_GPU_CHECK_PARTS="families step" (the default) chooses the parts.
 # Writes the JSON records, the logs and nvidia-smi's view into OUTDIR; exit status 1 if any
 # bit differs, parity fails or memcheck finds an error.
@@ -115,6 +116,12 @@ if [[ " $parts " == *" step "* ]]; then
       python3 bench/gpu_torch.py time --size "$size" --mode "$mode" 2> "$out/torch_${size}_$mode.log" \
         | tee -a "$out/speed.jsonl"
     done
+  done
+  # Where a step's time goes: each kernel call between two CUDA events, no graph
+  # (GPTC_CUDA_PROFILE), a line a kernel, slowest first.
+  for size in tiny shakespeare_char; do
+    GPTC_CUDA_PROFILE="$out/profile_$size.tsv" "$build/step_time" "$prep/$size/cuda" 2 10 \
+      > "$out/profile_$size.json" && head -n 12 "$out/profile_$size.tsv"
   done
   printf '{"bitwise": %s, "repeatable": %s, "memcheck": "%s", "steps": %s}\n' \
     "$same" "$repeat" "$memcheck" "$steps" > "$out/step.json"

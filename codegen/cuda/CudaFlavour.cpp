@@ -212,6 +212,7 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
      << "  GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
         "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
      << "  GPTC_CUDA_TRY(cudaStreamSynchronize(gptc::cuda::stream()));\n"
+     << "  if (gptc::cuda::profile_path()) gptc::cuda::profile_collect();\n"
      << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
      << "  return code ? gptc_errors[code < sizeof(gptc_errors) / sizeof(gptc_errors[0]) ? code : 0] "
         ": nullptr;\n}\n";

@@ -223,3 +223,31 @@ def test_embedding_gradients_are_the_cpus_bits(tmp_path, model_cls):
     assert (cpu[table] != 0).any(axis=1).sum() >= 10  # rows that got gradients
     for name, value in cpu.items():
         assert value.tobytes() == gpu[name].tobytes(), name
+
+
+def test_the_profile_names_every_kernel_of_a_step(tmp_path, monkeypatch):
+    """GPTC_CUDA_PROFILE=FILE times each kernel call of the entry between two events (on the
+    emulation, the CPU's time) and writes a line a kernel, slowest first; the results stay
+    the CPU's bits."""
+    import re
+    torch.manual_seed(3)
+    cfg = TinyGPTConfig()
+    model = TinyGPT(cfg).eval()
+    x, y = batches(1, cfg)[0]
+    cpu = gptc.compile(model, (x, y), workdir=str(tmp_path / "cpu"))
+    path = tmp_path / "profile.tsv"
+    monkeypatch.setenv("GPTC_CUDA_PROFILE", str(path))
+    gpu = gptc.compile(model, (x, y), device="cuda-emulated", workdir=str(tmp_path / "gpu"))
+    for _ in range(3):
+        for a, b in zip(cpu(x, y), gpu(x, y)):
+            assert torch.equal(a, b)
+    with open(os.path.join(gpu.artifact_dir, "kernels.cu")) as f:
+        labels = re.findall(r'GPTC_CUDA_KERNEL\("([^"]+)"', f.read())
+    lines = path.read_text().splitlines()
+    assert lines[0] == "kernel\tcalls\ttotal_ms\tus_per_call"
+    rows = [line.split("\t") for line in lines[1:]]
+    assert sorted(r[0] for r in rows) == sorted(set(labels)) and len(labels) > 10
+    runs = {int(r[1]) // labels.count(r[0]) for r in rows}  # every kernel, every run
+    assert len(runs) == 1 and runs.pop() >= 3
+    totals = [float(r[2]) for r in rows]
+    assert totals == sorted(totals, reverse=True) and totals[0] > 0

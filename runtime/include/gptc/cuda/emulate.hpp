@@ -15,6 +15,7 @@
 #error "gptc/cuda/emulate.hpp is for host compilers; nvcc builds the real thing"
 #endif
 
+#include <chrono>
 #include <cmath>
 #include <setjmp.h>
 #include <ucontext.h>
@@ -190,6 +191,26 @@ inline cudaError_t cudaFreeHost(void* p) {
   gptc::cuda::emulate::finish_pending_copies();
   gptc::cuda::emulate::pinned_memory().remove(p);
   std::free(p);
+  return cudaSuccess;
+}
+// Events: a kernel has run when its launch returns, so an event is the host's clock.
+using cudaEvent_t = double*;
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new double(0);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+  gptc::cuda::emulate::finish_pending_copies();
+  *e = std::chrono::duration<double, std::milli>(
+           std::chrono::steady_clock::now().time_since_epoch()).count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = (float)(*b - *a);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
   return cudaSuccess;
 }
 // One emulated device.

@@ -58,6 +58,8 @@ static __device__ unsigned error_word;
 #include "gptc/cuda/reduce.cuh"
 #include "gptc/prelude.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -165,11 +167,80 @@ inline void check_kernel(const char* label, std::string& error) {
   if (err != cudaSuccess && error.empty()) error = describe(err, label);
 }
 
+// GPTC_CUDA_PROFILE=FILE: every kernel of a step is launched on its own (no graph) between
+// two CUDA events on the stream, and after each step FILE is rewritten with one line a
+// kernel, slowest first: its label (with its model.py line), calls, total milliseconds and
+// microseconds a call. Where a step's time goes, on a machine with no profiler; the
+// events' gaps are not counted, so the lines add up to less than a step.
+inline const char* profile_path() {
+  static const char* const path = [] {
+    const char* v = std::getenv("GPTC_CUDA_PROFILE");
+    return v && *v ? v : nullptr;
+  }();
+  return path;
+}
+struct KernelProfile {
+  struct Kernel {
+    std::string label;
+    long calls = 0;
+    double ms = 0;
+  };
+  std::vector<Kernel> kernels;                            // in first-call order
+  std::vector<std::pair<size_t, cudaEvent_t>> started;  // this step's, in launch order
+  std::vector<cudaEvent_t> ended;
+};
+inline KernelProfile& profile() {
+  static KernelProfile p;
+  return p;
+}
+inline void profile_begin(const char* label) {
+  KernelProfile& p = profile();
+  size_t k = 0;
+  while (k < p.kernels.size() && p.kernels[k].label != label) ++k;
+  if (k == p.kernels.size()) p.kernels.push_back({label});
+  cudaEvent_t e = nullptr;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, stream());
+  p.started.push_back({k, e});
+}
+inline void profile_end() {
+  cudaEvent_t e = nullptr;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, stream());
+  profile().ended.push_back(e);
+}
+// After the step's sync: each kernel's time added to its line, and FILE written.
+inline void profile_collect() {
+  KernelProfile& p = profile();
+  for (size_t i = 0; i < p.started.size() && i < p.ended.size(); ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, p.started[i].second, p.ended[i]) == cudaSuccess) {
+      p.kernels[p.started[i].first].calls += 1;
+      p.kernels[p.started[i].first].ms += ms;
+    }
+  }
+  for (auto& s : p.started) cudaEventDestroy(s.second);
+  for (cudaEvent_t e : p.ended) cudaEventDestroy(e);
+  p.started.clear();
+  p.ended.clear();
+  std::vector<KernelProfile::Kernel> order = p.kernels;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.ms > b.ms; });
+  if (FILE* f = std::fopen(profile_path(), "w")) {
+    std::fprintf(f, "kernel\tcalls\ttotal_ms\tus_per_call\n");
+    for (const auto& k : order)
+      std::fprintf(f, "%s\t%ld\t%.4f\t%.2f\n", k.label.c_str(), k.calls, k.ms,
+                   k.calls ? 1000.0 * k.ms / (double)k.calls : 0.0);
+    std::fclose(f);
+  }
+}
+
 // Runs a step's kernels (`body` launches them on stream()). The first call runs them
 // directly (the families read the device's attributes, once, outside a capture). The second
 // captures them into a CUDA graph, and that call and every later one launch the graph: one
 // launch a step. The graph holds the buffers' addresses (`buffers`: the arguments, results
-// and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0 or GPTC_CUDA_DEBUG=1
+// and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0, GPTC_CUDA_DEBUG=1 or
+// GPTC_CUDA_PROFILE
 // run every call directly. The emulation runs kernels as they are launched: directly.
 // A family's failed launch during `body`, as the step's error.
 inline void take_launch_error(std::string& error) {
@@ -190,7 +261,7 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
     long calls = 0;
   };
   static Graph g;
-  if (!graphs() || debug() || g.calls++ == 0) {
+  if (!graphs() || debug() || profile_path() || g.calls++ == 0) {
     body();
     take_launch_error(error);
     return;
@@ -310,10 +381,12 @@ GPTC_EXPORT const char* gptc_device_sync(void) {
   GPTC_LAUNCH(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
 
 // In the entry: a kernel's call; with GPTC_CUDA_DEBUG=1, followed by a sync and a check that
-// names it.
+// names it; with GPTC_CUDA_PROFILE, between two events.
 #define GPTC_CUDA_KERNEL(label, call)                                        \
   do {                                                                       \
+    if (::gptc::cuda::profile_path()) ::gptc::cuda::profile_begin(label);    \
     call;                                                                    \
+    if (::gptc::cuda::profile_path()) ::gptc::cuda::profile_end();           \
     if (::gptc::cuda::debug()) ::gptc::cuda::check_kernel(label, gptc_step_error); \
   } while (0)
 
