@@ -542,11 +542,14 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     return op.emitError("internal: ops after a sum that is not a row's"), failure();
   bool epilogue = post || yield->getNumOperands() != 1 || yield->getOperand(0) != red.getResult();
   std::string into = !epilogue ? "out0" : lanes ? "sum16" : "";
-  // CUDA: one warp an output (its lanes the sum's 32 partials); lane 0 stores the outputs
-  // of the sum's shape, the lanes share a row's elements.
-  const std::string lane0 = warps ? "if (threadIdx.x % 32 == 0) " : "";
+  // CUDA: a warp or a block an output (its threads form the sum's 32 partials); its first
+  // thread stores the outputs of the sum's shape, its threads share a row's elements.
+  Flavour::SumGroup group;
   if (warps)
-    os << "  " << flavour->warpLoop("i", r.outN) << " {\n";
+    group = flavour->sumGroup("i", r.outN, r.redN);
+  const std::string lane0 = warps ? "if (" + group.first + ") " : "";
+  if (warps)
+    os << "  " << group.loop << " {\n";
   else
     os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
@@ -556,7 +559,7 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   if (lanes)
     os << "    gptc::reduce_sum16<" << T << ">(" << r.redN << ", [&](int64_t i, int64_t l) {\n";
   else if (warps)
-    os << "    const " << T << " sum = gptc::cuda::warp_sum<" << T << ">(" << r.redN
+    os << "    const " << T << " sum = " << group.reduce << "_sum<" << T << ">(" << r.redN
        << ", [&](int64_t i) {\n";
   else
     os << "    " << (epilogue ? "const " + T + " sum = " : "out0[i] = ") << "gptc::reduce_sum<"
@@ -590,7 +593,8 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     if (post) {
       // The row's elements, base + j: each from the row's finished sum and epilogue.
       if (warps)
-        os << indent << "for (int64_t j = threadIdx.x % 32; j < " << r.redN << "; j += 32) {\n";
+        os << indent << "for (int64_t j = " << group.start << "; j < " << r.redN
+           << "; j += " << group.step << ") {\n";
       else
         os << indent << "GPTC_SIMD for (int64_t j = 0; j < " << r.redN << "; ++j) {\n";
       os << indent << "  const int64_t i = base + j;\n";
@@ -840,19 +844,21 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
   bool lanes = r.columns && kind != "max" && !warps;
   std::string div = kind == "mean" ? " / " + T + "(" + std::to_string(r.redN) + ")" : "";
   if (warps) {
-    // One warp an output: lane j forms partial j, then the butterfly (the canonical order).
-    os << "  " << flavour->warpLoop("i", r.outN) << " {\n";
+    // A warp or a block an output: partial j formed by lane j (of the first warp), then the
+    // butterfly (the canonical order).
+    Flavour::SumGroup group = flavour->sumGroup("i", r.outN, r.redN);
+    os << "  " << group.loop << " {\n";
     SmallVector<std::string> base =
         emitOffsets(os, r.keptShape, {{"in0", 0, r.keptStrides}}, "    ");
     os << "    const " << T << "* x = in0 + " << base[0] << ";\n"
-       << "    " << T << " v = gptc::cuda::warp_" << (kind == "max" ? "max" : "sum") << "<" << T
-       << ">(" << r.redN << ", [&](int64_t i) {\n";
+       << "    " << T << " v = " << group.reduce << "_" << (kind == "max" ? "max" : "sum") << "<"
+       << T << ">(" << r.redN << ", [&](int64_t i) {\n";
     SmallVector<std::string> inner =
         emitOffsets(os, r.redShape, {{"x", 0, r.redStrides}}, "      ");
     os << "      return x[" << inner[0] << "];\n    });\n";
     if (!div.empty())
       os << "    v = v" << div << ";\n";
-    os << "    if (threadIdx.x % 32 == 0) out0[i] = v;\n  }\n";
+    os << "    if (" << group.first << ") out0[i] = v;\n  }\n";
     return success();
   }
   os << "  " << outputLoop(r.outN, lanes);

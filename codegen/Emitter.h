@@ -151,11 +151,20 @@ public:
   /// prelude's reduce_sum by one thread.
   enum class Sums {
     Vector16, // the CPU: gptc::reduce_sum16, 16 neighbouring outputs at once
-    Warp,     // CUDA: one warp an output, its lanes the 32 partials (gptc::cuda::warp_sum)
+    Warp,     // CUDA: a warp (or block) an output, 32 lanes the partials (sumGroup)
   };
   virtual Sums sums() const = 0;
-  /// Sums::Warp: the head of a loop giving each of `n` iterations a whole warp.
-  virtual std::string warpLoop(StringRef var, int64_t n) = 0;
+  /// Sums::Warp: the threads that form each of `outN` sums of `redN` elements, in the
+  /// canonical order: a warp an output, its lanes the 32 partials (gptc::cuda::warp_sum),
+  /// or for a long sum a block an output (gptc::cuda::block_sum: the block's threads make
+  /// the elements, its first warp's lanes add them as the 32 partials).
+  struct SumGroup {
+    std::string loop;        // the head of the loop over the outputs, `var`
+    std::string reduce;      // + "_sum" or "_max": the function all of them call
+    std::string first;       // the condition of the one thread that stores an output
+    std::string start, step; // a row's elements shared out: j = start; j += step
+  };
+  virtual SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN) = 0;
   /// Whether a lone exact GELU may take the prelude's array form (the CPU's).
   virtual bool arrayForms() const = 0;
   /// Into how many blocks of rows the embedding gradient of a `v` by `c` table splits each

@@ -24,10 +24,20 @@ std::string CudaFlavour::loop(StringRef var, int64_t n, bool) {
   return "GPTC_CUDA_FOR(" + var.str() + ", " + std::to_string(n) + ")";
 }
 
-std::string CudaFlavour::warpLoop(StringRef var, int64_t n) {
+/// A sum of 4,096 elements or more takes a block: one warp would wait on its loads (its 32
+/// chains are the sum's whole parallelism), where a block's 256 threads fetch a tile of the
+/// elements at once and its first warp only adds them.
+CudaFlavour::SumGroup CudaFlavour::sumGroup(StringRef var, int64_t outN, int64_t redN) {
   warpKernel = true;
-  gridExtent = std::max(gridExtent, n * 32);
-  return "GPTC_CUDA_FOR_WARPS(" + var.str() + ", " + std::to_string(n) + ")";
+  const std::string n = std::to_string(outN);
+  if (redN >= 4096) {
+    gridExtent = std::max(gridExtent, outN * 256);  // a block of 256 an output
+    return {"GPTC_CUDA_FOR_BLOCKS(" + var.str() + ", " + n + ")", "gptc::cuda::block",
+            "threadIdx.x == 0", "threadIdx.x", "blockDim.x"};
+  }
+  gridExtent = std::max(gridExtent, outN * 32);
+  return {"GPTC_CUDA_FOR_WARPS(" + var.str() + ", " + n + ")", "gptc::cuda::warp",
+          "threadIdx.x % 32 == 0", "threadIdx.x % 32", "32"};
 }
 
 /// Each element's mask drawn on its own (gptc::dropout_keep: the same draw as the CPU's

@@ -22,7 +22,7 @@ public:
 
   std::string loop(StringRef var, int64_t n, bool simd) override;
   Sums sums() const override { return Sums::Warp; }
-  std::string warpLoop(StringRef var, int64_t n) override;
+  SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN) override;
   bool arrayForms() const override { return false; }
   // Enough (column, rows) iterations to fill the GPU (a table's columns alone are a few
   // hundred threads, each reading every position): about 64K threads, at most a row each.
@@ -61,7 +61,7 @@ private:
 
   // The kernel being written.
   int64_t gridExtent = 0;  // the threads it needs
-  bool warpKernel = false; // it runs a warp an output (warpLoop)
+  bool warpKernel = false; // its threads exchange values (sumGroup): launched as whole blocks
   // The file.
   std::vector<std::string> errorMessages;
   int64_t scratchBytes = 0, scratchAt = 0;  // the families' scratch, and where in the arena

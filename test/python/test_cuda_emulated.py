@@ -143,6 +143,39 @@ def test_reductions_are_the_cpus_bits(tmp_path):
         assert a.shape == b.shape and torch.equal(a, b)
 
 
+class LongSums(torch.nn.Module):
+    """Sums long enough (4,096 elements or more) that the CUDA flavour gives each a block:
+    with ops after them of the sum's and of the row's shape (RMSNorm and softmax written
+    out), over an outer dimension, to a scalar, a max and a mean; lengths that are not a
+    multiple of the block's tile."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(5000))
+
+    def forward(self, x, y):
+        rms = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.w
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        soft = e / e.sum(-1, keepdim=True)
+        return rms, soft, (y * 3.0).sum(0), x.sum(), y.amax(0), x.mean(1)
+
+
+def test_long_sums_are_the_cpus_bits(tmp_path):
+    torch.manual_seed(6)
+    model = LongSums().eval()
+    x, y = torch.randn(3, 5000) * 4, torch.randn(9001, 5)
+    cpu = gptc.compile(model, (x, y), workdir=str(tmp_path / "cpu"))
+    gpu = gptc.compile(model, (x, y), device="cuda-emulated", workdir=str(tmp_path / "gpu"))
+    with open(os.path.join(gpu.artifact_dir, "kernels.cu")) as f:
+        source = f.read()
+    assert "GPTC_CUDA_FOR_BLOCKS(" in source and "gptc::cuda::block_sum<" in source
+    assert "gptc::cuda::block_max<" in source
+    outs = cpu(x, y), gpu(x, y)
+    assert len(outs[0]) == 6
+    for a, b in zip(*outs):
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
 def test_gptc_check_against_cpu_names_the_first_difference(monkeypatch, capsys):
     """`gptc check --against-cpu`: the same steps on the CPU and the device, compared bit
     for bit after each; a device that changes one bit of one moment is caught at that step,

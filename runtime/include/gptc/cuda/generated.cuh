@@ -6,7 +6,8 @@
 // whose body is the CPU kernel's body with its GPTC_FOR loop written as GPTC_CUDA_FOR, a
 // grid-stride loop: every iteration is independent, so which thread runs it changes no
 // bit. A reduction kernel takes a warp an output (GPTC_CUDA_FOR_WARPS, warp_sum: the
-// canonical 32 partials as lanes, then the butterfly); a sum inside another body is the
+// canonical 32 partials as lanes, then the butterfly), or for a long sum a block
+// (GPTC_CUDA_FOR_BLOCKS, block_sum: the same partials, the elements fetched by the block); a sum inside another body is the
 // prelude's gptc::reduce_sum run by one thread (the same order); dropouts draw
 // gptc::dropout_keep by element index. The step's kernels run as one CUDA graph
 // (run_step); the runtime reaches the device through the gptc_device_* functions below.
@@ -76,6 +77,12 @@ static __device__ unsigned error_word;
   for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, gptc_for_end_##i = (n); \
        i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x / 32)
 
+// A loop of int64_t i over [0, n) that gives each iteration a whole block (a long sum's
+// threads: block_sum).
+#define GPTC_CUDA_FOR_BLOCKS(i, n)                                                   \
+  for (int64_t i = (int64_t)blockIdx.x, gptc_for_end_##i = (n); i < gptc_for_end_##i; \
+       i += (int64_t)gridDim.x)
+
 namespace gptc::cuda {
 
 constexpr int kLoopThreads = 256;
@@ -89,6 +96,45 @@ __device__ __forceinline__ T warp_sum(int64_t n, F elem) {
 template <class T, class F>
 __device__ __forceinline__ T warp_max(int64_t n, F elem) {
   return warp_broadcast(warp_reduce_max<T>(n, elem));
+}
+
+// The canonical sum (or max) of elem(0..n-1), the same on every thread of the block, which
+// all call it: the block's threads make the elements a tile of 128 rows of 32 at a time
+// (element r * 32 + j of the tile in row r, column j) into shared memory, and lane j of the
+// first warp adds column j row by row: partial j, elements j, j + 32, ... in increasing
+// order from T(0), as warp_reduce_sum forms it; then the butterfly. A warp alone would wait
+// on its loads; here 256 threads fetch 4,096 elements at once.
+template <class T, bool Max, class F>
+__device__ T block_reduce(int64_t n, F elem) {
+  constexpr int kRows = 128;
+  __shared__ T tile[kRows][32];
+  __shared__ T result;
+  const int t = (int)threadIdx.x, threads = (int)blockDim.x;
+  T p = Max ? gptc::max_identity<T>() : T(0);
+  __syncthreads();  // (an earlier call's result read by every thread)
+  for (int64_t at = 0; at < n; at += kRows * 32) {
+    const int m = (int)(n - at < kRows * 32 ? n - at : kRows * 32);
+    for (int e = t; e < m; e += threads) tile[e >> 5][e & 31] = T(elem(at + e));
+    __syncthreads();
+    if (t < 32)
+      for (int r = 0, rows = (m - t + 31) / 32; r < rows; ++r)
+        p = Max ? gptc::maximum(p, tile[r][t]) : p + tile[r][t];
+    __syncthreads();
+  }
+  if (t < 32) {
+    p = Max ? warp_butterfly_max(p) : warp_butterfly_sum(p);
+    if (t == 0) result = p;
+  }
+  __syncthreads();
+  return result;
+}
+template <class T, class F>
+__device__ __forceinline__ T block_sum(int64_t n, F elem) {
+  return block_reduce<T, false>(n, elem);
+}
+template <class T, class F>
+__device__ __forceinline__ T block_max(int64_t n, F elem) {
+  return block_reduce<T, true>(n, elem);
 }
 
 // Blocks for a grid-stride loop of n iterations: one iteration a thread up to 4096 blocks.
