@@ -159,6 +159,39 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
         step.load(str(tmp_path / "missing.safetensors"))
 
 
+def test_checkpoints_of_another_writer_cut_short_or_missing_a_tensor_are_refused(tmp_path):
+    """A checkpoint with the step's tensors written by another program (no gptc metadata),
+    one whose format is not gptc's, one missing a tensor, one cut in half: one line each,
+    and the step as it was."""
+    from safetensors.torch import load_file, save_file
+    model, cfg = dropout_model()
+    data = batches(1, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    good = tmp_path / "good.safetensors"
+    step.save(str(good))
+    tensors = load_file(str(good))
+    with safe_open(str(good), "pt") as f:
+        meta = f.metadata()
+    save_file(tensors, str(tmp_path / "torch.safetensors"))
+    save_file(tensors, str(tmp_path / "format.safetensors"), metadata=dict(meta, format="pt"))
+    first = sorted(tensors)[0]
+    save_file({n: t for n, t in tensors.items() if n != first},
+              str(tmp_path / "short.safetensors"), metadata=meta)
+    blob = good.read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(blob[:len(blob) // 2])
+    before = {n: t.clone() for n, t in step.state_dict().items()}
+    cases = {"torch": "not a gptc training checkpoint", "format": "not a gptc training checkpoint",
+             "short": f"missing tensor '{first}'", "cut": "cannot read checkpoint"}
+    for name, message in cases.items():
+        with pytest.raises(gptc.GptcError, match=r"^[^\n]*" + re.escape(message) + r"[^\n]*$"):
+            step.load(str(tmp_path / f"{name}.safetensors"))
+        assert step.num_steps == 1
+        after = step.state_dict()
+        assert all(torch.equal(before[n], after[n]) for n in before), name
+    step.load(str(good))  # the good one still loads
+
+
 def test_wrong_state_is_refused_and_leaves_the_step_as_it_was(tmp_path):
     """Another model's checkpoint or state_dict (the same names, other shapes), a NaN or
     negative lr, a negative thread count: one clear error each, and the step's parameters,
