@@ -45,16 +45,15 @@ SAFETENSORS = {
     "empty": safetensors([]),
 }
 
-FIXTURE = {
-    "format": "gptc-artifact", "version": 1,
-    "library": "kernels.so", "source": "kernels.cpp", "weights": "weights.safetensors",
-    "arena_bytes": 24, "kernels": 1,
-    "args": [{"name": "w", "kind": "param", "dtype": "f32", "shape": [2, 3]},
-             {"name": "x", "kind": "input", "dtype": "f32", "shape": [2, 3]}],
-    "results": [{"name": "y", "dtype": "f32", "shape": [2, 3]},
-                {"name": "total", "dtype": "f32", "shape": []},
-                {"name": "aligned", "dtype": "i64", "shape": []}],
-}
+def fixture_manifest():
+    """The runtime tests' manifest, kManifest in test/unit/fixture_artifact.h."""
+    with open(os.path.join(HERE, "..", "unit", "fixture_artifact.h")) as f:
+        text = f.read()
+    start = text.index('kManifest = R"(') + len('kManifest = R"(')
+    return json.loads(text[start:text.index(')"', start)])
+
+
+FIXTURE = fixture_manifest()
 MANIFESTS = {
     "fixture": FIXTURE,
     "portable-cpu": dict(FIXTURE, target="cpu", numerics="portable", sanitize=False),

@@ -147,6 +147,16 @@ def test_save_and_resume_is_bitwise(tmp_path):
         assert torch.equal(expected[n], got[n]), n
 
 
+def stepped_once(tmp_path, n_batches):
+    """A training step of the dropout model in tmp_path/s, run once on the first of
+    `n_batches` batches; (step, batches)."""
+    model, cfg = dropout_model()
+    data = batches(n_batches, cfg)
+    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
+    step(*data[0])
+    return step, data
+
+
 def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
     model, cfg = dropout_model()
     data = batches(1, cfg)
@@ -164,10 +174,7 @@ def test_checkpoints_of_another_writer_cut_short_or_missing_a_tensor_are_refused
     one whose format is not gptc's, one missing a tensor, one cut in half: one line each,
     and the step as it was."""
     from safetensors.torch import load_file, save_file
-    model, cfg = dropout_model()
-    data = batches(1, cfg)
-    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
-    step(*data[0])
+    step, _ = stepped_once(tmp_path, 1)
     good = tmp_path / "good.safetensors"
     step.save(str(good))
     tensors = load_file(str(good))
@@ -847,10 +854,7 @@ def test_gptc_check_gradcheck_fails_a_nan_gradient_and_refuses_a_zero_step(tmp_p
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     import safetensors.numpy
-    model, cfg = dropout_model()
-    data = batches(2, cfg)
-    step = gptc.compile_train_step(model, data[0], workdir=str(tmp_path / "s"))
-    step(*data[0])
+    step, data = stepped_once(tmp_path, 2)
     ckpt = tmp_path / "ckpt.safetensors"
     step.save(str(ckpt))
     before = ckpt.read_bytes()
