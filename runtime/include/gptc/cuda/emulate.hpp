@@ -121,6 +121,26 @@ inline void finish_pending_copies() {
   for (const PendingCopy& c : pending_copies()) std::memmove(c.dst, c.src, c.bytes);
   pending_copies().clear();
 }
+// Stream capture (a CUDA graph): between cudaStreamBeginCapture and cudaStreamEndCapture
+// every launch, copy and memset is recorded, with its arguments as they were then, and not
+// run; launching the graph runs the records in order. So a step's graph replays here as on
+// a GPU: a value the host passed by value when the graph was captured is what every replay
+// gets.
+using Work = std::vector<std::function<void()>>;
+inline Work*& capturing() {
+  static Work* work = nullptr;
+  return work;
+}
+// Runs `op` now, or records it while a capture is on.
+template <class Op>
+void enqueue(Op op) {
+  if (Work* work = capturing()) {
+    work->push_back(op);
+    return;
+  }
+  finish_pending_copies();
+  op();
+}
 template <class T>
 void require_device_argument(T* p) {
   require_device(p, "a kernel's pointer argument");
@@ -130,9 +150,8 @@ void require_device_argument(const T&) {}
 }  // namespace gptc::cuda::emulate
 
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
-  gptc::cuda::emulate::finish_pending_copies();
   gptc::cuda::emulate::require_device(p, "cudaMemsetAsync's destination");
-  std::memset(p, value, bytes);
+  gptc::cuda::emulate::enqueue([=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 // Every copy is a memmove, done at once unless it is asynchronous (pinned_memory above).
@@ -149,12 +168,14 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
     require_device(dst, "a copy's destination");
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
     require_device(src, "a copy's source");
-  gptc::cuda::emulate::finish_pending_copies();
   const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
-  if (host && gptc::cuda::emulate::pinned_memory().holds(host))
+  if (host && gptc::cuda::emulate::pinned_memory().holds(host) &&
+      !gptc::cuda::emulate::capturing()) {
+    gptc::cuda::emulate::finish_pending_copies();
     gptc::cuda::emulate::pending_copies().push_back({dst, src, bytes});
-  else
-    std::memmove(dst, src, bytes);
+  } else {
+    gptc::cuda::emulate::enqueue([=] { std::memmove(dst, src, bytes); });
+  }
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -211,6 +232,42 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b)
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
+  return cudaSuccess;
+}
+// Graphs: a recorded list of work (capturing() above).
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+using cudaGraph_t = gptc::cuda::emulate::Work*;
+using cudaGraphExec_t = gptc::cuda::emulate::Work*;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  gptc::cuda::emulate::finish_pending_copies();  // (queued before the capture: not in it)
+  gptc::cuda::emulate::capturing() = new gptc::cuda::emulate::Work;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+  *graph = gptc::cuda::emulate::capturing();
+  gptc::cuda::emulate::capturing() = nullptr;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                        unsigned long long = 0) {
+  *exec = new gptc::cuda::emulate::Work(*graph);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t = nullptr) {
+  gptc::cuda::emulate::finish_pending_copies();
+  for (const auto& work : *exec) work();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
   return cudaSuccess;
 }
 // One emulated device.
@@ -374,8 +431,11 @@ struct Launcher {
   dim3 grid, block;
   template <class... Args>
   void operator()(Args... args) const {
-    finish_pending_copies();
     (require_device_argument(args), ...);
+    enqueue([self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+  }
+  template <class... Args>
+  void run(Args... args) const {
     block_dim = {block.x, 1, 1};
     grid_dim = {grid.x, grid.y, grid.z};
     const std::function<void()> body = [&] { kernel(args...); };
@@ -403,8 +463,11 @@ struct SerialLauncher {
   unsigned blocks, threads;
   template <class... Args>
   void operator()(Args... args) const {
-    finish_pending_copies();
     (require_device_argument(args), ...);
+    enqueue([self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+  }
+  template <class... Args>
+  void run(Args... args) const {
     block_dim = {threads, 1, 1};
     grid_dim = {blocks, 1, 1};
     running_block = nullptr;

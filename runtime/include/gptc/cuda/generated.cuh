@@ -286,8 +286,8 @@ inline void profile_collect() {
 // captures them into a CUDA graph, and that call and every later one launch the graph: one
 // launch a step. The graph holds the buffers' addresses (`buffers`: the arguments, results
 // and arena); calls with other buffers capture again. GPTC_CUDA_GRAPH=0, GPTC_CUDA_DEBUG=1 or
-// GPTC_CUDA_PROFILE
-// run every call directly. The emulation runs kernels as they are launched: directly.
+// GPTC_CUDA_PROFILE run every call directly. The emulation captures and replays the same
+// way (gptc/cuda/emulate.hpp records the work, cudaGraphLaunch runs it).
 // A family's failed launch during `body`, as the step's error.
 inline void take_launch_error(std::string& error) {
   if (error.empty()) error = launch_error();
@@ -296,11 +296,6 @@ inline void take_launch_error(std::string& error) {
 
 template <class Body>
 void run_step(std::string& error, const void* const* buffers, size_t n, const Body& body) {
-#if defined(GPTC_CUDA_EMULATE)
-  (void)buffers, (void)n;
-  body();
-  take_launch_error(error);
-#else
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     std::vector<const void*> buffers;
@@ -341,7 +336,6 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
     g.buffers = now;
   }
   fail(cudaGraphLaunch(g.exec, stream()), "cudaGraphLaunch");
-#endif
 }
 
 }  // namespace gptc::cuda
