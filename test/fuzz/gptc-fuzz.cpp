@@ -10,6 +10,10 @@
 // come out as source or be refused with diagnostics; a crash or a hang is a bug, and the
 // input that caused it is left in WORK/current.mlir. The diagnostics are silenced; the counts are printed at the end.
 //
+// Built with -DGPTC_LIBFUZZER (cmake -DGPTC_LIBFUZZER=ON with clang: test/CMakeLists.txt),
+// the same compile of one input is a libFuzzer target instead, coverage-guided, under
+// ASan and UBSan: gptc-libfuzzer [libFuzzer flags] NEW_DIR test/lit/Inputs.
+//
 //===----------------------------------------------------------------------===//
 #include "codegen/Codegen.h"
 #include "tools/support/ToolSupport.h"
@@ -125,6 +129,56 @@ private:
 };
 } // namespace
 
+/// One input (the model text in file `path`) through the nesting check, the parser, the
+/// input checks, the pipeline of `mode` and `target`'s emitter: whether it came out as
+/// source (else it was refused, with diagnostics).
+static bool compileOne(const DialectRegistry &registry, const std::string &path,
+                       gpt::PipelineOptions::Mode mode, gpt::Target target) {
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto diagnostics = gptc::installOneLineDiagnostics(ctx, "gptc-fuzz");
+  gpt::PipelineOptions options;
+  options.mode = mode;
+  options.stopAfter = gpt::Stage::Kernels;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp fn = gptc::lowerModule(ctx, module, path, options, "gptc-fuzz");
+  return fn && succeeded(gpt::emitSource(fn, target));
+}
+
+using Mode = gpt::PipelineOptions::Mode;
+static const Mode kModes[] = {Mode::Forward, Mode::Gradients, Mode::Train};
+
+#if defined(GPTC_LIBFUZZER)
+static DialectRegistry *fuzzRegistry;
+static std::string fuzzPath;
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  fuzzRegistry = new DialectRegistry;
+  gptc::registerDialects(*fuzzRegistry);
+  char tmpl[] = "/tmp/gptc_libfuzzXXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0)
+    return 1;
+  ::close(fd);
+  fuzzPath = tmpl;
+  return 0;
+}
+
+// The mode and the emitter from the input's bytes (FNV-1a), so that an input always takes
+// the same path.
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i)
+    h = (h ^ data[i]) * 1099511628211ull;
+  {
+    std::ofstream out(fuzzPath, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(data), (std::streamsize)size);
+  }
+  compileOne(*fuzzRegistry, fuzzPath, kModes[h % std::size(kModes)],
+             (h >> 8) % 2 ? gpt::Target::Cuda : gpt::Target::Cpu);
+  return 0;
+}
+#else
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "gptc-fuzz: mutated models through gptc's compiler\n");
@@ -140,8 +194,6 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   gptc::registerDialects(registry);
-  using Mode = gpt::PipelineOptions::Mode;
-  const Mode modes[] = {Mode::Forward, Mode::Gradients, Mode::Train};
   Mutator mutator(seed);
   uint64_t compiled = 0, refused = 0, done = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -158,18 +210,10 @@ int main(int argc, char **argv) {
       std::ofstream out(current.c_str(), std::ios::binary | std::ios::trunc);
       out << text;
     }
-    MLIRContext ctx(registry);
-    ctx.loadAllAvailableDialects();
-    auto diagnostics = gptc::installOneLineDiagnostics(ctx, "gptc-fuzz");
-    gpt::PipelineOptions options;
-    options.mode = modes[done % std::size(modes)];
-    options.stopAfter = gpt::Stage::Kernels;
-    OwningOpRef<ModuleOp> module;
-    func::FuncOp fn = gptc::lowerModule(ctx, module, current.str().str(), options, "gptc-fuzz");
     // Each mode's inputs go to the CPU's emitter and the CUDA flavour's in turn.
     const gpt::Target target =
-        (done / std::size(modes)) % 2 ? gpt::Target::Cuda : gpt::Target::Cpu;
-    if (fn && succeeded(gpt::emitSource(fn, target)))
+        (done / std::size(kModes)) % 2 ? gpt::Target::Cuda : gpt::Target::Cpu;
+    if (compileOne(registry, current.str().str(), kModes[done % std::size(kModes)], target))
       ++compiled;
     else
       ++refused;
@@ -182,3 +226,4 @@ int main(int argc, char **argv) {
   // Both outcomes, or the mutations test nothing: all refused is a parser-only test.
   return compiled > 0 && refused > 0 ? 0 : 1;
 }
+#endif
