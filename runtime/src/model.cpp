@@ -269,7 +269,6 @@ struct DeviceFns {
   const char* (*init)() = nullptr;
   const char* (*alloc)(void**, size_t) = nullptr;
   const char* (*release)(void*) = nullptr;
-  const char* (*copy)(void*, const void*, size_t, int) = nullptr;  // returns when done
   const char* (*host_alloc)(void**, size_t) = nullptr;  // page-locked: copies are async
   const char* (*host_release)(void*) = nullptr;
   const char* (*copy_async)(void*, const void*, size_t, int) = nullptr;  // done by sync
@@ -297,13 +296,14 @@ struct Model::Impl {
     if (const char* e = dev.alloc(&p, bytes)) throw Error("device memory for " + what + ": " + e);
     return p;
   }
-  void copy(void* dst, const void* src, size_t bytes, bool to_device) {
-    if (bytes == 0) return;
-    if (const char* e = dev.copy(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
-  }
   void copy_async(void* dst, const void* src, size_t bytes, bool to_device) {
     if (bytes == 0) return;
     if (const char* e = dev.copy_async(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
+  }
+  // A copy that is done when it returns.
+  void copy(void* dst, const void* src, size_t bytes, bool to_device) {
+    copy_async(dst, src, bytes, to_device);
+    if (const char* e = dev.sync()) throw Error(e);
   }
   // The host copy of param i, current.
   void download_param(size_t i, size_t bytes) {
@@ -493,13 +493,12 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
     d.init = (const char* (*)())dlsym(impl.lib, "gptc_device_init");
     d.alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_alloc");
     d.release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_free");
-    d.copy = (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy");
     d.host_alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_host_alloc");
     d.host_release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_host_free");
     d.copy_async =
         (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy_async");
     d.sync = (const char* (*)())dlsym(impl.lib, "gptc_device_sync");
-    if (!d.init || !d.alloc || !d.release || !d.copy || !d.host_alloc || !d.host_release ||
+    if (!d.init || !d.alloc || !d.release || !d.host_alloc || !d.host_release ||
         !d.copy_async || !d.sync)
       throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
                   m["target"].get<std::string>() + " artifact");
@@ -579,20 +578,20 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   for (const TensorSpec& t : model->results_)
     impl.dev_results.push_back(impl.device_alloc(t.nbytes, "result '" + t.name + "'"));
   impl.dev_arena = impl.device_alloc(model->arena_bytes_, "the arena");
+  // The staging: each input's and result's place (64-byte aligned) in one page-locked block.
+  std::vector<size_t> offsets;
   size_t staged = 0;
-  for (const TensorSpec& t : model->inputs_) staged += (t.nbytes + 63) / 64 * 64;
-  for (const TensorSpec& t : model->results_) staged += (t.nbytes + 63) / 64 * 64;
+  for (const auto* specs : {&model->inputs_, &model->results_})
+    for (const TensorSpec& t : *specs) {
+      offsets.push_back(staged);
+      staged += (t.nbytes + 63) / 64 * 64;
+    }
   if (const char* e = impl.dev.host_alloc(&impl.staging, staged))
     throw Error("page-locked staging of the inputs and results: " + std::string(e));
-  char* at = static_cast<char*>(impl.staging);
-  for (const TensorSpec& t : model->inputs_) {
-    impl.staged_inputs.push_back(at);
-    at += (t.nbytes + 63) / 64 * 64;
-  }
-  for (const TensorSpec& t : model->results_) {
-    impl.staged_results.push_back(at);
-    at += (t.nbytes + 63) / 64 * 64;
-  }
+  char* base = static_cast<char*>(impl.staging);
+  for (size_t k = 0; k < offsets.size(); ++k)
+    (k < model->inputs_.size() ? impl.staged_inputs : impl.staged_results)
+        .push_back(base + offsets[k]);
   return model;
 }
 

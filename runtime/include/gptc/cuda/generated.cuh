@@ -372,22 +372,12 @@ GPTC_EXPORT const char* gptc_device_alloc(void** p, size_t bytes) {
 GPTC_EXPORT const char* gptc_device_free(void* p) {
   return ::gptc::cuda::detail::failed(cudaFree(p), "cudaFree");
 }
-// to_device: host -> device; else device -> host. On the steps' stream (so in order with
-// them), and returns once the copy is done.
-GPTC_EXPORT const char* gptc_device_copy(void* dst, const void* src, size_t bytes, int to_device) {
-  if (const char* e = ::gptc::cuda::detail::failed(
-          cudaMemcpyAsync(dst, src, bytes,
-                          to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                          ::gptc::cuda::stream()),
-          to_device ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)"))
-    return e;
-  return ::gptc::cuda::detail::failed(cudaStreamSynchronize(::gptc::cuda::stream()),
-                                      "cudaStreamSynchronize");
-}
-
-// The staging of a step's inputs and results: page-locked host memory, between which and
-// the device a copy is asynchronous (gptc_device_copy_async: queued on the steps' stream;
-// its host bytes must stay put, and a download is not there, until gptc_device_sync).
+// Copies: gptc_device_copy_async queues one on the steps' stream (to_device: host ->
+// device; else device -> host), in order with the steps; gptc_device_sync waits for all
+// that is queued. Between page-locked host memory (gptc_device_host_alloc: the staging of
+// a step's inputs and results) and the device a copy is asynchronous: its host bytes must
+// stay put, and a download is not there, until the sync; from or to other host memory it
+// is done when the call returns.
 GPTC_EXPORT const char* gptc_device_host_alloc(void** p, size_t bytes) {
   *p = nullptr;
   return ::gptc::cuda::detail::failed(cudaMallocHost(p, bytes > 0 ? bytes : 1), "cudaMallocHost");
