@@ -20,6 +20,23 @@ MICRO_KERNEL = 0.85
 KERNELS_PER_LAYER, KERNELS_EXTRA = 25, 15
 
 
+# The moonshot (issue 40): the whole Shakespeare-size step at this fraction of the cores'
+# FMA peak (the micro-kernel's measured peak of one core, times the threads).
+STEP_PEAK_MOONSHOT = 0.60
+
+
+def step_flops(params: int, n_layer: int, n_head: int, n_embd: int, block_size: int,
+               tokens: int) -> int:
+    """A training step's floating-point operations as nanoGPT's estimate_mfu counts them
+    (PaLM's appendix B): 6 a parameter a token for the products (2 forward, 4 backward),
+    `params` counting each weight once (a tied embedding once, as lm_head's weight) and not
+    the position embedding, which is looked up rather than multiplied; and 12 L H Q T a
+    token for attention's scores and weighted sums over the whole T x T (the causal half
+    that is masked counts too). Normalisation, activations and AdamW are left out."""
+    head = n_embd // n_head
+    return tokens * (6 * params + 12 * n_layer * n_head * head * block_size)
+
+
 def kernel_budget(size: str) -> int:
     """The most kernels a step of `size` may launch."""
     return KERNELS_PER_LAYER * SIZES[size]["n_layer"] + KERNELS_EXTRA

@@ -79,6 +79,15 @@ int main(int argc, char** argv) {
   }
   double gflops = 2.0 * M * N * K / best / 1e9, peak = kPeakFlops / peakBest / 1e9;
   std::printf("{\"M\": %ld, \"N\": %ld, \"K\": %ld, \"seconds\": %.6f, \"gflops\": %.2f, "
-              "\"fma_peak_gflops\": %.2f, \"fraction_of_peak\": %.3f}\n",
+              "\"fma_peak_gflops\": %.2f, \"fraction_of_peak\": %.3f",
               (long)M, (long)N, (long)K, best, gflops, peak, peak > 0 ? gflops / peak : 0.0);
+#if defined(GPTC_TILED_MATMUL)
+  // The blocking the products took on this machine (gptc/prelude/matmul.h, matmul_blocking).
+  const gptc::detail::MatmulBlocking& b = gptc::detail::matmul_blocking();
+  std::printf(", \"blocking\": {\"order\": \"%s\", \"kc\": %ld, \"mc\": %ld, \"nc\": %ld, "
+              "\"caches_from\": \"%s\"}",
+              b.blocked ? "blocked" : "panels", (long)b.kc, (long)b.mc, (long)b.nc,
+              gptc::caches().source);
+#endif
+  std::printf("}\n");
 }

@@ -243,6 +243,10 @@ def main():
     print(f"\nmatmul 384x1536x2048, one core: gptc {m.get('gflops', 0):.1f} GFLOP/s "
           f"({100 * m.get('fraction_of_peak', 0):.0f}% of the measured {m.get('fma_peak_gflops', 0):.0f} "
           f"GFLOP/s fp32 FMA peak); OpenBLAS sgemm {s.get('gflops', 0):.1f} GFLOP/s")
+    if m.get("blocking"):  # the blocking the machine's caches gave (docs/architecture.md)
+        b = m["blocking"]
+        print(f"blocking: {b['order']} order, kc {b['kc']}, mc {b['mc']}, nc {b['nc']} "
+              f"(caches from {b['caches_from']})")
     print("\n" + "\n".join(loss_lines))
     print(f"\nRecorded in {os.path.relpath(out)}. Against the targets (bold: missed; "
           "python3 bench/report.py shows every run's on docs/performance.md):\n"

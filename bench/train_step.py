@@ -23,7 +23,7 @@ from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from _cli import (Parser, model_arguments, refuse_below,  # noqa: E402 (beside this file)
                   refuse_dropout, refuse_huge_batch, refuse_model_options)
-from config import HYPER, SIZES  # noqa: E402 (beside this file)
+from config import HYPER, SIZES, step_flops  # noqa: E402 (beside this file)
 
 
 def count_eager_kernels(model, opt, x, y):
@@ -106,6 +106,10 @@ def main():
                block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
                attention=args.attention, model=args.model,
                params=sum(p.numel() for p in model.parameters()))
+    wpe = getattr(getattr(model, "transformer", None), "wpe", None)  # looked up, not multiplied
+    out["step_gflop"] = step_flops(out["params"] - (wpe.weight.numel() if wpe else 0),
+                                   cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size,
+                                   batch * cfg.block_size) / 1e9
 
     t0 = time.perf_counter()
     if args.framework == "gptc":

@@ -460,6 +460,28 @@ def test_report_writes_the_page_and_only_the_readme_block(tmp_path):
         "|  | Shakespeare size | 500.0 | 600.0 | 550.0 | 1.20× | 1.10× |"
     assert zen2_tiny[0] < zen4_tiny[0]  # Zen 2 first
     assert block[-1] == "Matmul micro-kernel, % of the measured FMA peak: Zen 2 86 %, Zen 4 80 %."
+    # The step's FLOPs against the cores' peak, where the record has the model's sizes (as
+    # every train_step.py record has): nanoGPT's shakespeare_char at batch 4 is 10,745,088
+    # parameters, 98,304 of them the position embedding; a token costs 6 x 10,646,784 +
+    # 12 x 6 layers x 6 heads x 64 x 256 = 70,958,592 FLOP, 1,024 tokens 72.66 GFLOP. Zen 2's
+    # run: 2 cores x 90 / 0.86 = 209.3 GFLOP/s of peak; gptc's 450 ms 161.5 GFLOP/s, 77 %;
+    # eager's 585 ms 59 % (under the moonshot's 60 %); torch.compile's 600 ms 58 %.
+    zen2_run = json.loads((store_dir / "2026-12-04T0312Z-zen2.json").read_text())
+    for st in zen2_run["figures"]["steps"]:
+        st.update(params=10745088 if st["size"] == "shakespeare" else 106880, model="gpt",
+                  block_size=256 if st["size"] == "shakespeare" else 64)
+    (store_dir / "2026-12-04T0312Z-zen2.json").write_text(json.dumps(zen2_run))
+    assert report(store_dir, page, readme).returncode == 0
+    shares = "gptc 77 %, eager 59 %, torch.compile 58 %"
+    assert readme.read_text().splitlines()[-4].endswith(
+        f"The Shakespeare-size step, % of the cores' FMA peak (nanoGPT's FLOP count; the "
+        f"moonshot: 60 %): Zen 2 {shares}."), readme.read_text()
+    assert any(line.startswith("The Shakespeare-size step, 72.7 GFLOP") and
+               line.endswith(f"2 cores' measured FMA peak (the moonshot: 60 %): {shares}.")
+               for line in page.read_text().splitlines())
+    page.write_text(text)
+    readme.write_text(after)
+    (store_dir / "2026-12-04T0312Z-zen2.json").write_text(json.dumps(runs["2026-12-04T0312Z-zen2"]))
     # Run again: the same page and README.
     assert report(store_dir, page, readme).returncode == 0
     assert (page.read_text(), readme.read_text()) == (text, after)
@@ -618,3 +640,24 @@ def test_report_shows_generation_speed(tmp_path):
     assert "| gptc (KV cache) | 4,000 | 10.0× | 500 |" in lines
     assert "| nanoGPT's generate, eager | 400 | 1.0× | 500 |" in lines
     assert not any("torch.compile" in line for line in lines[2:])
+
+
+def test_step_flops_is_the_step_s_products_counted_one_by_one():
+    """bench/config.py's step_flops (nanoGPT's 6 N + 12 L H Q T a token) against the tiny
+    GPT's products counted one by one: each linear layer 2 M N K forward and twice that
+    backward (the input and the weight gradient), attention's two T x T x head products a
+    head forward and four backward. They differ by LayerNorm's weights, which nanoGPT's
+    count includes (6 x 512 tokens x 320 weights)."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from config import SIZES, step_flops
+    c = SIZES["tiny"]
+    L, C, H, T, V, B = (c[k] for k in ("n_layer", "n_embd", "n_head", "block_size",
+                                       "vocab_size", "batch"))
+    tokens, head = B * T, C // H
+    linear = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * L + [(C, V)]
+    by_hand = sum(3 * 2 * tokens * n_in * n_out for n_in, n_out in linear)
+    by_hand += L * B * H * 6 * 2 * T * T * head
+    layer_norms = L * 2 * C + C
+    params = 4 * C * 3 * C * L + V * C + layer_norms  # the tied embedding once; no wpe
+    assert step_flops(params, L, H, C, T, tokens) - by_hand == 6 * tokens * layer_norms
+    assert step_flops(params, L, H, C, T, tokens) == approx(by_hand, rel=0.005)

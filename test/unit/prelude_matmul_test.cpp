@@ -31,6 +31,25 @@ struct Case {
   bool ta, tb, sharedB;
 };
 
+#if defined(GPTC_TILED_MATMUL)
+// The blockings every product is checked under, whatever machine runs the test: the model's
+// for a Zen 4's caches (32 KB 8-way L1d, 1 MB L2, 32 MB L3 for two CPUs: a transposed A of
+// more than 256K floats copied, 128K floats of A a thread split by rows) in the order of
+// this width; the same in the other order; and a small blocked one that cuts the cases'
+// products into several k, row and column blocks. None may change a bit.
+std::vector<gptc::detail::MatmulBlocking> blockings() {
+  gptc::Caches zen4;
+  zen4.l1d = {32 << 10, 8, 64, 1};
+  zen4.l2 = {1 << 20, 8, 64, 1};
+  zen4.l3 = {32 << 20, 16, 64, 2};
+  using gptc::detail::blocking_for;
+  using gptc::detail::kBlockedOrder;
+  gptc::detail::MatmulBlocking small = blocking_for(zen4, true);
+  small.kc = 64, small.mc = 12, small.nc = 2 * gptc::detail::kPanel;
+  return {blocking_for(zen4, kBlockedOrder), blocking_for(zen4, !kBlockedOrder), small};
+}
+#endif
+
 TEST(Matmul, TiledEqualsReferenceBitForBit) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -73,17 +92,23 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // K under one block, members of one row each.
                         {1, 1, 384, 128, false, true, true}, {1, 1, 97, 130, false, true, true},
                         {3, 1, 40, 7, false, true, false}, {1, 1, 33, 17, true, true, true}};
+  [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
+  [[maybe_unused]] int byRows = 0, pipelined = 0;  // cases taking those orders, likewise
+#if defined(GPTC_TILED_MATMUL)
+  for (const gptc::detail::MatmulBlocking& blocking : blockings()) {
+    gptc::detail::matmul_blocking() = blocking;
+#else
+  {
+#endif
 #if defined(_OPENMP)
   // Built with OpenMP (the _avx2, _avx512emu and _asan builds): the parallel paths too,
   // A's copy among them.
-  [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
-  [[maybe_unused]] int byRows = 0, pipelined = 0;  // cases taking those orders, likewise
   for (int threads : {1, 2, 3, 4}) {
     gptc::thread_count() = threads;
 #else
   {
 #endif
-  [[maybe_unused]] int blocked = 0;  // cases taking the blocked order at this width
+  [[maybe_unused]] int blocked = 0;  // cases taking the blocked order
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);
@@ -154,12 +179,16 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     EXPECT_EQ(acc, ref[0]);
   }
 #if defined(GPTC_TILED_MATMUL)
-  if (gptc::detail::kBlockedOrder)
+  if (blocking.blocked)
     EXPECT_GE(blocked, 3) << "too few cases reach the blocked order";
   else
-    EXPECT_EQ(blocked, 0) << "the blocked order is AVX2's only";
+    EXPECT_EQ(blocked, 0) << "the panel-task order took a blocked product";
 #endif
   }
+  }
+#if defined(GPTC_TILED_MATMUL)
+  gptc::detail::matmul_blocking() = blockings()[0];
+#endif
 #if defined(_OPENMP) && defined(GPTC_TILED_MATMUL)
   EXPECT_GE(split, 2) << "too few cases split their panels' rows";
   EXPECT_GE(byRows, 6) << "too few cases split by rows";
@@ -167,7 +196,7 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 #endif
 }
 
-#if defined(_OPENMP)
+#if defined(_OPENMP) && defined(GPTC_TILED_MATMUL)
 // A horizontal kernel's members in one parallel region (matmul_ws): the blocked order and
 // the split by rows go on to the next member without a barrier, each thread with B packed
 // in its own scratch, while A's copy is read by every thread from the scratch of one, and
@@ -199,7 +228,9 @@ TEST(Matmul, HorizontalMembersGetTheReferenceBits) {
                                   c.ta ? c.M : 1, d.B.data(), 0, c.N, 1, d.ref.data());
     data.push_back(std::move(d));
   }
-  for (int threads : {1, 2, 3}) {
+  for (int run = 0; run < 6; ++run) {
+    const int threads = 1 + run % 3;
+    gptc::detail::matmul_blocking() = blockings()[run < 3 ? 0 : 2];
     gptc::thread_count() = threads;
     for (Data& d : data) std::fill(d.C.begin(), d.C.end(), -1.0f);
     GPTC_PARALLEL {
@@ -211,9 +242,89 @@ TEST(Matmul, HorizontalMembersGetTheReferenceBits) {
     }
     for (size_t i = 0; i < data.size(); ++i)
       EXPECT_EQ(0, std::memcmp(data[i].C.data(), data[i].ref.data(), data[i].C.size() * 4))
-          << "member " << i << ", " << threads << " threads";
+          << "member " << i << ", " << threads << " threads, blocking " << run / 3;
   }
+  gptc::detail::matmul_blocking() = blockings()[0];
   gptc::thread_count() = 1;
+}
+#endif
+
+#if defined(GPTC_TILED_MATMUL)
+// The blocking rule (docs/architecture.md, "Blocking from the machine") on the caches of the
+// machines measured and of the Intel Xeon, each figure worked out by hand from the
+// rule: kc fills all but two of L1d's ways with a kc x panel block, mc half of L2 with an
+// mc x kc block (whole 6-row micro-panels), nc half of a core's share of L3 with a kc x nc
+// block (whole panels).
+TEST(MatmulBlocking, TheRuleOnKnownCaches) {
+  using gptc::detail::blocking_for;
+  gptc::Caches zen2, intel;
+  zen2.l1d = {32 << 10, 8, 64, 1};
+  zen2.l2 = {512 << 10, 8, 64, 1};
+  zen2.l3 = {16 << 20, 16, 64, 8};
+  intel.l1d = {48 << 10, 12, 64, 1};
+  intel.l2 = {2 << 20, 16, 64, 1};
+  intel.l3 = {105 << 20, 15, 64, 56};
+  const auto z = blocking_for(zen2, true), x = blocking_for(intel, false);
+  EXPECT_TRUE(z.blocked);
+  EXPECT_FALSE(x.blocked);
+  if (gptc::detail::kPanel == 16) {  // AVX2: 64-byte rows of a panel
+    // 6 ways of 4 KB / 64 B = 384; 256 KB / (384 * 4 B) = 170.7 -> 168; 1 MB / 1536 B =
+    // 682.7 -> 672.
+    EXPECT_EQ(z.kc, 384);
+    EXPECT_EQ(z.mc, 168);
+    EXPECT_EQ(z.nc, 672);
+    // 10 ways of 4 KB / 64 B = 640; 1 MB / 2560 B = 409.6 -> 408; 0.94 MB / 2560 B = 384.
+    EXPECT_EQ(x.kc, 640);
+    EXPECT_EQ(x.mc, 408);
+    EXPECT_EQ(x.nc, 384);
+  } else {  // AVX-512: 128-byte rows
+    // 24 KB / 128 B = 192; 256 KB / 768 B = 341.3 -> 336; 1 MB / 768 B = 1365.3 -> 1344.
+    EXPECT_EQ(z.kc, 192);
+    EXPECT_EQ(z.mc, 336);
+    EXPECT_EQ(z.nc, 1344);
+    // 40 KB / 128 B = 320; 1 MB / 1280 B = 819.2 -> 816; 0.94 MB / 1280 B = 768.
+    EXPECT_EQ(x.kc, 320);
+    EXPECT_EQ(x.mc, 816);
+    EXPECT_EQ(x.nc, 768);
+  }
+  // A transposed A is copied past a core's L2; rows split while half of L2 holds them.
+  EXPECT_EQ(z.copyFloats, 128 << 10);
+  EXPECT_EQ(z.rowFloats, 64 << 10);
+  EXPECT_EQ(x.copyFloats, 512 << 10);
+  EXPECT_EQ(x.rowFloats, 256 << 10);
+  // An L1 too small for the rule still gets blocks of 64.
+  gptc::Caches tiny = zen2;
+  tiny.l1d = {4 << 10, 2, 64, 1};
+  EXPECT_EQ(blocking_for(tiny, true).kc, 64);
+}
+
+TEST(MatmulBlocking, OverridesAndCacheStrings) {
+  using gptc::detail::blocking_overridden;
+  using gptc::detail::kPanel;
+  gptc::Caches c;
+  ASSERT_TRUE(gptc::detail::parse_caches("48K,2M,105M,12,16", c));
+  EXPECT_EQ(c.l1d.bytes, 48 << 10);
+  EXPECT_EQ(c.l1d.ways, 12);
+  EXPECT_EQ(c.l2.bytes, 2 << 20);
+  EXPECT_EQ(c.l2.ways, 16);
+  EXPECT_EQ(c.l3.bytes, 105 << 20);
+  ASSERT_TRUE(gptc::detail::parse_caches("32768,1M,32M", c));
+  EXPECT_EQ(c.l1d.ways, 8);
+  for (const char* bad : {"48K,2M", "48K,,2M", "x", "48K,2M,105M,12", "-1,2M,3M"})
+    EXPECT_FALSE(gptc::detail::parse_caches(bad, c)) << bad;
+  const gptc::detail::MatmulBlocking b = gptc::detail::blocking_for(c, false);
+  const auto o = blocking_overridden(b, "order=blocked,kc=100,mc=7,nc=33");
+  EXPECT_TRUE(o.blocked);
+  EXPECT_EQ(o.kc, 100);
+  EXPECT_EQ(o.mc, 12);                          // whole micro-panels
+  EXPECT_EQ(o.nc, (33 + kPanel - 1) / kPanel * kPanel);  // whole panels
+  EXPECT_FALSE(blocking_overridden(o, "order=panels").blocked);
+  // Anything else keeps the machine's blocking whole (and says so on stderr).
+  for (const char* bad : {"kc=5x", "kc=0", "mc=-3", "order=rows", "nc", "kc=100,huh=1"}) {
+    const auto k = blocking_overridden(b, bad);
+    EXPECT_EQ(k.kc, b.kc) << bad;
+    EXPECT_EQ(k.blocked, b.blocked) << bad;
+  }
 }
 #endif
 

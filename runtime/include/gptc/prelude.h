@@ -18,7 +18,7 @@
 // It is split by family into gptc/prelude/*.h (included below, in order). Rules for the
 // portable ones (math, reduce, bf16, rng, matmul's epilogue): header-only C++17, valid CUDA
 // (every function GPTC_HD), no std:: containers. gptc/prelude/cpu/ holds the CPU's vector
-// forms, scratch buffers and error slot (host only).
+// forms, scratch buffers, error slot and the machine's caches (host only).
 
 #ifndef GPTC_PRELUDE_H
 #define GPTC_PRELUDE_H
@@ -34,6 +34,7 @@
 #include "gptc/prelude/cpu/math_arrays.h"
 #include "gptc/prelude/rng.h"
 #include "gptc/prelude/cpu/scratch.h"
+#include "gptc/prelude/cpu/machine.h"
 #include "gptc/prelude/cpu/vector.h"
 #include "gptc/prelude/cpu/attention.h"
 #include "gptc/prelude/matmul.h"

@@ -4,6 +4,7 @@
 #define GPTC_PRELUDE_MATMUL_H
 
 #include "gptc/prelude/cpu/attention.h"
+#include "gptc/prelude/cpu/machine.h"
 #include "gptc/prelude/cpu/scratch.h"
 #include "gptc/prelude/cpu/vector.h"
 #include "gptc/prelude/reduce.h"
@@ -103,6 +104,83 @@ struct MatmulEpilogue {
 namespace detail {
 constexpr int64_t kPanel = 2 * TileVec::kLanes;  // columns per packed panel (two vectors)
 constexpr int64_t kRows = 6;                      // rows per register tile (12 accumulators)
+
+// The sizes come from this machine's caches (BLIS's analytical model; docs/architecture.md,
+// "Blocking from the machine", has the rule; bench/NOTES.md what it gives and measured):
+//   kc   B's micro-panel (kc x kPanel) fills all but two of L1d's ways (one for the stream
+//        of A's micro-panels, one for C's rows);
+//   mc   A's block (mc x kc) fills half of L2 (the rest for B's panels streaming through);
+//   nc   B's packed block (kc x nc) fills half of this core's share of L3;
+// and two thresholds of the orders below: a transposed A larger than a core's L2 is copied
+// to rows, and a product whose rows of A take at most half of L2 a thread splits by rows.
+struct MatmulBlocking {
+  bool blocked;        // tall-A, wide-B products in the blocked order (else panel tasks)
+  int64_t kc, mc, nc;  // the blocked order's k, row and column blocks
+  int64_t copyFloats;  // copies_a: a transposed A of more floats than this is copied
+  int64_t rowFloats;   // splits_rows: the floats of A's rows a thread may take
+};
+constexpr bool kBlockedOrder = kPanel == 16;  // the order measured faster, per width
+inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
+  v = v / m * m;
+  return v < least ? least : v;
+}
+inline MatmulBlocking blocking_for(const Caches& c, bool blocked) {
+  MatmulBlocking b{};
+  b.blocked = blocked;
+  const int64_t way = c.l1d.bytes / c.l1d.ways;
+  b.kc = round_down((c.l1d.ways - 2) * way / (kPanel * 4), 16, 64);
+  b.mc = round_down(c.l2.bytes / 2 / (b.kc * 4), kRows, kRows);
+  b.nc = round_down(c.l3.bytes / c.l3.sharing / 2 / (b.kc * 4), kPanel, 8 * kPanel);
+  b.copyFloats = c.l2.bytes / 4;
+  b.rowFloats = c.l2.bytes / 2 / 4;
+  return b;
+}
+// GPTC_MATMUL_BLOCKING="order=blocked|panels,kc=N,mc=N,nc=N": the model's choice overridden
+// (to time another blocking on a new machine without rebuilding). mc and nc are rounded up
+// to whole micro-panels and panels; anything else is refused in one line on stderr and the
+// machine's blocking kept.
+inline MatmulBlocking blocking_overridden(MatmulBlocking b, const char* s) {
+  MatmulBlocking o = b;
+  for (const char* p = s; *p;) {
+    const char* e = std::strchr(p, ',');
+    const size_t n = e ? size_t(e - p) : std::strlen(p);
+    char item[64] = {0}, key[64] = {0};
+    std::memcpy(item, p, n < sizeof item - 1 ? n : sizeof item - 1);
+    std::memcpy(key, item, sizeof key);
+    char* eq = std::strchr(key, '=');
+    char* end = nullptr;
+    const long long v = eq ? std::strtoll(eq + 1, &end, 10) : 0;
+    const bool count = eq && end != eq + 1 && *end == 0 && v > 0 && v < (1LL << 30);
+    if (eq) *eq = 0;
+    if (eq && std::strcmp(key, "order") == 0 && std::strcmp(eq + 1, "blocked") == 0)
+      o.blocked = true;
+    else if (eq && std::strcmp(key, "order") == 0 && std::strcmp(eq + 1, "panels") == 0)
+      o.blocked = false;
+    else if (count && std::strcmp(key, "kc") == 0)
+      o.kc = v;
+    else if (count && std::strcmp(key, "mc") == 0)
+      o.mc = (v + kRows - 1) / kRows * kRows;
+    else if (count && std::strcmp(key, "nc") == 0)
+      o.nc = (v + kPanel - 1) / kPanel * kPanel;
+    else {
+      std::fprintf(stderr, "gptc: GPTC_MATMUL_BLOCKING: '%s' is not order=blocked|panels or "
+                   "kc=, mc=, nc= with a positive count; the machine's blocking is used\n", item);
+      return b;
+    }
+    p = e ? e + 1 : p + n;
+  }
+  return o;
+}
+// The blocking the products use: this machine's (the caches read on first use, then
+// GPTC_MATMUL_BLOCKING). Tests assign other blockings to check that none changes a bit.
+inline MatmulBlocking& matmul_blocking() {
+  static MatmulBlocking b = [] {
+    const MatmulBlocking model = blocking_for(caches(), kBlockedOrder);
+    const char* env = std::getenv("GPTC_MATMUL_BLOCKING");
+    return env && *env ? blocking_overridden(model, env) : model;
+  }();
+  return b;
+}
 
 // Rows [0, R) of a tile: acc[r] += a(r, k) * panel[k] for k in order. Stored as C's rows
 // (ldc apart), or with CT as C's columns: the tile's row r, column j to C[j * ldc + r].
@@ -322,11 +400,12 @@ namespace detail {
 // of memory, a new cache line and page for each k, and the tile waits on memory
 // (bench/NOTES.md, "matmul: transposed operands"). Such an A is first
 // copied with its rows contiguous, once per product, by register-block transposes: a pass
-// over A, and then the same dots of the same values, bit for bit. Not when A is small (at
-// most 256K floats, 1 MB, a member): its rows then come from cache anyway, and the copy
-// and its barriers cost more than they save (as the tiny model's weight gradients showed).
+// over A, and then the same dots of the same values, bit for bit. Not when a member of A fits
+// in a core's L2 (copyFloats; 1 MB on the Zen 4): its rows then come from cache anyway, and
+// the copy and its barriers cost more than they save (as the tiny model's weight gradients
+// showed).
 inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
-  return sam == 1 && sak > 1 && M * K > (int64_t(1) << 18);
+  return sam == 1 && sak > 1 && M * K > matmul_blocking().copyFloats;
 }
 
 // The copy's rows are `copy_pitch(K)` floats apart: a pitch that is a multiple of 1 KB
@@ -393,34 +472,33 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
     matmul_task<true>(t, g, N, M, K, rows, 0, copy_pitch(K), 1, A, 0, sak, 1, C, nullptr);
 }
 
-// The blocked order (BLIS's): k in blocks of at most kBlockDepth (one block up to K = 512);
-// each thread takes a contiguous share of A's rows and, per block, packs all of B's panels
-// itself (at most 512 x N floats, in its L2 and L3; where B's rows are contiguous, a row at
-// a time into every panel), then goes through its rows in blocks of kBlockRows: it copies the
-// block into 6-row micro-panels (kRows x depth, k-major: 192 KB at most, in L2) and runs
-// every panel (depth x 16, at most 32 KB) over them. A tile past the first block continues
-// from the sums C holds (matmul_tile's Carry): every output is still one k = 0..K-1 fma
-// chain from zero, the same bits as the panel-task order above; the epilogue runs in the
-// last block. The panel-task order reads all of A once per 16-column panel (for q/k/v at
+// The blocked order (BLIS's): k in blocks of kc (one block while K <= 4/3 kc); each thread
+// takes a contiguous share of A's rows and, per block of nc columns and per k block, packs
+// B's panels itself (kc x nc floats, in its share of L3; where B's rows are contiguous, a
+// row at a time into every panel), then goes through its rows in blocks of mc: it copies the
+// block into 6-row micro-panels (kRows x kc, k-major, in L2) and runs every panel (kc x
+// kPanel, in L1) over them. A tile past the first k block continues from the sums C holds
+// (matmul_tile's Carry): every output is still one k = 0..K-1 fma chain from zero, the same
+// bits as the panel-task order above, whatever kc, mc and nc are; the epilogue runs in the
+// last k block. The panel-task order reads all of A once per panel (for q/k/v at
 // Shakespeare size, 72 times 1.5 MB) from the L3 that the machine's other tenants share;
-// this order reads A once per k block and B once per row block, and was the faster one for
-// AVX2's 16-column panels. It is AVX2's order only: with AVX-512's 32-column panels the
+// this order reads A once per k block and column block, and B once per row block, and was
+// the faster one for AVX2's 16-column panels. With AVX-512's 32-column panels the
 // panel-task order reads A half as often, and on an AVX-512 machine with 1 MB of L2 a core
-// it was the faster one for every product timed, so AVX-512 builds keep it. Each thread
-// packs B for itself, not a share of it for the team: the packing is a small part of the
-// thread's fmas, and no thread then reads panels another core wrote, nor waits for the
-// others at a barrier per block, which matters where the host places the two virtual CPUs
-// far apart. (bench/NOTES.md, "matmul: loop order and blocking" and "matmul: splits and
-// threading", has the measurements.)
-constexpr int64_t kBlockRows = 96, kBlockDepth = 384;
-constexpr bool kBlockedOrder = kPanel == 16;
+// it was the faster one for every product timed, so AVX-512 builds take it unless
+// GPTC_MATMUL_BLOCKING says otherwise. Each thread packs B for itself, not a share of it for
+// the team: the packing is a small part of the thread's fmas, and no thread then reads
+// panels another core wrote, nor waits for the others at a barrier per block, which matters
+// where the host places the two virtual CPUs far apart. (bench/NOTES.md, "matmul: loop
+// order and blocking" and "matmul: splits and threading", has the measurements.)
+
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return kBlockedOrder && batch == 1 && N >= 8 * kPanel && M >= 2 * kBlockRows &&
+  return matmul_blocking().blocked && batch == 1 && N >= 8 * kPanel && M >= 192 &&
          M * K >= (int64_t(1) << 16);
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
 // = A(m0 + i + r, k0 + k), zero past the rows. (Writes up to 2 floats past the block: the
-// scratch holds kPanel more.) Only the blocked order calls it, so only AVX2 builds run it.
+// scratch holds kPanel more.) Only the blocked order calls it.
 inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const float* A,
                       int64_t sam, int64_t sak, float* block) {
   for (int64_t i = 0; i < mc; i += kRows) {
@@ -474,49 +552,53 @@ inline void pack_panel_rows(int64_t kc, int64_t N, const float* Bk, int64_t sbk,
 inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam,
                               int64_t sak, const float* B, int64_t sbk, int64_t sbn, float* C,
                               const MatmulEpilogue<float>* ep) {
-  const int64_t panels = (N + kPanel - 1) / kPanel;
-  const int64_t depths = K <= 512 ? 1 : (K + kBlockDepth - 1) / kBlockDepth;
+  const MatmulBlocking& bl = matmul_blocking();
+  const int64_t depths = K <= bl.kc + bl.kc / 3 ? 1 : (K + bl.kc - 1) / bl.kc;
   const int64_t maxDepth = (K + depths - 1) / depths;
+  const int64_t nc = N < bl.nc ? N : bl.nc, ncPanels = (nc + kPanel - 1) / kPanel;
   // One iteration per thread: its contiguous share of the micro-panels (a static split;
   // which thread computes a row never changes its bits). It reads only its own scratch, so it
   // goes on to the region's next loop without waiting.
   const int team = gptc::team_size();
   GPTC_OMP("omp for schedule(static) nowait")
   for (int t = 0; t < team; ++t) {
-    float* const packed = gptc::scratch<float>(4, panels * maxDepth * kPanel);
-    float* const block = gptc::scratch<float>(0, kBlockRows * maxDepth + kPanel);
+    float* const packed = gptc::scratch<float>(4, ncPanels * maxDepth * kPanel);
+    float* const block = gptc::scratch<float>(0, bl.mc * maxDepth + kPanel);
     const int64_t micro = (M + kRows - 1) / kRows;
     const int64_t lo = micro * t / team * kRows, hiRows = micro * (t + 1) / team * kRows;
     const int64_t hi = hiRows < M ? hiRows : M;
-    for (int64_t d = 0; d < depths; ++d) {
-      const int64_t k0 = K * d / depths, kc = K * (d + 1) / depths - k0;
-      const bool first = d == 0, last = d == depths - 1;
-      if (sbn == 1) {  // B's rows contiguous
-        pack_panel_rows(kc, N, B + k0 * sbk, sbk, packed);
-      } else {
-        for (int64_t p = 0; p < panels; ++p) {
-          const int64_t n0 = p * kPanel;
-          pack_panel(kc, B + k0 * sbk + n0 * sbn, sbk, sbn, N - n0 < kPanel ? N - n0 : kPanel,
-                     packed + p * kc * kPanel);
+    for (int64_t j0 = 0; j0 < N; j0 += nc) {
+      const int64_t nj = N - j0 < nc ? N - j0 : nc, panels = (nj + kPanel - 1) / kPanel;
+      for (int64_t d = 0; d < depths; ++d) {
+        const int64_t k0 = K * d / depths, kc = K * (d + 1) / depths - k0;
+        const bool first = d == 0, last = d == depths - 1;
+        if (sbn == 1) {  // B's rows contiguous
+          pack_panel_rows(kc, nj, B + k0 * sbk + j0, sbk, packed);
+        } else {
+          for (int64_t p = 0; p < panels; ++p) {
+            const int64_t n0 = j0 + p * kPanel;
+            pack_panel(kc, B + k0 * sbk + n0 * sbn, sbk, sbn, N - n0 < kPanel ? N - n0 : kPanel,
+                       packed + p * kc * kPanel);
+          }
         }
-      }
-      for (int64_t m0 = lo; m0 < hi; m0 += kBlockRows) {
-        const int64_t mc = hi - m0 < kBlockRows ? hi - m0 : kBlockRows;
-        pack_rows(m0, mc, k0, kc, A, sam, sak, block);
-        for (int64_t p = 0; p < panels; ++p) {
-          const int64_t n0 = p * kPanel, cols = N - n0 < kPanel ? N - n0 : kPanel;
-          const float* panel = packed + p * kc * kPanel;
-          auto tile = [&](auto rows, int64_t i) {
-            constexpr int R = decltype(rows)::value;
-            const int64_t m = m0 + i;
-            float* Ct = C + m * N + n0;
-            if (first)
-              matmul_tile<R>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
-            else
-              matmul_tile<R, false, true>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
-            if (ep && last) ep->apply(R, m * N + n0, N, n0, cols, Ct, N);
-          };
-          for_row_tiles(mc, tile);
+        for (int64_t m0 = lo; m0 < hi; m0 += bl.mc) {
+          const int64_t mc = hi - m0 < bl.mc ? hi - m0 : bl.mc;
+          pack_rows(m0, mc, k0, kc, A, sam, sak, block);
+          for (int64_t p = 0; p < panels; ++p) {
+            const int64_t n0 = j0 + p * kPanel, cols = N - n0 < kPanel ? N - n0 : kPanel;
+            const float* panel = packed + p * kc * kPanel;
+            auto tile = [&](auto rows, int64_t i) {
+              constexpr int R = decltype(rows)::value;
+              const int64_t m = m0 + i;
+              float* Ct = C + m * N + n0;
+              if (first)
+                matmul_tile<R>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
+              else
+                matmul_tile<R, false, true>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
+              if (ep && last) ep->apply(R, m * N + n0, N, n0, cols, Ct, N);
+            };
+            for_row_tiles(mc, tile);
+          }
         }
       }
     }
@@ -534,11 +616,12 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
 // computes rows [t r, (t + 1) r), r = ceil(M / T): the rows GPTC_FOR's static split gives
 // it in the row and elementwise kernels before and after (the same on two threads, within
 // a row on more), and it packs every panel of B for itself. Only while a thread's rows of A
-// fit in 256 KB: the larger products (the blocked order's on AVX2, the panel tasks' above
+// fit in half of its L2 (rowFloats; 256 KB on the Zen 2, where it was measured): the
+// larger products (the blocked order's on AVX2, the panel tasks' above
 // on AVX-512, the faster there) keep their order.
 inline bool splits_rows(int64_t batch, int64_t M, int64_t K, int64_t sak, int team) {
   return team > 1 && batch == 1 && sak == 1 && M >= team * 4 * kRows &&
-         M * K <= team * (int64_t(1) << 16);
+         M * K <= team * matmul_blocking().rowFloats;
 }
 inline PanelTasks row_tasks(int64_t M, int64_t N, int64_t team) {
   const int64_t rows = (M + team - 1) / team;

@@ -12,17 +12,27 @@ namespace gptc {
 // kernel asked for (packing panels, transposed keys, a matmul's transposed operand copied to
 // rows, which the whole team reads). No allocation in steady state.
 // ---------------------------------------------------------------------------------------
+namespace detail {
+// A thread's buffers, freed when the thread ends (an OpenMP team that shrinks ends threads;
+// without this their buffers leaked).
+struct ScratchSlots {
+  void* bufs[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  int64_t sizes[5] = {0, 0, 0, 0, 0};
+  ~ScratchSlots() {
+    for (void* b : bufs) ::operator delete[](b, std::align_val_t(64));
+  }
+};
+}  // namespace detail
 template <class T>
 inline T* scratch(int slot, int64_t count) {
-  static thread_local void* bufs[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
-  static thread_local int64_t sizes[5] = {0, 0, 0, 0, 0};
+  static thread_local detail::ScratchSlots s;
   const int64_t bytes = count * (int64_t)sizeof(T);
-  if (sizes[slot] < bytes) {
-    ::operator delete[](bufs[slot], std::align_val_t(64));
-    bufs[slot] = ::operator new[](bytes, std::align_val_t(64));
-    sizes[slot] = bytes;
+  if (s.sizes[slot] < bytes) {
+    ::operator delete[](s.bufs[slot], std::align_val_t(64));
+    s.bufs[slot] = ::operator new[](bytes, std::align_val_t(64));
+    s.sizes[slot] = bytes;
   }
-  return static_cast<T*>(bufs[slot]);
+  return static_cast<T*>(s.bufs[slot]);
 }
 
 }  // namespace gptc
