@@ -498,6 +498,9 @@ struct ReduceSplit {
   SmallVector<int64_t> keptShape, keptStrides, redShape, redStrides;
   int64_t outN = 1, redN = 1;
   bool columns = false;
+  /// The innermost dim is kept, and at least 8 long: neighbouring outputs sum neighbouring
+  /// elements (a sum over outer dims; the GPU's column sums, Flavour::sumGroup).
+  bool outer = false;
 };
 
 ReduceSplit splitReduce(RankedTensorType x, ArrayRef<int64_t> dims) {
@@ -510,6 +513,7 @@ ReduceSplit splitReduce(RankedTensorType x, ArrayRef<int64_t> dims) {
     (reduced ? r.redN : r.outN) *= x.getDimSize(d);
   }
   r.columns = !r.keptShape.empty() && r.keptStrides.back() == 1 && r.keptShape.back() % 16 == 0;
+  r.outer = !r.keptShape.empty() && r.keptStrides.back() == 1 && r.keptShape.back() >= 8;
   return r;
 }
 } // namespace
@@ -546,7 +550,7 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   // thread stores the outputs of the sum's shape, its threads share a row's elements.
   Flavour::SumGroup group;
   if (warps)
-    group = flavour->sumGroup("i", r.outN, r.redN);
+    group = flavour->sumGroup("i", r.outN, r.redN, r.outer);
   const std::string lane0 = warps ? "if (" + group.first + ") " : "";
   if (warps)
     os << "  " << group.loop << " {\n";
@@ -846,7 +850,7 @@ LogicalResult Emitter::emitReduce(Operation *op, ArrayRef<int64_t> dims, StringR
   if (warps) {
     // A warp or a block an output: partial j formed by lane j (of the first warp), then the
     // butterfly (the canonical order).
-    Flavour::SumGroup group = flavour->sumGroup("i", r.outN, r.redN);
+    Flavour::SumGroup group = flavour->sumGroup("i", r.outN, r.redN, r.outer && kind != "max");
     os << "  " << group.loop << " {\n";
     SmallVector<std::string> base =
         emitOffsets(os, r.keptShape, {{"in0", 0, r.keptStrides}}, "    ");

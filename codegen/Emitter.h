@@ -157,14 +157,16 @@ public:
   /// Sums::Warp: the threads that form each of `outN` sums of `redN` elements, in the
   /// canonical order: a warp an output, its lanes the 32 partials (gptc::cuda::warp_sum),
   /// or for a long sum a block an output (gptc::cuda::block_sum: the block's threads make
-  /// the elements, its first warp's lanes add them as the 32 partials).
+  /// the elements, its first warp's lanes add them as the 32 partials); or, where
+  /// `columns` (neighbouring outputs sum neighbouring elements: a sum over outer
+  /// dimensions), 8 outputs a block, a thread a partial of one (gptc::cuda::column_sum).
   struct SumGroup {
     std::string loop;        // the head of the loop over the outputs, `var`
     std::string reduce;      // + "_sum" or "_max": the function all of them call
     std::string first;       // the condition of the one thread that stores an output
     std::string start, step; // a row's elements shared out: j = start; j += step
   };
-  virtual SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN) = 0;
+  virtual SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN, bool columns) = 0;
   /// Whether a lone exact GELU may take the prelude's array form (the CPU's).
   virtual bool arrayForms() const = 0;
   /// Into how many blocks of rows the embedding gradient of a `v` by `c` table splits each

@@ -32,7 +32,7 @@ public:
     return std::string(head) + "(" + var.str() + ", " + std::to_string(n) + ")";
   }
   Sums sums() const override { return Sums::Vector16; }
-  SumGroup sumGroup(StringRef, int64_t, int64_t) override {
+  SumGroup sumGroup(StringRef, int64_t, int64_t, bool) override {
     llvm_unreachable("the CPU forms sums without warps");
   }
   bool arrayForms() const override { return true; }

@@ -26,10 +26,19 @@ std::string CudaFlavour::loop(StringRef var, int64_t n, bool) {
 
 /// A sum of 4,096 elements or more takes a block: one warp would wait on its loads (its 32
 /// chains are the sum's whole parallelism), where a block's 256 threads fetch a tile of the
-/// elements at once and its first warp only adds them.
-CudaFlavour::SumGroup CudaFlavour::sumGroup(StringRef var, int64_t outN, int64_t redN) {
+/// elements at once and its first warp only adds them. A sum over outer dimensions (a
+/// bias's gradient: each output a column of a row-major array) takes 8 neighbouring
+/// outputs a block, so that a load of the block's threads reads whole 32-byte sectors, not
+/// one element a row's stride from the next.
+CudaFlavour::SumGroup CudaFlavour::sumGroup(StringRef var, int64_t outN, int64_t redN,
+                                            bool columns) {
   warpKernel = true;
   const std::string n = std::to_string(outN);
+  if (columns) {
+    gridExtent = std::max(gridExtent, (outN + 7) / 8 * 256);  // a block of 256 an 8
+    return {"GPTC_CUDA_FOR_COLUMNS(" + var.str() + ", " + n + ")", "gptc::cuda::column",
+            "GPTC_CUDA_COLUMN_OWNER", "", ""};
+  }
   if (redN >= 4096) {
     gridExtent = std::max(gridExtent, outN * 256);  // a block of 256 an output
     return {"GPTC_CUDA_FOR_BLOCKS(" + var.str() + ", " + n + ")", "gptc::cuda::block",

@@ -22,7 +22,7 @@ public:
 
   std::string loop(StringRef var, int64_t n, bool simd) override;
   Sums sums() const override { return Sums::Warp; }
-  SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN) override;
+  SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN, bool columns) override;
   bool arrayForms() const override { return false; }
   // Enough (column, rows) iterations to fill the GPU (a table's columns alone are a few
   // hundred threads, each reading every position): about 64K threads, at most a row each.

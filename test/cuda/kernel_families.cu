@@ -238,7 +238,7 @@ void check_column_sums(std::mt19937_64& rng) {
     DeviceArray<float> dx(x), dout(cols);
     dout.poison();
     gptc::cuda::column_reduce_sum_kernel<float>
-        <<<(unsigned)((cols + 31) / 32), 1024>>>(n, cols, ColumnElem{dx.ptr, cols}, dout.ptr);
+        <<<(unsigned)((cols + 7) / 8), 256>>>(n, cols, ColumnElem{dx.ptr, cols}, dout.ptr);
     GPTC_CUDA_CHECK_LAUNCH("column_reduce_sum_kernel");
     std::vector<float> cpu(cols);
     for (int64_t c = 0; c < cols; ++c)
@@ -545,12 +545,23 @@ void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas
         std::exit(1);
       }
     });
+    // Each tile size on its own too (128 x 128 and 64 x 64; gptc::cuda::matmul picks one by
+    // the shape): the data for that choice.
+    const double large_ms = time_ms([&] {
+      gptc::cuda::detail::launch_matmul<8>(nullptr, s, dA.ptr, dB.ptr, dC.ptr, {});
+    });
+    const double small_ms = time_ms([&] {
+      gptc::cuda::detail::launch_matmul<4>(nullptr, s, dA.ptr, dB.ptr, dC.ptr, {});
+    });
     std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
-                  "   %.3f ms %.1f TFLOP/s (cuBLAS %.3f ms %.1f)", ms, flop / ms / 1e9, blas_ms,
-                  flop / blas_ms / 1e9);
+                  "   %.3f ms %.1f TFLOP/s (cuBLAS %.3f ms %.1f; 128-tiles %.1f, 64-tiles %.1f)",
+                  ms, flop / ms / 1e9, blas_ms, flop / blas_ms / 1e9, flop / large_ms / 1e9,
+                  flop / small_ms / 1e9);
     entry += ", \"ms\": " + std::to_string(ms) + ", \"tflops\": " +
              std::to_string(flop / ms / 1e9) + ", \"cublas_ms\": " + std::to_string(blas_ms) +
-             ", \"cublas_tflops\": " + std::to_string(flop / blas_ms / 1e9);
+             ", \"cublas_tflops\": " + std::to_string(flop / blas_ms / 1e9) +
+             ", \"tile128_tflops\": " + std::to_string(flop / large_ms / 1e9) +
+             ", \"tile64_tflops\": " + std::to_string(flop / small_ms / 1e9);
   }
   std::printf("%s\n", line);
   record(entry + "}");

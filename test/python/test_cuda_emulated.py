@@ -176,6 +176,33 @@ def test_long_sums_are_the_cpus_bits(tmp_path):
         assert a.shape == b.shape and torch.equal(a, b)
 
 
+class ColumnSums(torch.nn.Module):
+    """Sums over outer dimensions (a bias's gradient: each output a column of a row-major
+    array), which the CUDA flavour forms 8 outputs a block, a thread a partial
+    (gptc::cuda::column_sum): fused and plain, long enough for its loads issued 8 ahead
+    (3,001 rows: 93 elements a partial, 11 rounds of 8 and a tail of 5), a last group of 4
+    outputs (20 columns), over two outer dimensions, and a mean."""
+
+    def forward(self, y, z):
+        return (y * 3.0).sum(0), y.sum(0), z.sum((0, 1)), z.mean(0)
+
+
+def test_column_sums_are_the_cpus_bits(tmp_path):
+    torch.manual_seed(8)
+    model = ColumnSums().eval()
+    y, z = torch.randn(3001, 20) * 4, torch.randn(37, 5, 24)
+    cpu = gptc.compile(model, (y, z), workdir=str(tmp_path / "cpu"))
+    gpu = gptc.compile(model, (y, z), device="cuda-emulated", workdir=str(tmp_path / "gpu"))
+    with open(os.path.join(gpu.artifact_dir, "kernels.cu")) as f:
+        source = f.read()
+    assert source.count("GPTC_CUDA_FOR_COLUMNS(") == 4, source
+    assert "gptc::cuda::column_sum<float>(3001, " in source
+    outs = cpu(y, z), gpu(y, z)
+    assert len(outs[0]) == 4
+    for a, b in zip(*outs):
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
 def test_gptc_check_against_cpu_names_the_first_difference(monkeypatch, capsys):
     """`gptc check --against-cpu`: the same steps on the CPU and the device, compared bit
     for bit after each; a device that changes one bit of one moment is caught at that step,

@@ -7,7 +7,9 @@
 // grid-stride loop: every iteration is independent, so which thread runs it changes no
 // bit. A reduction kernel takes a warp an output (GPTC_CUDA_FOR_WARPS, warp_sum: the
 // canonical 32 partials as lanes, then the butterfly), or for a long sum a block
-// (GPTC_CUDA_FOR_BLOCKS, block_sum: the same partials, the elements fetched by the block); a sum inside another body is the
+// (GPTC_CUDA_FOR_BLOCKS, block_sum: the same partials, the elements fetched by the block),
+// or for a sum over outer dimensions 8 outputs a block (GPTC_CUDA_FOR_COLUMNS, column_sum:
+// a thread a partial, 8 neighbouring outputs read together); a sum inside another body is the
 // prelude's gptc::reduce_sum run by one thread (the same order); dropouts draw
 // gptc::dropout_keep by element index. The step's kernels run as one CUDA graph
 // (run_step); the runtime reaches the device through the gptc_device_* functions below.

@@ -7,7 +7,7 @@
 //   y = ((x - mean) * rstd) * w + b
 //   a = sum(g * w) / n    b = sum((g * w) * ((x - mean) * rstd)) / n
 //   dx = rstd * ((g * w) - a - ((x - mean) * rstd) * b)
-// The weight's and bias's gradients are sums over rows: column_reduce_sum_kernel.
+// The weight's and bias's gradients are sums over rows: column_reduce_sum_kernel (reduce.cuh).
 #pragma once
 
 #include "gptc/cuda/reduce.cuh"

@@ -12,6 +12,21 @@
 #include "gptc/cuda/device.cuh"
 #include "gptc/prelude.h"
 
+// A loop of int64_t i over [0, n) in groups of 8 neighbouring iterations a block of 256
+// threads (column_sum): thread t runs iteration t % 8 of its block's group. Every thread
+// runs every group of its block, so that all of them reach column_sum's barriers: past n,
+// the last group's threads repeat iteration n - 1, and only GPTC_CUDA_COLUMN_OWNER, one
+// thread an iteration, stores its results.
+#define GPTC_CUDA_FOR_COLUMNS(i, n)                                                          \
+  for (int64_t gptc_group = (int64_t)blockIdx.x * 8, gptc_groups_end = (n);                  \
+       gptc_group < gptc_groups_end; gptc_group += (int64_t)gridDim.x * 8)                   \
+    if (const int64_t i = gptc_group + (int64_t)threadIdx.x % 8 < gptc_groups_end             \
+                              ? gptc_group + (int64_t)threadIdx.x % 8                       \
+                              : gptc_groups_end - 1;                                        \
+        true)
+#define GPTC_CUDA_COLUMN_OWNER \
+  (threadIdx.x < 8 && gptc_group + (int64_t)threadIdx.x < gptc_groups_end)
+
 namespace gptc::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -79,29 +94,52 @@ __device__ __forceinline__ T warp_broadcast(T v) {
   return __shfl_sync(kFullMask, v, 0);
 }
 
-// out[c] = reduce_sum over i < n of elem(i, c), for c < cols: sums along an outer dimension
-// (a bias's or LayerNorm's weight gradient over the rows of a batch), each in the canonical
-// order, as the prelude's reduce_sum16 forms them. A block of 32 warps takes 32 neighbouring
-// outputs: warp w forms partial w (elements w, w + 32, ... in increasing order, lane l for
-// output c0 + l, so a warp reads 32 neighbouring elements), then the butterfly runs over the
-// 32 partials in shared memory, p[j] = p[j] + p[j + s], partial j first.
-template <class T, class Elem>
-__global__ void __launch_bounds__(1024)
-    column_reduce_sum_kernel(int64_t n, int64_t cols, Elem elem, T* __restrict out) {
-  GPTC_CUDA_KERNEL_BEGIN();
-  __shared__ T p[32][33];
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t c = (int64_t)blockIdx.x * 32 + lane;
+// The canonical sum of elem(0..n-1) for each of the 8 outputs of a block of 256 threads
+// (GPTC_CUDA_FOR_COLUMNS; every thread calls it with its output's elem, and gets that
+// output's sum): thread t forms partial t / 8 of output t % 8, elements p, p + 32, ... in
+// increasing order from T(0) as warp_reduce_sum forms them, its loads issued 8 ahead of
+// their adds; then the butterfly over the 32 partials in shared memory, p[j] = p[j] +
+// p[j + s]. Where neighbouring outputs are neighbouring elements (a bias's gradient:
+// columns of a row-major array), a partial's 8 threads read one 32-byte sector and a warp 4
+// of them, where a warp or a block an output would read one element a row's stride from
+// the next. (A [16384, 384] sum is 48 blocks; with 32 outputs a block it was 12.)
+template <class T, class F>
+__device__ T column_sum(int64_t n, F elem) {
+  constexpr int kAhead = 8;
+  __shared__ T p[32][9];
+  const int c = (int)threadIdx.x % 8, w = (int)threadIdx.x / 8;
   T acc = T(0);
-  if (c < cols)
-    for (int64_t i = w; i < n; i += 32) acc = acc + T(elem(i, c));
-  p[w][lane] = acc;
+  int64_t k = w;
+  for (; k + 32 * (kAhead - 1) < n; k += 32 * kAhead) {
+    T v[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) v[u] = T(elem(k + 32 * u));
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) acc = acc + v[u];
+  }
+  for (; k < n; k += 32) acc = acc + T(elem(k));
+  __syncthreads();  // (an earlier call's sums read by every thread)
+  p[w][c] = acc;
   __syncthreads();
   for (int s = 16; s >= 1; s >>= 1) {
-    if (w < s) p[w][lane] = p[w][lane] + p[w + s][lane];
+    if (w < s) p[w][c] = p[w][c] + p[w + s][c];
     __syncthreads();
   }
-  if (w == 0 && c < cols) out[c] = p[0][lane];
+  return p[0][c];
+}
+
+// out[c] = reduce_sum over i < n of elem(i, c), for c < cols: sums along an outer dimension
+// (a bias's or LayerNorm's weight gradient over the rows of a batch) by column_sum, each in
+// the canonical order as the prelude's reduce_sum16 forms them. Launched with blocks of 256
+// threads, (cols + 7) / 8 of them (fewer loop over the rest).
+template <class T, class Elem>
+__global__ void __launch_bounds__(256)
+    column_reduce_sum_kernel(int64_t n, int64_t cols, Elem elem, T* __restrict out) {
+  GPTC_CUDA_KERNEL_BEGIN();
+  GPTC_CUDA_FOR_COLUMNS(c, cols) {
+    const T s = column_sum<T>(n, [&](int64_t i) { return elem(i, c); });
+    if (GPTC_CUDA_COLUMN_OWNER) out[c] = s;
+  }
 }
 
 }  // namespace gptc::cuda
