@@ -106,7 +106,7 @@ __device__ __forceinline__ T warp_broadcast(T v) {
 template <class T, class F>
 __device__ T column_sum(int64_t n, F elem) {
   constexpr int kAhead = 8;
-  __shared__ T p[32][9];
+  __shared__ T p[32][8];  // a warp's 32 stores and loads in 32 banks
   const int c = (int)threadIdx.x % 8, w = (int)threadIdx.x / 8;
   T acc = T(0);
   int64_t k = w;
