@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gptc/cuda/attention.cuh"
@@ -186,7 +187,8 @@ TEST(EmulatedFamilies, Matmul) {
   for (const Case c : {Case{2, 70, 33, 21, true, true, false, false},
                        Case{1, 33, 70, 19, false, false, false, false},
                        Case{1, 40, 36, 24, true, false, true, false},   // vector loads
-                       Case{1, 20, 20, 17, true, true, false, true}}) {  // K tail, -0
+                       Case{1, 20, 20, 17, true, true, false, true},  // K tail, -0
+                       Case{1, 150, 140, 20, true, true, true, false}}) {  // several tiles
     const gptc::cuda::MatmulShape s{c.batch, c.M, c.N, c.K, c.M * c.K, c.ak ? c.K : 1,
                                     c.ak ? 1 : c.M, c.K * c.N, c.bn ? c.N : 1, c.bn ? 1 : c.K};
     std::vector<float> A = normal(c.batch * c.M * c.K, rng), B = normal(c.batch * c.K * c.N, rng);
@@ -201,13 +203,25 @@ TEST(EmulatedFamilies, Matmul) {
       ep.addend = addend.data(), ep.bias = bias.data(), ep.rng = words.data();
       ep.dropout_id = 5, ep.dropout_p = 0.1f, ep.dropout_scale = 1.0f / 0.9f;
     }
-    std::vector<float> C = poisoned(c.batch * c.M * c.N), want(C.size());
-    gptc::cuda::matmul(nullptr, s, A.data(), B.data(), C.data(), ep);
+    std::vector<float> want(c.batch * c.M * c.N);
     for (int64_t i = 0; i < (int64_t)want.size(); ++i)
       want[i] = ref::matmul_element(i, c.M, c.N, c.K, A.data(), s.sab, s.sam, s.sak, B.data(),
                                     s.sbb, s.sbk, s.sbn, ep);
-    expect_same_bits(C, want, "matmul");
-    if (c.underflow) EXPECT_EQ(bits(C[0]), 0x80000000u);  // -0 kept through the K tail
+    // The shape's own tile, then each tile on its own (128 x 128, 128 x 64, 64 x 64).
+    using gptc::cuda::detail::launch_matmul;
+    const std::pair<const char*, void (*)(cudaStream_t, const gptc::cuda::MatmulShape&,
+                                          const float*, const float*, float*,
+                                          const gptc::MatmulEpilogue<float>&)>
+        tiles[] = {{"matmul", gptc::cuda::matmul},
+                   {"matmul, tile 128", launch_matmul<8, 8>},
+                   {"matmul, tile 128x64", launch_matmul<8, 4>},
+                   {"matmul, tile 64", launch_matmul<4, 4>}};
+    for (const auto& [name, launch] : tiles) {
+      std::vector<float> C = poisoned(want.size());
+      launch(nullptr, s, A.data(), B.data(), C.data(), ep);
+      expect_same_bits(C, want, name);
+      if (c.underflow) EXPECT_EQ(bits(C[0]), 0x80000000u);  // -0 kept through the K tail
+    }
   }
 }
 

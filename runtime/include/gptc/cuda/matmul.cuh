@@ -7,9 +7,10 @@
 // tiling changes where operands come from, never the order of the arithmetic. Then the
 // epilogue (MatmulEpilogue::apply_one: bias, dropout, residual add) as on the CPU.
 //
-// Tiles: a block of 256 threads computes a 128x128 (or 64x64) tile of C, walking k in steps
-// of 16 through two stages of shared memory, each thread 8x8 (4x4) outputs read from shared
-// memory as 16-byte vectors (and from global memory too, where the operands' strides allow).
+// Tiles: a block of 256 threads computes a 128x128 (or 128x64, 64x64) tile of C, walking k in
+// steps of 16 through two stages of shared memory, each thread 8x8 (8x4, 4x4) outputs read
+// from shared memory as 16-byte vectors (and from global memory too, where the operands'
+// strides allow).
 // The last k step of a K that is not a multiple of 16 runs only its K % 16 fmas: an fma past
 // K would add 0 * 0 to the accumulator and turn a -0 (an underflowed product) into +0.
 //
@@ -38,33 +39,38 @@ constexpr int kPad = 4;  // keeps rows 16-byte aligned and spreads the tile stor
 #define GPTC_CUDA_MATMUL_MIN_BLOCKS 1
 #endif
 
-// A block's tile of C: R x R outputs a thread (R = 8: 128 x 128; R = 4: 64 x 64, for
-// products too small to fill the GPU with the large tile). Thread (ty, tx) owns rows
-// ty*4 + {0..3} + 64 g and columns tx*4 + {0..3} + 64 g, g < R/4.
-template <int R>
+// A block's tile of C: RM x RN outputs a thread (8 x 8: 128 x 128; 8 x 4: 128 x 64; 4 x 4:
+// 64 x 64, for products too small to fill the GPU with the large tile). Thread (ty, tx)
+// owns rows ty*4 + {0..3} + 64 g (g < RM/4) and columns tx*4 + {0..3} + 64 g (g < RN/4).
+template <int RM, int RN>
 struct Tile {
-  static constexpr int kM = 16 * R, kN = 16 * R;
+  static_assert(RM % 4 == 0 && RN % 4 == 0, "a thread's rows and columns in fours");
+  static constexpr int kM = 16 * RM, kN = 16 * RN;
   float a[2][kTileK][kM + kPad];  // two stages: load one, use the other
   float b[2][kTileK][kN + kPad];
 };
 
-// One k step of a thread's R x R outputs: acc[i][j] = fma(a[i], b[j], acc[i][j]).
-template <int R>
-__device__ __forceinline__ void matmul_step(const float (*As)[16 * R + kPad],
-                                            const float (*Bs)[16 * R + kPad], int kk, int ty,
-                                            int tx, float (&acc)[R][R]) {
-  float a[R], b[R];
+// One k step of a thread's RM x RN outputs: acc[i][j] = fma(a[i], b[j], acc[i][j]).
+template <int RM, int RN>
+__device__ __forceinline__ void matmul_step(const float (*As)[16 * RM + kPad],
+                                            const float (*Bs)[16 * RN + kPad], int kk, int ty,
+                                            int tx, float (&acc)[RM][RN]) {
+  float a[RM], b[RN];
 #pragma unroll
-  for (int g = 0; g < R / 4; ++g) {
-    const float4 av = *reinterpret_cast<const float4*>(&As[kk][ty * 4 + 64 * g]);
-    const float4 bv = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4 + 64 * g]);
-    a[4 * g] = av.x, a[4 * g + 1] = av.y, a[4 * g + 2] = av.z, a[4 * g + 3] = av.w;
-    b[4 * g] = bv.x, b[4 * g + 1] = bv.y, b[4 * g + 2] = bv.z, b[4 * g + 3] = bv.w;
+  for (int g = 0; g < (RM > RN ? RM : RN) / 4; ++g) {  // a's and b's loads interleaved
+    if (g < RM / 4) {
+      const float4 av = *reinterpret_cast<const float4*>(&As[kk][ty * 4 + 64 * g]);
+      a[4 * g] = av.x, a[4 * g + 1] = av.y, a[4 * g + 2] = av.z, a[4 * g + 3] = av.w;
+    }
+    if (g < RN / 4) {
+      const float4 bv = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4 + 64 * g]);
+      b[4 * g] = bv.x, b[4 * g + 1] = bv.y, b[4 * g + 2] = bv.z, b[4 * g + 3] = bv.w;
+    }
   }
 #pragma unroll
-  for (int i = 0; i < R; ++i)
+  for (int i = 0; i < RM; ++i)
 #pragma unroll
-    for (int j = 0; j < R; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+    for (int j = 0; j < RN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
 }
 
 // The next k step's elements of one operand, kRows (m or n) x kTileK, held in registers
@@ -126,12 +132,12 @@ struct OperandStage {
 // contiguous dimension (sbn == 1), else its k is; kVec: both are read as 16-byte vectors.
 // While a stage's k step runs, the next stage's operands are read from global memory into
 // registers, then stored into the other stage: one barrier a k step.
-template <int R, bool kAK, bool kBN, bool kVec>
+template <int RM, int RN, bool kAK, bool kBN, bool kVec>
 __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
     matmul_kernel(MatmulShape s, const float* __restrict A, const float* __restrict B,
                   float* __restrict C, MatmulEpilogue<float> ep) {
   GPTC_CUDA_KERNEL_BEGIN();
-  using T = Tile<R>;
+  using T = Tile<RM, RN>;
   __shared__ __align__(16) T tile;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int64_t b = blockIdx.z, m0 = (int64_t)blockIdx.y * T::kM, n0 = (int64_t)blockIdx.x * T::kN;
@@ -149,11 +155,11 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
     sb.store(tile.b[stage], tid);
   };
 
-  float acc[R][R];
+  float acc[RM][RN];
 #pragma unroll
-  for (int i = 0; i < R; ++i)
+  for (int i = 0; i < RM; ++i)
 #pragma unroll
-    for (int j = 0; j < R; ++j) acc[i][j] = 0.0f;
+    for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
 
   load(0);
   store(0);
@@ -165,10 +171,10 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
     if (s.K - k0 >= kTileK) {
 #pragma unroll
       for (int kk = 0; kk < kTileK; ++kk)
-        matmul_step<R>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
+        matmul_step<RM, RN>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
     } else {
       for (int kk = 0; kk < (int)(s.K - k0); ++kk)
-        matmul_step<R>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
+        matmul_step<RM, RN>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
     }
     if (next) store(stage ^ 1);
     __syncthreads();
@@ -177,11 +183,11 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
 
   const bool epilogue = ep.any();
 #pragma unroll
-  for (int i = 0; i < R; ++i) {
+  for (int i = 0; i < RM; ++i) {
     const int64_t m = m0 + ty * 4 + (i % 4) + 64 * (i / 4);
     if (m >= s.M) continue;
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
+    for (int j = 0; j < RN; ++j) {
       const int64_t n = n0 + tx * 4 + (j % 4) + 64 * (j / 4);
       if (n >= s.N) continue;
       const int64_t e = (b * s.M + m) * s.N + n;
@@ -199,28 +205,31 @@ inline bool vectorizable(const float* p, int64_t unit_stride, int64_t extent,
          other_stride % 4 == 0 && batch_stride % 4 == 0;
 }
 
-template <int R, bool kAK, bool kBN>
+template <int RM, int RN, bool kAK, bool kBN>
 void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
                    float* C, const MatmulEpilogue<float>& ep) {
-  const dim3 grid((unsigned)((s.N + Tile<R>::kN - 1) / Tile<R>::kN),
-                  (unsigned)((s.M + Tile<R>::kM - 1) / Tile<R>::kM), (unsigned)s.batch);
+  using T = Tile<RM, RN>;
+  const dim3 grid((unsigned)((s.N + T::kN - 1) / T::kN), (unsigned)((s.M + T::kM - 1) / T::kM),
+                  (unsigned)s.batch);
   const bool vec =
       vectorizable(A, kAK ? s.sak : s.sam, kAK ? s.K : s.M, kAK ? s.sam : s.sak, s.sab) &&
       vectorizable(B, kBN ? s.sbn : s.sbk, kBN ? s.N : s.K, kBN ? s.sbk : s.sbn, s.sbb);
   if (vec)
-    GPTC_LAUNCH((matmul_kernel<R, kAK, kBN, true>), grid, kThreads, stream)(s, A, B, C, ep);
+    GPTC_LAUNCH((matmul_kernel<RM, RN, kAK, kBN, true>), grid, kThreads, stream)(s, A, B, C, ep);
   else
-    GPTC_LAUNCH((matmul_kernel<R, kAK, kBN, false>), grid, kThreads, stream)(s, A, B, C, ep);
+    GPTC_LAUNCH((matmul_kernel<RM, RN, kAK, kBN, false>), grid, kThreads, stream)(s, A, B, C, ep);
 }
 
-template <int R>
+// The product with RM x RN outputs a thread (the tile: 16 RM x 16 RN). gptc::cuda::matmul
+// picks one by the shape; the GPU check times each (test/cuda/kernel_families.cu).
+template <int RM, int RN>
 void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
                    float* C, const MatmulEpilogue<float>& ep) {
   const bool ak = s.sak == 1, bn = s.sbn == 1;
-  if (ak && bn) launch_matmul<R, true, true>(stream, s, A, B, C, ep);
-  else if (ak) launch_matmul<R, true, false>(stream, s, A, B, C, ep);
-  else if (bn) launch_matmul<R, false, true>(stream, s, A, B, C, ep);
-  else launch_matmul<R, false, false>(stream, s, A, B, C, ep);
+  if (ak && bn) launch_matmul<RM, RN, true, true>(stream, s, A, B, C, ep);
+  else if (ak) launch_matmul<RM, RN, true, false>(stream, s, A, B, C, ep);
+  else if (bn) launch_matmul<RM, RN, false, true>(stream, s, A, B, C, ep);
+  else launch_matmul<RM, RN, false, false>(stream, s, A, B, C, ep);
 }
 
 // The multiprocessors of the current device (read once).
@@ -244,9 +253,9 @@ inline void matmul(cudaStream_t stream, const MatmulShape& s, const float* A, co
   if (s.batch <= 0 || s.M <= 0 || s.N <= 0) return;
   const int64_t large = s.batch * ((s.M + 127) / 128) * ((s.N + 127) / 128);
   if (large >= 2 * detail::multiprocessors())
-    detail::launch_matmul<8>(stream, s, A, B, C, ep);
+    detail::launch_matmul<8, 8>(stream, s, A, B, C, ep);
   else
-    detail::launch_matmul<4>(stream, s, A, B, C, ep);
+    detail::launch_matmul<4, 4>(stream, s, A, B, C, ep);
   GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::matmul");
 }
 
