@@ -78,6 +78,15 @@ def step_table(record) -> list:
     return lines
 
 
+def blocking(m) -> str:
+    """" The products' blocking from the machine's caches: ...", or "" for runs from
+    before matmul_bench printed it."""
+    b = m.get("blocking")
+    order = {"panels": "panel-task"}.get(b["order"], b["order"]) if b else ""
+    return (f" The products' blocking from the caches: the {order} order, kc {b['kc']}, "
+            f"mc {b['mc']}, nc {b['nc']}." if b else "")
+
+
 def micro(record) -> str:
     m = record["figures"].get("matmul") or {}
     return "—" if not m.get("gflops") else shown(100 * m["fraction_of_peak"],
@@ -135,7 +144,7 @@ def page(runs, gpu_dir: str = "", main_job=None, generation=None) -> list:
                       f"{m.get('K', 2048)} on one core: {m['gflops']:.1f} GFLOP/s, "
                       f"{micro(record)} of the measured {m['fma_peak_gflops']:.1f} GFLOP/s "
                       f"fp32 FMA peak" + (f"; OpenBLAS sgemm {s['gflops']:.1f} GFLOP/s."
-                                          if s.get("gflops") else ".")]
+                                          if s.get("gflops") else ".") + blocking(m)]
         if peak_share(record):
             g = step_gflop(steps_of(record)[("shakespeare", "gptc")])
             lines += ["", f"The Shakespeare-size step, {g:.1f} GFLOP (nanoGPT's count: 6 a "

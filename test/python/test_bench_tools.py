@@ -661,3 +661,17 @@ def test_step_flops_is_the_step_s_products_counted_one_by_one():
     params = 4 * C * 3 * C * L + V * C + layer_norms  # the tied embedding once; no wpe
     assert step_flops(params, L, H, C, T, tokens) - by_hand == 6 * tokens * layer_norms
     assert step_flops(params, L, H, C, T, tokens) == approx(by_hand, rel=0.005)
+
+
+def test_report_names_the_blocking_the_machine_gave():
+    """The performance page says which blocking the run's products took (matmul_bench's
+    record), and nothing for runs from before it was recorded."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from report import blocking
+    m = {"gflops": 100.0, "blocking": {"order": "panels", "kc": 192, "mc": 678, "nc": 10912,
+                                       "caches_from": "sysfs"}}
+    assert blocking(m) == (" The products' blocking from the caches: the panel-task order, "
+                           "kc 192, mc 678, nc 10912.")
+    m["blocking"]["order"] = "blocked"
+    assert "the blocked order, kc 192" in blocking(m)
+    assert blocking({"gflops": 100.0}) == ""
