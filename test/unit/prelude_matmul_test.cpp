@@ -242,7 +242,8 @@ TEST(Matmul, HorizontalMembersGetTheReferenceBits) {
     }
     for (size_t i = 0; i < data.size(); ++i)
       EXPECT_EQ(0, std::memcmp(data[i].C.data(), data[i].ref.data(), data[i].C.size() * 4))
-          << "member " << i << ", " << threads << " threads, blocking " << run / 3;
+          << "member " << i << ", " << threads << " threads, "
+          << (run < 3 ? "the Zen 4's blocking" : "the small blocking");
   }
   gptc::detail::matmul_blocking() = blockings()[0];
   gptc::thread_count() = 1;
