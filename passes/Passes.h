@@ -23,6 +23,9 @@ struct PipelineOptions {
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
+  // gpt-keep-gelu-erf: an exact GELU keeps its erf for its gradient, memory for time (the
+  // CPU's choice; the GPU targets recompute it: bench/NOTES.md, "Memory").
+  bool keepGeluErf = true;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

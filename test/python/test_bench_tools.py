@@ -675,3 +675,21 @@ def test_report_names_the_blocking_the_machine_gave():
     m["blocking"]["order"] = "blocked"
     assert "the blocked order, kc 192" in blocking(m)
     assert blocking({"gflops": 100.0}) == ""
+
+
+def test_eager_memory_counts_the_step_s_tensors():
+    """bench/eager_memory.py at the GPU check's tiny size: after the steps, what is live is
+    the parameters, their gradients and AdamW's two moments (4 floats a parameter, each
+    storage rounded up to 512 bytes, plus the two batches and AdamW's step counts: under a
+    tenth more); the peak adds the step's activations on top. A bad count is one line."""
+    run = subprocess.run([sys.executable, os.path.join(REPO, "bench", "eager_memory.py"),
+                          "--size", "tiny"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    state = 4 * r["params"] * 4 / (1 << 20)
+    assert state <= r["live_after_mib"] <= 1.1 * state
+    assert r["peak_mib"] > 2 * r["live_after_mib"]
+    bad = subprocess.run([sys.executable, os.path.join(REPO, "bench", "eager_memory.py"),
+                          "--steps", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "eager_memory.py: error: --steps must be at least 1, got 0"]
