@@ -140,11 +140,16 @@ LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
           return at.emitError("the CUDA target does not yet run an attention gradient whose "
                               "dq, dk, dv are laid out unlike q, k, v");
         int64_t B = at.getDq().getType().getNumElements() / (a.H * a.T * a.D);
-        needScratch(2 * B * a.H * a.T * a.S * (int64_t)sizeof(float));
+        // The family's scratch, 2 T S floats a head, for groups of heads of at most 32 MiB
+        // (one head at least): every head at once took 192 MiB at shakespeare_char size, on
+        // top of the step's peak (bench/NOTES.md, "Memory").
+        const int64_t perHead = 2 * a.T * a.S, heads = B * a.H;
+        const int64_t group = std::clamp<int64_t>((int64_t(8) << 20) / perHead, 1, heads);
+        needScratch(group * perHead * (int64_t)sizeof(float));
         // (g, the output's gradient, is laid out as the forward's output: y's strides)
         os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
            << "  const gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, "
-              "(float*)gptc_scratch};\n"
+              "(float*)gptc_scratch, " << group * perHead << "};\n"
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();
       })

@@ -19,8 +19,9 @@
 // seen, in order from 0; dS_j = P_j (dP_j - Dsum); dq[c] = (the fma chain of dS_j k_j[c])
 // scale. Then per key j: dk[c] = (the fma chain of dS_tj q_t[c] over the query rows t that see
 // j, in increasing t from 0) scale, and dv[c] = the same chain of (P_tj K_tj) g_t[c]. The
-// first kernel takes a query row a warp and leaves dS and P K in scratch ([B H, T, S] each);
-// the second takes a (key, column) a thread and runs the chains over t: no atomics.
+// first kernel takes a query row a warp and leaves dS and P K in scratch ([heads, T, S] each,
+// for a group of heads that fits the scratch); the second takes a (key, column) a thread and
+// runs the chains over t: no atomics.
 #pragma once
 
 #include "gptc/cuda/check.cuh"
@@ -139,6 +140,9 @@ struct AttentionGradArgs {
   const float* g;
   float *dq, *dk, *dv;
   float* scratch;
+  // The scratch's floats: the heads go in groups that fit it, 2 T S floats a head
+  // (attention_grad); 0: every head at once (attention_grad_scratch_floats).
+  int64_t scratch_floats = 0;
 };
 
 namespace detail {
@@ -168,17 +172,19 @@ __device__ __forceinline__ AttentionGradLane attention_grad_lane(
 }
 }  // namespace detail
 
-// dq, and each row's dS and P K into the scratch: one warp a query row.
-__global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
+// dq, and each row's dS and P K into the scratch: one warp a query row, of the heads
+// (batch x head) [bh0, bh1).
+__global__ void attention_grad_rows_kernel(AttentionGradArgs a, int64_t bh0, int64_t bh1) {
   GPTC_CUDA_KERNEL_BEGIN();
   const AttentionArgs& f = a.f;
   const int lane = threadIdx.x % 32;
-  const int64_t rows = f.B * f.H * f.T;
+  const int64_t row0 = bh0 * f.T, rows = (bh1 - bh0) * f.T;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-  float* dS_all = a.scratch;
-  float* PK_all = a.scratch + rows * f.S;
-  for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows;
-       r += warps) {
+  for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < rows;
+       i += warps) {
+    const int64_t r = row0 + i;
+    float* const dS_row = a.scratch + i * f.S;           // the group's rows: dS, then P K
+    float* const PK_row = a.scratch + (rows + i) * f.S;
     const int64_t bh = r / f.T, t = r % f.T, b = bh / f.H, h = bh % f.H;
     const float* q = f.q + b * f.q_b + h * f.q_h + t * f.q_t;
     const float* g = a.g + b * f.y_b + h * f.y_h + t * f.y_t;
@@ -205,8 +211,8 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
           detail::attention_grad_lane(f, r, j0, nb, m, l, q, g, kb, vb);
       const float dS = op.P * (op.dP - Dsum);
       if (lane < nb) {
-        dS_all[r * f.S + j0 + lane] = dS;
-        PK_all[r * f.S + j0 + lane] = op.PK;
+        dS_row[j0 + lane] = dS;
+        PK_row[j0 + lane] = op.PK;
       }
       for (int j = 0; j < (int)nb; ++j) {
         const float dsj = __shfl_sync(0xffffffffu, dS, j);
@@ -227,42 +233,44 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a) {
   }
 }
 
-// dk and dv from the scratch: one thread a (head, key, column), its chains over the query
-// rows that see the key, in increasing order.
-__global__ void attention_grad_keys_kernel(AttentionGradArgs a) {
+// dk and dv from the scratch: one thread a (head, key, column) of the heads [bh0, bh1), its
+// chains over the query rows that see the key, in increasing order.
+__global__ void attention_grad_keys_kernel(AttentionGradArgs a, int64_t bh0, int64_t bh1) {
   GPTC_CUDA_KERNEL_BEGIN();
   const AttentionArgs& f = a.f;
   const int64_t W = f.D > f.Dv ? f.D : f.Dv;
-  const int64_t total = f.B * f.H * f.S * W, rows = f.B * f.H * f.T;
-  const float* dS_all = a.scratch;
+  const int64_t total = (bh1 - bh0) * f.S * W, row0 = bh0 * f.T, rows = (bh1 - bh0) * f.T;
+  const float* dS_all = a.scratch;  // the group's rows, as the rows kernel left them
   const float* PK_all = a.scratch + rows * f.S;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t bh = e / (f.S * W), j = (e / W) % f.S, c = e % W, b = bh / f.H, h = bh % f.H;
+    const int64_t bh = bh0 + e / (f.S * W), j = (e / W) % f.S, c = e % W, b = bh / f.H,
+                  h = bh % f.H;
     const int64_t first = f.causal ? j : 0;  // row t sees key j from t = j on
     const float* q = f.q + b * f.q_b + h * f.q_h;
     const float* g = a.g + b * f.y_b + h * f.y_h;
     if (c < f.D) {
       float acc = 0;
       for (int64_t t = first; t < f.T; ++t)
-        acc = gptc::fma(dS_all[(bh * f.T + t) * f.S + j], q[t * f.q_t + c], acc);
+        acc = gptc::fma(dS_all[(bh * f.T + t - row0) * f.S + j], q[t * f.q_t + c], acc);
       a.dk[b * f.k_b + h * f.k_h + j * f.k_s + c] = acc * f.scale;
     }
     if (c < f.Dv) {
       float acc = 0;
       for (int64_t t = first; t < f.T; ++t)
-        acc = gptc::fma(PK_all[(bh * f.T + t) * f.S + j], g[t * f.y_t + c], acc);
+        acc = gptc::fma(PK_all[(bh * f.T + t - row0) * f.S + j], g[t * f.y_t + c], acc);
       a.dv[b * f.v_b + h * f.v_h + j * f.v_s + c] = acc;
     }
   }
 }
 
-// The scratch attention_grad needs, in floats.
+// The scratch attention_grad needs for every head at once, in floats (2 T S a head).
 inline int64_t attention_grad_scratch_floats(const AttentionArgs& f) {
   return 2 * f.B * f.H * f.T * f.S;
 }
 
-// Launches the gradient: the rows kernel, then the keys kernel.
+// Launches the gradient: per group of heads that fits the scratch, the rows kernel, then the
+// keys kernel. Which launch computes a head changes no bit: each output is its own chain.
 inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& a) {
   const AttentionArgs& f = a.f;
   if (f.D > 32 * kAttentionMaxColumnsPerLane) {
@@ -270,15 +278,26 @@ inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& a) {
                  (long long)f.D, 32 * kAttentionMaxColumnsPerLane);
     std::exit(1);
   }
-  const int64_t rows = f.B * f.H * f.T, blocks = (rows + 7) / 8;
-  GPTC_LAUNCH(attention_grad_rows_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256,
-              stream)(a);
-  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_rows_kernel");
-  const int64_t W = f.D > f.Dv ? f.D : f.Dv, total = f.B * f.H * f.S * W;
-  const int64_t kblocks = (total + 255) / 256;
-  GPTC_LAUNCH(attention_grad_keys_kernel, (unsigned)(kblocks < 65535 ? kblocks : 65535), 256,
-              stream)(a);
-  GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_keys_kernel");
+  const int64_t heads = f.B * f.H, perHead = 2 * f.T * f.S;
+  if (a.scratch_floats && a.scratch_floats < perHead) {
+    std::fprintf(stderr, "gptc: error: gptc::cuda::attention_grad: a scratch of %lld floats "
+                 "holds no head (%lld a head)\n", (long long)a.scratch_floats,
+                 (long long)perHead);
+    std::exit(1);
+  }
+  const int64_t group = a.scratch_floats ? std::min(heads, a.scratch_floats / perHead) : heads;
+  const int64_t W = f.D > f.Dv ? f.D : f.Dv;
+  for (int64_t bh0 = 0; bh0 < heads; bh0 += group) {
+    const int64_t bh1 = std::min(heads, bh0 + group);
+    const int64_t blocks = ((bh1 - bh0) * f.T + 7) / 8;
+    GPTC_LAUNCH(attention_grad_rows_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256,
+                stream)(a, bh0, bh1);
+    GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_rows_kernel");
+    const int64_t kblocks = ((bh1 - bh0) * f.S * W + 255) / 256;
+    GPTC_LAUNCH(attention_grad_keys_kernel, (unsigned)(kblocks < 65535 ? kblocks : 65535), 256,
+                stream)(a, bh0, bh1);
+    GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_keys_kernel");
+  }
 }
 
 }  // namespace gptc::cuda
