@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gptc/checksum.h"
+#include "gptc/prelude/cpu/pages.h"
 #include "gptc/signature.h"
 #include "gptc/safetensors.hpp"
 
@@ -49,13 +50,14 @@ struct FreeDeleter {
 };
 using AlignedBuf = std::unique_ptr<void, FreeDeleter>;
 
-// 64-byte-aligned, zero-filled, never null (even for 0 bytes).
+// 64-byte-aligned, in huge pages from 2 MB (gptc/prelude/cpu/pages.h), zero-filled, never
+// null (even for 0 bytes).
 AlignedBuf aligned_buffer(size_t nbytes, const std::string& what) {
   if (nbytes > SIZE_MAX - kAlign)
     throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes for " + what);
   size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
   if (size == 0) size = kAlign;
-  void* p = std::aligned_alloc(kAlign, size);
+  void* p = gptc::alloc_pages(size);
   if (!p) throw Error("out of memory allocating " + std::to_string(size) + " bytes for " + what);
   std::memset(p, 0, size);
   return AlignedBuf(p);
