@@ -82,7 +82,8 @@ def blocking(m) -> str:
     """" The products' blocking from the machine's caches: ...", or "" for runs from
     before matmul_bench printed it."""
     b = m.get("blocking")
-    order = {"panels": "panel-task"}.get(b["order"], b["order"]) if b else ""
+    order = {"panels": "panel-task",
+             "mixed": "panel-task (weight gradients blocked)"}.get(b["order"], b["order"]) if b else ""
     return (f" The products' blocking from the caches: the {order} order, kc {b['kc']}, "
             f"mc {b['mc']}, nc {b['nc']}." if b else "")
 

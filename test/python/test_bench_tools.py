@@ -674,6 +674,8 @@ def test_report_names_the_blocking_the_machine_gave():
                            "kc 192, mc 678, nc 10912.")
     m["blocking"]["order"] = "blocked"
     assert "the blocked order, kc 192" in blocking(m)
+    m["blocking"]["order"] = "mixed"
+    assert "the panel-task (weight gradients blocked) order, kc 192" in blocking(m)
     assert blocking({"gflops": 100.0}) == ""
 
 

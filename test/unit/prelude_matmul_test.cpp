@@ -35,8 +35,10 @@ struct Case {
 // The blockings every product is checked under, whatever machine runs the test: the model's
 // for a Zen 4's caches (32 KB 8-way L1d, 1 MB L2, 32 MB L3 for two CPUs: a transposed A of
 // more than 256K floats copied, 128K floats of A a thread split by rows) in the order of
-// this width; the same in the other order; and a small blocked one that cuts the cases'
-// products into several k, row and column blocks. None may change a bit.
+// this width; the same in the other order (AVX2's panel tasks with a transposed A blocked,
+// AVX-512's blocked for all); a small blocked one that cuts the cases' products into
+// several k, row and column blocks (by rows, and by columns where N > M); and every product
+// in panel tasks. None may change a bit.
 std::vector<gptc::detail::MatmulBlocking> blockings() {
   gptc::Caches zen4;
   zen4.l1d = {32 << 10, 8, 64, 1};
@@ -44,9 +46,10 @@ std::vector<gptc::detail::MatmulBlocking> blockings() {
   zen4.l3 = {32 << 20, 16, 64, 2};
   using gptc::detail::blocking_for;
   using gptc::detail::kBlockedOrder;
-  gptc::detail::MatmulBlocking small = blocking_for(zen4, true);
+  gptc::detail::MatmulBlocking small = blocking_for(zen4, true), panels = small;
   small.kc = 64, small.mc = 12, small.nc = 2 * gptc::detail::kPanel;
-  return {blocking_for(zen4, kBlockedOrder), blocking_for(zen4, !kBlockedOrder), small};
+  panels.blocked = panels.blockedTransposed = false;  // every product in panel tasks
+  return {blocking_for(zen4, kBlockedOrder), blocking_for(zen4, !kBlockedOrder), small, panels};
 }
 #endif
 
@@ -75,7 +78,10 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         {1, 200, 300, 777, false, true, true},
                         // The same with N past 8 panels of 32 columns (AVX-512's, whose
                         // builds take the panel-task order for these instead).
+                        // A transposed: a weight gradient, which AVX-512 builds block too
+                        // (the second with N > M, split by columns).
                         {1, 230, 290, 1000, true, false, false},
+                        {1, 196, 330, 340, true, false, true},
                         {2, 100, 270, 400, false, true, true},
                         // Panels that do not divide over the threads: their rows split in
                         // chunks (lm_head's 65 columns, A transposed over a k too short to
@@ -108,7 +114,7 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
 #else
   {
 #endif
-  [[maybe_unused]] int blocked = 0;  // cases taking the blocked order
+  [[maybe_unused]] int blocked = 0, blockedTransposed = 0;  // cases taking the blocked order
   for (const Case& c : cases) {
     std::vector<float> A(c.batch * c.M * c.K), B(c.batch * c.K * c.N);
     for (float& v : A) v = normal(rng);
@@ -121,8 +127,9 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     {
       int64_t fbatch = c.batch, fM = c.M, fsab = sab;
       gptc::detail::fold_batch(fbatch, fM, fsab, sam, sbb);
-      const bool blocks = gptc::detail::blocks_k(fbatch, fM, c.N, c.K);
+      const bool blocks = gptc::detail::blocks_k(fbatch, fM, c.N, c.K, sam, sak);
       blocked += blocks;
+      blockedTransposed += blocks && c.ta;
 #if defined(_OPENMP)
       if (!blocks && !gptc::detail::copies_a(c.M, c.K, sam, sak)) {
         const bool rows = gptc::detail::splits_rows(fbatch, fM, c.K, sak, threads);
@@ -179,10 +186,14 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     EXPECT_EQ(acc, ref[0]);
   }
 #if defined(GPTC_TILED_MATMUL)
-  if (blocking.blocked)
+  if (blocking.blocked) {
     EXPECT_GE(blocked, 3) << "too few cases reach the blocked order";
-  else
+  } else if (blocking.blockedTransposed) {  // only a transposed A (weight gradients) blocked
+    EXPECT_GE(blocked, 2) << "too few transposed cases reach the blocked order";
+    EXPECT_EQ(blocked, blockedTransposed) << "a product with A's rows took the blocked order";
+  } else {
     EXPECT_EQ(blocked, 0) << "the panel-task order took a blocked product";
+  }
 #endif
   }
   }
@@ -268,6 +279,7 @@ TEST(MatmulBlocking, TheRuleOnKnownCaches) {
   const auto z = blocking_for(zen2, true), x = blocking_for(intel, false);
   EXPECT_TRUE(z.blocked);
   EXPECT_FALSE(x.blocked);
+  EXPECT_TRUE(x.blockedTransposed);  // a transposed A takes the blocked order in either
   if (gptc::detail::kPanel == 16) {  // AVX2: 64-byte rows of a panel
     // 6 ways of 4 KB / 64 B = 384; 256 KB / (384 * 4 B) = 170.7 -> 168; 1 MB / 1536 B =
     // 682.7 -> 672.
@@ -319,7 +331,12 @@ TEST(MatmulBlocking, OverridesAndCacheStrings) {
   EXPECT_EQ(o.kc, 100);
   EXPECT_EQ(o.mc, 12);                          // whole micro-panels
   EXPECT_EQ(o.nc, (33 + kPanel - 1) / kPanel * kPanel);  // whole panels
-  EXPECT_FALSE(blocking_overridden(o, "order=panels").blocked);
+  const auto p = blocking_overridden(o, "order=panels"), m = blocking_overridden(o, "order=mixed");
+  EXPECT_FALSE(p.blocked);
+  EXPECT_FALSE(p.blockedTransposed);
+  EXPECT_FALSE(m.blocked);
+  EXPECT_TRUE(m.blockedTransposed);
+  EXPECT_TRUE(blocking_overridden(p, "order=blocked").blockedTransposed);
   // Anything else keeps the machine's blocking whole (and says so on stderr).
   for (const char* bad : {"kc=5x", "kc=0", "mc=-3", "order=rows", "nc", "kc=100,huh=1"}) {
     const auto k = blocking_overridden(b, bad);

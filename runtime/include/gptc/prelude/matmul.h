@@ -114,12 +114,16 @@ constexpr int64_t kRows = 6;                      // rows per register tile (12 
 // and two thresholds of the orders below: a transposed A larger than a core's L2 is copied
 // to rows, and a product whose rows of A take at most half of L2 a thread splits by rows.
 struct MatmulBlocking {
-  bool blocked;        // tall-A, wide-B products in the blocked order (else panel tasks)
-  int64_t kc, mc, nc;  // the blocked order's k, row and column blocks
-  int64_t copyFloats;  // copies_a: a transposed A of more floats than this is copied
-  int64_t rowFloats;   // splits_rows: the floats of A's rows a thread may take
+  bool blocked;            // tall-A, wide-B products in the blocked order (else panel tasks)
+  bool blockedTransposed;  // those of them whose A is transposed (weight gradients) too
+  int64_t kc, mc, nc;      // the blocked order's k, row and column blocks
+  int64_t copyFloats;      // copies_a: a transposed A of more floats than this is copied
+  int64_t rowFloats;       // splits_rows: the floats of A's rows a thread may take
 };
-constexpr bool kBlockedOrder = kPanel == 16;  // the order measured faster, per width
+// The orders measured faster: AVX2's 16-column panels take the blocked order for every
+// product it fits; AVX-512's take panel tasks, but a transposed A (a weight gradient's
+// dY^T) the blocked order, which packs its micro-panels straight from dY's rows.
+constexpr bool kBlockedOrder = kPanel == 16;
 inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
   v = v / m * m;
   return v < least ? least : v;
@@ -127,6 +131,7 @@ inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
 inline MatmulBlocking blocking_for(const Caches& c, bool blocked) {
   MatmulBlocking b{};
   b.blocked = blocked;
+  b.blockedTransposed = true;
   const int64_t way = c.l1d.bytes / c.l1d.ways;
   b.kc = round_down((c.l1d.ways - 2) * way / (kPanel * 4), 16, 64);
   b.mc = round_down(c.l2.bytes / 2 / (b.kc * 4), kRows, kRows);
@@ -135,7 +140,8 @@ inline MatmulBlocking blocking_for(const Caches& c, bool blocked) {
   b.rowFloats = c.l2.bytes / 2 / 4;
   return b;
 }
-// GPTC_MATMUL_BLOCKING="order=blocked|panels,kc=N,mc=N,nc=N": the model's choice overridden
+// GPTC_MATMUL_BLOCKING="order=blocked|panels|mixed,kc=N,mc=N,nc=N" (mixed: only a
+// transposed A blocked, AVX-512's default): the model's choice overridden
 // (to time another blocking on a new machine without rebuilding). mc and nc are rounded up
 // to whole micro-panels and panels; anything else is refused in one line on stderr and the
 // machine's blocking kept.
@@ -152,10 +158,13 @@ inline MatmulBlocking blocking_overridden(MatmulBlocking b, const char* s) {
     const long long v = eq ? std::strtoll(eq + 1, &end, 10) : 0;
     const bool count = eq && end != eq + 1 && *end == 0 && v > 0 && v < (1LL << 30);
     if (eq) *eq = 0;
-    if (eq && std::strcmp(key, "order") == 0 && std::strcmp(eq + 1, "blocked") == 0)
-      o.blocked = true;
-    else if (eq && std::strcmp(key, "order") == 0 && std::strcmp(eq + 1, "panels") == 0)
-      o.blocked = false;
+    const bool order = eq && std::strcmp(key, "order") == 0;
+    if (order && std::strcmp(eq + 1, "blocked") == 0)
+      o.blocked = o.blockedTransposed = true;
+    else if (order && std::strcmp(eq + 1, "panels") == 0)
+      o.blocked = o.blockedTransposed = false;
+    else if (order && std::strcmp(eq + 1, "mixed") == 0)
+      o.blocked = false, o.blockedTransposed = true;
     else if (count && std::strcmp(key, "kc") == 0)
       o.kc = v;
     else if (count && std::strcmp(key, "mc") == 0)
@@ -163,8 +172,9 @@ inline MatmulBlocking blocking_overridden(MatmulBlocking b, const char* s) {
     else if (count && std::strcmp(key, "nc") == 0)
       o.nc = (v + kPanel - 1) / kPanel * kPanel;
     else {
-      std::fprintf(stderr, "gptc: GPTC_MATMUL_BLOCKING: '%s' is not order=blocked|panels or "
-                   "kc=, mc=, nc= with a positive count; the machine's blocking is used\n", item);
+      std::fprintf(stderr, "gptc: GPTC_MATMUL_BLOCKING: '%s' is not order=blocked|panels|mixed "
+                   "or kc=, mc=, nc= with a positive count; the machine's blocking is used\n",
+                   item);
       return b;
     }
     p = e ? e + 1 : p + n;
@@ -473,27 +483,31 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 }
 
 // The blocked order (BLIS's): k in blocks of kc (one block while K <= 4/3 kc); each thread
-// takes a contiguous share of A's rows and, per block of nc columns and per k block, packs
-// B's panels itself (kc x nc floats, in its share of L3; where B's rows are contiguous, a
-// row at a time into every panel), then goes through its rows in blocks of mc: it copies the
-// block into 6-row micro-panels (kRows x kc, k-major, in L2) and runs every panel (kc x
-// kPanel, in L1) over them. A tile past the first k block continues from the sums C holds
-// (matmul_tile's Carry): every output is still one k = 0..K-1 fma chain from zero, the same
-// bits as the panel-task order above, whatever kc, mc and nc are; the epilogue runs in the
+// takes a contiguous share of A's rows (or, where B is the wider operand, of B's panels)
+// and, per block of nc columns and per k block, packs its B's panels itself (kc x nc
+// floats, in its share of L3; where B's rows are contiguous, a row at a time into every
+// panel), then goes through its rows in blocks of mc: it copies the block into 6-row
+// micro-panels (kRows x kc, k-major, in L2) and runs every panel (kc x kPanel, in L1) over
+// them. A tile past the first k block continues from the sums C holds (matmul_tile's
+// Carry): every output is still one k = 0..K-1 fma chain from zero, the same bits as the
+// panel-task order above, whatever kc, mc, nc and the split are; the epilogue runs in the
 // last k block. The panel-task order reads all of A once per panel (for q/k/v at
 // Shakespeare size, 72 times 1.5 MB) from the L3 that the machine's other tenants share;
 // this order reads A once per k block and column block, and B once per row block, and was
 // the faster one for AVX2's 16-column panels. With AVX-512's 32-column panels the
 // panel-task order reads A half as often, and on an AVX-512 machine with 1 MB of L2 a core
-// it was the faster one for every product timed, so AVX-512 builds take it unless
-// GPTC_MATMUL_BLOCKING says otherwise. Each thread packs B for itself, not a share of it for
-// the team: the packing is a small part of the thread's fmas, and no thread then reads
+// it was the faster one for every product timed then; on an Intel Xeon with 2 MB a core
+// (where a weight gradient's dY^T is not copied first) the blocked order was the faster
+// for the weight gradients, so AVX-512 builds take it for a transposed A only, unless
+// GPTC_MATMUL_BLOCKING says otherwise. A thread packs its operands for itself, not a share
+// for the team: the packing is a small part of the thread's fmas, and no thread then reads
 // panels another core wrote, nor waits for the others at a barrier per block, which matters
 // where the host places the two virtual CPUs far apart. (bench/NOTES.md, "matmul: loop
 // order and blocking" and "matmul: splits and threading", has the measurements.)
 
-inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return matmul_blocking().blocked && batch == 1 && N >= 8 * kPanel && M >= 192 &&
+inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak) {
+  const MatmulBlocking& b = matmul_blocking();
+  return (b.blocked || (b.blockedTransposed && sam == 1 && sak > 1)) && batch == 1 && N >= 8 * kPanel && M >= 192 &&
          M * K >= (int64_t(1) << 16);
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
@@ -556,19 +570,26 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
   const int64_t depths = K <= bl.kc + bl.kc / 3 ? 1 : (K + bl.kc - 1) / bl.kc;
   const int64_t maxDepth = (K + depths - 1) / depths;
   const int64_t nc = N < bl.nc ? N : bl.nc, ncPanels = (nc + kPanel - 1) / kPanel;
-  // One iteration per thread: its contiguous share of the micro-panels (a static split;
-  // which thread computes a row never changes its bits). It reads only its own scratch, so it
-  // goes on to the region's next loop without waiting.
+  // One iteration per thread: its contiguous share of the row micro-panels, or where B is
+  // the wider operand (N > M: a weight gradient whose layer narrows) of the column panels
+  // (a static split; which thread computes an element never changes its bits). Each thread
+  // packs the whole of the other operand, so the split goes along the wider one: B packed
+  // once per thread costs K N, A K M. A thread reads only its own scratch, so it goes on to
+  // the region's next loop without waiting.
   const int team = gptc::team_size();
+  const bool byCols = N > M;
   GPTC_OMP("omp for schedule(static) nowait")
   for (int t = 0; t < team; ++t) {
     float* const packed = gptc::scratch<float>(4, ncPanels * maxDepth * kPanel);
     float* const block = gptc::scratch<float>(0, bl.mc * maxDepth + kPanel);
-    const int64_t micro = (M + kRows - 1) / kRows;
-    const int64_t lo = micro * t / team * kRows, hiRows = micro * (t + 1) / team * kRows;
-    const int64_t hi = hiRows < M ? hiRows : M;
-    for (int64_t j0 = 0; j0 < N; j0 += nc) {
-      const int64_t nj = N - j0 < nc ? N - j0 : nc, panels = (nj + kPanel - 1) / kPanel;
+    const int64_t unit = byCols ? kPanel : kRows, extent = byCols ? N : M;
+    const int64_t units = (extent + unit - 1) / unit;
+    const int64_t u0 = units * t / team * unit, uEnd = units * (t + 1) / team * unit;
+    const int64_t u1 = uEnd < extent ? uEnd : extent;
+    const int64_t lo = byCols ? 0 : u0, hi = byCols ? M : u1;  // the thread's rows
+    const int64_t c0 = byCols ? u0 : 0, c1 = byCols ? u1 : N;  // and its columns
+    for (int64_t j0 = c0; j0 < c1; j0 += nc) {
+      const int64_t nj = c1 - j0 < nc ? c1 - j0 : nc, panels = (nj + kPanel - 1) / kPanel;
       for (int64_t d = 0; d < depths; ++d) {
         const int64_t k0 = K * d / depths, kc = K * (d + 1) / depths - k0;
         const bool first = d == 0, last = d == depths - 1;
@@ -713,7 +734,7 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
   // after copying, with the copy's strides).
   int64_t fbatch = batch, fM = M, fsab = sab;
   detail::fold_batch(fbatch, fM, fsab, sam, sbb);
-  if (detail::blocks_k(fbatch, fM, N, K)) {
+  if (detail::blocks_k(fbatch, fM, N, K, sam, sak)) {
     detail::matmul_blocked_ws(fM, N, K, A, sam, sak, B, sbk, sbn, C, ep);
     return;
   }
