@@ -70,6 +70,21 @@ def eager_step(model, opt, x, y):
     return loss
 
 
+def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: float):
+    """The bench's model (seeded) and its one batch: (model, config, x, y)."""
+    torch.manual_seed(0)
+    if kind == "llama":
+        cfg = LlamaConfig(n_kv_head=2, **cfg_args)
+        model = LlamaStyle(cfg).train()
+    else:
+        cfg = TinyGPTConfig(dropout=dropout, bias=False, flash=attention == "sdpa", **cfg_args)
+        model = TinyGPT(cfg).train()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+    y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+    return model, cfg, x, y
+
+
 def main():
     ap = Parser()
     ap.add_argument("--framework", choices=["gptc", "eager", "compile"], required=True)
@@ -91,17 +106,7 @@ def main():
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
     batch = args.batch or batch
-    torch.manual_seed(0)
-    if args.model == "llama":
-        cfg = LlamaConfig(n_kv_head=2, **cfg_args)
-        model = LlamaStyle(cfg).train()
-    else:
-        cfg = TinyGPTConfig(dropout=args.dropout, bias=False, flash=args.attention == "sdpa",
-                            **cfg_args)
-        model = TinyGPT(cfg).train()
-    g = torch.Generator().manual_seed(1)
-    x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
-    y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+    model, cfg, x, y = make_model(cfg_args, batch, args.model, args.attention, args.dropout)
     out = dict(framework=args.framework, size=args.size, batch=batch,
                block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
                attention=args.attention, model=args.model,

@@ -1,6 +1,7 @@
 """The bench's tools still build and run: a small run of each, for its results, not its times."""
 import importlib
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -695,3 +696,23 @@ def test_eager_memory_counts_the_step_s_tensors():
                           "--steps", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "eager_memory.py: error: --steps must be at least 1, got 0"]
+
+
+def test_eager_profile_names_where_eager_s_step_goes():
+    """bench/eager_profile.py at tiny size: the op table and the groups, whose times add up
+    to the step's total; the products are there (27 mm calls a tiny step), and a bad count
+    is one line."""
+    cmd = [sys.executable, os.path.join(REPO, "bench", "eager_profile.py"), "--size", "tiny",
+           "--steps", "2", "--warmup", "1"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    total = float(re.search(r": ([0-9.]+) ms of op self time a step", run.stdout).group(1))
+    groups = dict((g, float(ms)) for g, ms in
+                  re.findall(r"^\| (products|attention|gelu|the rest) \| ([0-9.]+) \|",
+                             run.stdout, re.M))
+    assert set(groups) == {"products", "attention", "gelu", "the rest"}
+    assert sum(groups.values()) == approx(total, abs=0.3)
+    assert re.search(r"^\| aten::mm \| [0-9.]+ \| 27 \|$", run.stdout, re.M)
+    bad = subprocess.run(cmd[:2] + ["--steps", "0"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--steps must be at least 1" in bad.stderr
+    assert "Traceback" not in bad.stderr
