@@ -26,6 +26,9 @@ struct PipelineOptions {
   // gpt-keep-gelu-erf: an exact GELU keeps its erf for its gradient, memory for time (the
   // CPU's choice; the GPU targets recompute it: bench/NOTES.md, "Memory").
   bool keepGeluErf = true;
+  // gpt-recompute-gelu: the backward computes a GELU's output again instead of keeping it
+  // from the forward, time for memory (the GPU targets' choice; the CPU keeps it).
+  bool recomputeGelu = false;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

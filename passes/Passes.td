@@ -180,6 +180,37 @@ def KeepGeluErf : Pass<"gpt-keep-gelu-erf", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 
+def RecomputeGelu : Pass<"gpt-recompute-gelu", "mlir::func::FuncOp"> {
+  let summary = "Have the backward compute a GELU's output again instead of keeping it";
+  let description = [{
+    A `gpt.gelu %x` before the loss (the function's last scalar floating-point
+    result, as gpt-autodiff takes it) whose result ops after the loss read (a
+    GPT's c_proj weight gradient) gets a second `gpt.gelu %x` right before the
+    first of those readers, which read it instead: the forward's output is free
+    once the forward has read it. The same op of the same operand, so the bits
+    are unchanged; the cost is one more elementwise kernel a layer. For the GPU
+    targets (the CPU keeps the output). Runs after autodiff, before fusion;
+    gptc compile -O0 skips it.
+
+    Before:
+    ```mlir
+    %y = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+    %m = gpt.matmul %y, %w {...}
+    %l = gpt.cross_entropy %m, %t {...}
+    %d = gpt.matmul %g, %y {...}
+    ```
+    After:
+    ```mlir
+    %y = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+    %m = gpt.matmul %y, %w {...}
+    %l = gpt.cross_entropy %m, %t {...}
+    %y2 = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
+    %d = gpt.matmul %g, %y2 {...}
+    ```
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
   let summary = "Fold a matmul's bias add, dropout and residual add into the matmul (its epilogue)";
   let description = [{

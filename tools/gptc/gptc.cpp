@@ -285,8 +285,10 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   opts.target = c.target;
   // The GPU recomputes GELU's erf in the gradient rather than keep it: a few more operations
   // an element in a kernel bound by memory, which then reads one array fewer; kept, the
-  // erfs were 604 MB of the shakespeare_char step's peak (bench/NOTES.md, "Memory").
+  // erfs were 604 MB of the shakespeare_char step's peak. It computes the GELU's output
+  // again for c_proj's weight gradient too (bench/NOTES.md, "Memory").
   opts.pipeline.keepGeluErf = c.target == mlir::gpt::Target::Cpu;
+  opts.pipeline.recomputeGelu = c.target != mlir::gpt::Target::Cpu;
   if (c.sanitize && c.target != mlir::gpt::Target::Cpu)
     return "--sanitize builds the CPU's kernels.so only (not --target=" +
            mlir::gpt::targetName(c.target).str() + ")";
