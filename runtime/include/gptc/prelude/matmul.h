@@ -507,8 +507,8 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak) {
   const MatmulBlocking& b = matmul_blocking();
-  return (b.blocked || (b.blockedTransposed && sam == 1 && sak > 1)) && batch == 1 && N >= 8 * kPanel && M >= 192 &&
-         M * K >= (int64_t(1) << 16);
+  return (b.blocked || (b.blockedTransposed && sam == 1 && sak > 1)) && batch == 1 &&
+         N >= 8 * kPanel && M >= 192 && M * K >= (int64_t(1) << 16);
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
 // = A(m0 + i + r, k0 + k), zero past the rows. (Writes up to 2 floats past the block: the
