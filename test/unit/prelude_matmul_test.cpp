@@ -653,3 +653,24 @@ TEST(AttentionHelpers, LaneRowsSameBitsAsThePerRowOrder) {
   GTEST_SKIP() << "attention_rows needs AVX-512 or AVX2; this build runs the 4-row code";
 }
 #endif
+
+// The products' buffers (the runtime's arena and parameters, the kernels' scratch): one of a
+// huge page or more starts on a huge page, where Linux can back it with them (the TLB a
+// product's rows a page apart would otherwise miss); a small one on 64 bytes; both whole.
+TEST(HostPages, LargeBuffersStartOnAHugePage) {
+  const size_t bigBytes = gptc::kHugePage + 100, smallBytes = 100;
+  char* big = static_cast<char*>(gptc::alloc_pages(bigBytes));
+  char* small = static_cast<char*>(gptc::alloc_pages(smallBytes));
+  ASSERT_NE(big, nullptr);
+  ASSERT_NE(small, nullptr);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (gptc::huge_pages_on()) EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % gptc::kHugePage, 0u);
+#endif
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 64, 0u);
+  std::memset(big, 7, bigBytes);  // every byte ours (ASan's build checks it)
+  std::memset(small, 7, smallBytes);
+  EXPECT_EQ(big[bigBytes - 1] + small[smallBytes - 1], 14);
+  std::free(big);
+  std::free(small);
+}
