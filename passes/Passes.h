@@ -23,12 +23,11 @@ struct PipelineOptions {
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
-  // gpt-keep-gelu-erf: an exact GELU keeps its erf for its gradient, memory for time (the
-  // CPU's choice; the GPU targets recompute it: bench/NOTES.md, "Memory").
-  bool keepGeluErf = true;
-  // gpt-recompute-gelu: the backward computes a GELU's output again instead of keeping it
-  // from the forward, time for memory (the GPU targets' choice; the CPU keeps it).
-  bool recomputeGelu = false;
+  // What a GELU's backward takes from the forward. Keep: its output, and an exact GELU's
+  // erf too (gpt-keep-gelu-erf), memory for time, the CPU's choice. Recompute: neither (the
+  // gradient evaluates erf again, gpt-recompute-gelu computes the output again), time for
+  // memory, the GPU targets' choice (bench/NOTES.md, "Memory").
+  enum class Gelu { Keep, Recompute } gelu = Gelu::Keep;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

@@ -34,9 +34,9 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   // kernel each; every other op is a kernel. Then consecutive independent kernels share
   // one parallel region.
   if (options.fuse) {
-    if (options.keepGeluErf)
+    if (options.gelu == PipelineOptions::Gelu::Keep)
       pm.addNestedPass<func::FuncOp>(createKeepGeluErf());
-    if (options.recomputeGelu)
+    else
       pm.addNestedPass<func::FuncOp>(createRecomputeGelu());
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());

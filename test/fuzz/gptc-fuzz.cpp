@@ -140,7 +140,8 @@ static bool compileOne(const DialectRegistry &registry, const std::string &path,
   gpt::PipelineOptions options;
   options.mode = mode;
   options.stopAfter = gpt::Stage::Kernels;
-  options.keepGeluErf = target == gpt::Target::Cpu;  // as gptc compile sets it
+  using Gelu = gpt::PipelineOptions::Gelu;  // as gptc compile sets it
+  options.gelu = target == gpt::Target::Cpu ? Gelu::Keep : Gelu::Recompute;
   OwningOpRef<ModuleOp> module;
   func::FuncOp fn = gptc::lowerModule(ctx, module, path, options, "gptc-fuzz");
   return fn && succeeded(gpt::emitSource(fn, target));

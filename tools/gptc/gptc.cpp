@@ -287,8 +287,8 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   // an element in a kernel bound by memory, which then reads one array fewer; kept, the
   // erfs were 604 MB of the shakespeare_char step's peak. It computes the GELU's output
   // again for c_proj's weight gradient too (bench/NOTES.md, "Memory").
-  opts.pipeline.keepGeluErf = c.target == mlir::gpt::Target::Cpu;
-  opts.pipeline.recomputeGelu = c.target != mlir::gpt::Target::Cpu;
+  using Gelu = mlir::gpt::PipelineOptions::Gelu;
+  opts.pipeline.gelu = c.target == mlir::gpt::Target::Cpu ? Gelu::Keep : Gelu::Recompute;
   if (c.sanitize && c.target != mlir::gpt::Target::Cpu)
     return "--sanitize builds the CPU's kernels.so only (not --target=" +
            mlir::gpt::targetName(c.target).str() + ")";
