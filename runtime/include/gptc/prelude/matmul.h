@@ -532,6 +532,8 @@ inline void pack_rows(int64_t m0, int64_t mc, int64_t k0, int64_t kc, const floa
         for (int c = 0; c < 8; ++c) _mm256_storeu_ps(mp + (k + c) * kRows, r[c]);  // 6 + 2 spare
       }
     }
+#endif
+#if defined(GPTC_AVX2) || (defined(GPTC_AVX512) && defined(__AVX2__))  // AVX-512 blocks these too
     if (sam == 1) {  // A transposed (a weight gradient's dY^T): each k's R values contiguous
       const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)R),
                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -562,6 +564,24 @@ inline void pack_panel_rows(int64_t kc, int64_t N, const float* Bk, int64_t sbk,
       for (int64_t j = 0; j < kPanel; ++j) last[j] = j < left ? row[full * kPanel + j] : 0.0f;
     }
   }
+}
+// Past the first k block a tile starts from the sums C holds, which a k block's pass over
+// the panels has evicted from L2 by then (C is M x N; a weight gradient's is 0.6-2.4 MB at
+// Shakespeare size). The tile that starts at row m asks for the tile two below it, so
+// that its loads find those sums in L1 rather than wait on L3. AVX-512 builds only: measured
+// faster on an Intel Xeon; on the Zen 2 and 3 (AVX2) one tile ahead was no faster
+// (bench/NOTES.md, "matmul: packing and prefetch"). A prefetch changes no value.
+inline void prefetch_carried(int64_t m, int64_t hi, const float* Ct, int64_t N) {
+#if defined(GPTC_AVX512)
+  constexpr int64_t kAhead = 2 * kRows;
+  if (m + kAhead + kRows > hi) return;
+  for (int64_t r = 0; r < kRows; ++r) {  // a row's 32 columns: two 64-byte lines
+    __builtin_prefetch(Ct + (kAhead + r) * N);
+    __builtin_prefetch(Ct + (kAhead + r) * N + kPanel / 2);
+  }
+#else
+  (void)m, (void)hi, (void)Ct, (void)N;
+#endif
 }
 inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, int64_t sam,
                               int64_t sak, const float* B, int64_t sbk, int64_t sbn, float* C,
@@ -612,10 +632,12 @@ inline void matmul_blocked_ws(int64_t M, int64_t N, int64_t K, const float* A, i
               constexpr int R = decltype(rows)::value;
               const int64_t m = m0 + i;
               float* Ct = C + m * N + n0;
-              if (first)
+              if (first) {
                 matmul_tile<R>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
-              else
+              } else {
+                prefetch_carried(m, hi, Ct, N);
                 matmul_tile<R, false, true>(kc, block + i * kc, 1, kRows, panel, Ct, N, cols);
+              }
               if (ep && last) ep->apply(R, m * N + n0, N, n0, cols, Ct, N);
             };
             for_row_tiles(mc, tile);
