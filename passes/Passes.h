@@ -23,11 +23,12 @@ struct PipelineOptions {
   enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
-  // What a GELU's backward takes from the forward. Keep: its output, and an exact GELU's
-  // erf too (gpt-keep-gelu-erf), memory for time, the CPU's choice. Recompute: neither (the
-  // gradient evaluates erf again, gpt-recompute-gelu computes the output again), time for
-  // memory, the GPU targets' choice (bench/NOTES.md, "Memory").
-  enum class Gelu { Keep, Recompute } gelu = Gelu::Keep;
+  // What the backward takes from the forward. Keep: the GELU's and LayerNorms' outputs,
+  // and an exact GELU's erf too (gpt-keep-gelu-erf), memory for time, the CPU's choice.
+  // Recompute: none of them (the GELU's gradient evaluates erf again,
+  // gpt-recompute-activations computes the outputs again), time for memory, the GPU
+  // targets' choice (bench/NOTES.md, "Memory").
+  enum class Activations { Keep, Recompute } activations = Activations::Keep;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

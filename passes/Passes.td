@@ -180,17 +180,21 @@ def KeepGeluErf : Pass<"gpt-keep-gelu-erf", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 
-def RecomputeGelu : Pass<"gpt-recompute-gelu", "mlir::func::FuncOp"> {
-  let summary = "Have the backward compute a GELU's output again instead of keeping it";
+def RecomputeActivations : Pass<"gpt-recompute-activations", "mlir::func::FuncOp"> {
+  let summary = "Have the backward compute GELU and LayerNorm outputs again instead of keeping them";
   let description = [{
-    A `gpt.gelu %x` before the loss (the function's last scalar floating-point
-    result, as gpt-autodiff takes it) whose result ops after the loss read (a
-    GPT's c_proj weight gradient) gets a second `gpt.gelu %x` right before the
-    first of those readers, which read it instead: the forward's output is free
-    once the forward has read it. The same op of the same operand, so the bits
-    are unchanged; the cost is one more elementwise kernel a layer. For the GPU
-    targets (the CPU keeps the output). Runs after autodiff, before fusion;
-    gptc compile -O0 skips it.
+    A `gpt.gelu` or `gpt.layer_norm` before the loss (the function's last
+    scalar floating-point result, as gpt-autodiff takes it) whose result ops
+    after the loss read (a GPT's weight gradients: c_proj's reads the GELU's
+    output, q/k/v's, the MLP's first and lm_head's a LayerNorm's) gets a second
+    op of the same operands right before the first of those readers, which read
+    it instead: the forward's output is free once the forward has read it. Only
+    where each operand is live there anyway (an argument, or read at or after
+    that point, as the gradients read the GELU's and the LayerNorm's inputs), so
+    nothing is held longer. The same op of the same operands, so the bits are
+    unchanged; the cost is one more kernel a recomputed op. For the GPU targets
+    (the CPU keeps the outputs). Runs after autodiff, before fusion; gptc
+    compile -O0 skips it.
 
     Before:
     ```mlir
@@ -198,6 +202,7 @@ def RecomputeGelu : Pass<"gpt-recompute-gelu", "mlir::func::FuncOp"> {
     %m = gpt.matmul %y, %w {...}
     %l = gpt.cross_entropy %m, %t {...}
     %d = gpt.matmul %g, %y {...}
+    %e = gpt.gelu_grad %h, %x {...}
     ```
     After:
     ```mlir
@@ -206,10 +211,12 @@ def RecomputeGelu : Pass<"gpt-recompute-gelu", "mlir::func::FuncOp"> {
     %l = gpt.cross_entropy %m, %t {...}
     %y2 = gpt.gelu %x {approximate = "none"} : tensor<8x16xf32>
     %d = gpt.matmul %g, %y2 {...}
+    %e = gpt.gelu_grad %h, %x {...}
     ```
   }];
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
+
 
 def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
   let summary = "Fold a matmul's bias add, dropout and residual add into the matmul (its epilogue)";

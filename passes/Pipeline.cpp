@@ -29,15 +29,15 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   pm.addPass(createCSEPass());
   if (options.stopAfter == Stage::Gpt)
     return;
-  // An exact GELU keeps its erf for its gradient, or the backward computes the GELU's
-  // output again (where the target asks for either). Runs of elementwise ops become one
+  // An exact GELU keeps its erf for its gradient, or the backward computes the GELU's and
+  // the LayerNorms' outputs again (as the target asks). Runs of elementwise ops become one
   // kernel each; every other op is a kernel. Then consecutive independent kernels share
   // one parallel region.
   if (options.fuse) {
-    if (options.gelu == PipelineOptions::Gelu::Keep)
+    if (options.activations == PipelineOptions::Activations::Keep)
       pm.addNestedPass<func::FuncOp>(createKeepGeluErf());
     else
-      pm.addNestedPass<func::FuncOp>(createRecomputeGelu());
+      pm.addNestedPass<func::FuncOp>(createRecomputeActivations());
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
