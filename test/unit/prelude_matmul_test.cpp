@@ -35,10 +35,10 @@ struct Case {
 // The blockings every product is checked under, whatever machine runs the test: the model's
 // for a Zen 4's caches (32 KB 8-way L1d, 1 MB L2, 32 MB L3 for two CPUs: a transposed A of
 // more than 256K floats copied, 128K floats of A a thread split by rows) in the order of
-// this width; the same in the other order (AVX2's panel tasks with a transposed A blocked,
-// AVX-512's blocked for all); a small blocked one that cuts the cases' products into
-// several k, row and column blocks (by rows, and by columns where N > M); and every product
-// in panel tasks. None may change a bit.
+// this width; the same in the other order (AVX2's panel tasks, AVX-512's blocked for all);
+// a small blocked one that cuts the cases' products into several k, row and column blocks
+// (by rows, and by columns where N > M); every product in panel tasks; and panel tasks with
+// a transposed A blocked (AVX-512's order with 2 MB of L2). None may change a bit.
 std::vector<gptc::detail::MatmulBlocking> blockings() {
   gptc::Caches zen4;
   zen4.l1d = {32 << 10, 8, 64, 1};
@@ -46,10 +46,12 @@ std::vector<gptc::detail::MatmulBlocking> blockings() {
   zen4.l3 = {32 << 20, 16, 64, 2};
   using gptc::detail::blocking_for;
   using gptc::detail::kBlockedOrder;
-  gptc::detail::MatmulBlocking small = blocking_for(zen4, true), panels = small;
+  gptc::detail::MatmulBlocking small = blocking_for(zen4, true), panels = small, mixed = small;
   small.kc = 64, small.mc = 12, small.nc = 2 * gptc::detail::kPanel;
   panels.blocked = panels.blockedTransposed = false;  // every product in panel tasks
-  return {blocking_for(zen4, kBlockedOrder), blocking_for(zen4, !kBlockedOrder), small, panels};
+  mixed.blocked = false;                              // only a transposed A blocked
+  return {blocking_for(zen4, kBlockedOrder), blocking_for(zen4, !kBlockedOrder), small, panels,
+          mixed};
 }
 #endif
 
@@ -278,8 +280,12 @@ TEST(MatmulBlocking, TheRuleOnKnownCaches) {
   intel.l3 = {105 << 20, 15, 64, 56};
   const auto z = blocking_for(zen2, true), x = blocking_for(intel, false);
   EXPECT_TRUE(z.blocked);
+  EXPECT_TRUE(z.blockedTransposed);
   EXPECT_FALSE(x.blocked);
-  EXPECT_TRUE(x.blockedTransposed);  // a transposed A takes the blocked order in either
+  EXPECT_TRUE(x.blockedTransposed);  // panel tasks, but a transposed A blocked: 2 MB of L2
+  gptc::Caches zen4 = zen2;          // 1 MB of L2: every product in panel tasks
+  zen4.l2 = {1 << 20, 8, 64, 1};
+  EXPECT_FALSE(blocking_for(zen4, false).blockedTransposed);
   if (gptc::detail::kPanel == 16) {  // AVX2: 64-byte rows of a panel
     // 6 ways of 4 KB / 64 B = 384; 256 KB / (384 * 4 B) = 170.7 -> 168; 1 MB / 1536 B =
     // 682.7 -> 672.

@@ -121,9 +121,13 @@ struct MatmulBlocking {
   int64_t rowFloats;       // splits_rows: the floats of A's rows a thread may take
 };
 // The orders measured faster: AVX2's 16-column panels take the blocked order for every
-// product it fits; AVX-512's take panel tasks, but a transposed A (a weight gradient's
-// dY^T) the blocked order, which packs its micro-panels straight from dY's rows.
+// product it fits; AVX-512's take panel tasks, but with an L2 of 2 MB a core or more (an
+// Intel Xeon's) a transposed A (a weight gradient's dY^T) the blocked order, which packs
+// its micro-panels straight from dY's rows. With 1 MB (the Zen 4's) every product,
+// weight gradients too, ran faster in panel tasks (bench/NOTES.md, "matmul: loop order and
+// blocking" and "blocking from the machine").
 constexpr bool kBlockedOrder = kPanel == 16;
+constexpr int64_t kBlockTransposedFromL2 = int64_t(2) << 20;
 inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
   v = v / m * m;
   return v < least ? least : v;
@@ -131,7 +135,7 @@ inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
 inline MatmulBlocking blocking_for(const Caches& c, bool blocked) {
   MatmulBlocking b{};
   b.blocked = blocked;
-  b.blockedTransposed = true;
+  b.blockedTransposed = blocked || c.l2.bytes >= kBlockTransposedFromL2;
   const int64_t way = c.l1d.bytes / c.l1d.ways;
   b.kc = round_down((c.l1d.ways - 2) * way / (kPanel * 4), 16, 64);
   b.mc = round_down(c.l2.bytes / 2 / (b.kc * 4), kRows, kRows);
@@ -141,7 +145,7 @@ inline MatmulBlocking blocking_for(const Caches& c, bool blocked) {
   return b;
 }
 // GPTC_MATMUL_BLOCKING="order=blocked|panels|mixed,kc=N,mc=N,nc=N" (mixed: only a
-// transposed A blocked, AVX-512's default): the model's choice overridden
+// transposed A blocked, AVX-512's default with 2 MB of L2): the model's choice overridden
 // (to time another blocking on a new machine without rebuilding). mc and nc are rounded up
 // to whole micro-panels and panels; anything else is refused in one line on stderr and the
 // machine's blocking kept.
@@ -497,13 +501,13 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 // the faster one for AVX2's 16-column panels. With AVX-512's 32-column panels the
 // panel-task order reads A half as often, and on an AVX-512 machine with 1 MB of L2 a core
 // it was the faster one for every product timed then; on an Intel Xeon with 2 MB a core
-// (where a weight gradient's dY^T is not copied first) the blocked order was the faster
-// for the weight gradients, so AVX-512 builds take it for a transposed A only, unless
-// GPTC_MATMUL_BLOCKING says otherwise. A thread packs its operands for itself, not a share
-// for the team: the packing is a small part of the thread's fmas, and no thread then reads
-// panels another core wrote, nor waits for the others at a barrier per block, which matters
-// where the host places the two virtual CPUs far apart. (bench/NOTES.md, "matmul: loop
-// order and blocking" and "matmul: splits and threading", has the measurements.)
+// the blocked order was the faster for the weight gradients, so AVX-512 builds on such a
+// machine take it for a transposed A only, unless GPTC_MATMUL_BLOCKING says otherwise. A
+// thread packs its operands for itself, not a share for the team: the packing is a small
+// part of the thread's fmas, and no thread then reads panels another core wrote, nor waits
+// for the others at a barrier per block, which matters where the host places the two
+// virtual CPUs far apart. (bench/NOTES.md, "matmul: loop order and blocking" and "matmul:
+// splits and threading", has the measurements.)
 
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak) {
   const MatmulBlocking& b = matmul_blocking();
