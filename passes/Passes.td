@@ -217,7 +217,6 @@ def RecomputeActivations : Pass<"gpt-recompute-activations", "mlir::func::FuncOp
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 
-
 def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
   let summary = "Fold a matmul's bias add, dropout and residual add into the matmul (its epilogue)";
   let description = [{

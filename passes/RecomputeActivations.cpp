@@ -3,8 +3,8 @@
 // A GPT's backward reads some of the forward's activations only to form weight
 // gradients: the GELU's output (c_proj's), and each LayerNorm's output (the
 // weight gradient of the linear layer it feeds: q/k/v's, the MLP's first, and
-// lm_head's). Kept from the forward, they are most of what a training step holds
-// at its peak. This pass has the backward compute each of them again from its
+// lm_head's). Kept from the forward, they are a large part of what a training step
+// holds at its peak. This pass has the backward compute each of them again from its
 // operands, right before the first reader after the loss:
 //
 //   %y = gpt.gelu %x             // or gpt.layer_norm %x, %w, bias %b
