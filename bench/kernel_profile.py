@@ -1,12 +1,14 @@
 """Per-kernel wall time of a compiled artifact: where a step's time goes.
 
-    python3 bench/kernel_profile.py ARTIFACT_DIR [--steps 10] [--threads 2] [--top 25]
+    python3 bench/kernel_profile.py ARTIFACT_DIR [--steps 10] [--threads 2] [--top 25] [--each]
 
 Copies the artifact, wraps every kernel call of its entry function in a timer, rebuilds
 kernels.so with the flags gptc uses, runs the entry `--steps` times on random inputs and
 prints each kernel's mean milliseconds per call, largest first. Kernels with the same op
-(attention, gelu, ...) are summed; horizontal groups are listed one by one with the ops they
-hold. The artifact itself is not touched. Not a test: timings depend on the machine's load.
+(attention, gelu, ...) are summed, or with --each listed one by one (a kernel's calls, one
+a layer, summed: k8_matmul is the MLP's first product); horizontal groups are listed one by
+one with the ops they hold. The artifact itself is not touched. Not a test: timings depend
+on the machine's load.
 """
 import json
 import os
@@ -111,6 +113,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--each", action="store_true",
+                    help="each kernel on a line of its own, not summed by op")
     args = ap.parse_args()
     refuse_below(ap, args, steps=1, top=1, threads=1)
     manifest, source, names = read_artifact(args.artifact)
@@ -157,7 +161,7 @@ def main():
             ops = sorted(set(re.findall(name + r"_\d+_([a-z_]+)\(", source)))
             key = f"{name} [{', '.join(ops)}]"
         else:
-            key = re.sub(r"^k\d+_", "", name)
+            key = name if args.each else re.sub(r"^k\d+_", "", name)
         totals[key] = totals.get(key, 0.0) + ms
     kernels = sum(totals.values())
     print(f"{args.steps} calls, {args.threads} threads: {wall:.3f} ms per call, "

@@ -716,3 +716,43 @@ def test_eager_profile_names_where_eager_s_step_goes():
     bad = subprocess.run(cmd[:2] + ["--steps", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--steps must be at least 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_kernel_profile_times_every_kernel_of_a_step(tmp_path):
+    """bench/kernel_profile.py on a small training step: every kernel call of the entry is
+    timed once (the header counts them as the entry makes them), the lines add up to the
+    kernels' total, ops are summed by default, and --each lists every kernel function the
+    entry calls on a line of its own (each matmul kernel apart: the forward's products of one
+    layer are different kernels)."""
+    import torch
+    from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16,
+                                  vocab_size=65, dropout=0.0)).train()
+    x = torch.randint(0, 65, (2, 16))
+    step = gptc.compile_train_step(model, (x, x.clone()), optimizer=gptc.AdamW(lr=1e-3),
+                                   workdir=str(tmp_path / "work"))
+    art = step.artifact_dir
+    source = open(os.path.join(art, "kernels.cpp")).read()
+    entry = source.split("GPTC_EXPORT const char* gptc_entry(", 1)[1]
+    calls = re.findall(r"^  (k\d+_\w+)\(", entry, re.M)
+    tool = os.path.join(REPO, "bench", "kernel_profile.py")
+
+    def profile(*extra):
+        run = subprocess.run([sys.executable, tool, art, "--steps", "2", "--threads", "2",
+                              "--top", "1000", *extra], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        head, *lines = run.stdout.strip().splitlines()
+        m = re.match(r"2 calls, 2 threads: [0-9.]+ ms per call, ([0-9.]+) ms in (\d+) kernels$",
+                     head)
+        assert m, head
+        assert int(m.group(2)) == len(calls)
+        rows = [re.match(r"\s*([0-9.]+) ms\s+[0-9.]+%  (\S+)", line) for line in lines]
+        assert all(rows), lines
+        assert sum(float(r.group(1)) for r in rows) == approx(float(m.group(1)), abs=0.01)
+        return [r.group(2) for r in rows]
+
+    summed, each = profile(), profile("--each")
+    assert "matmul" in summed and not any(re.match(r"k\d+_matmul$", k) for k in summed)
+    assert sorted(each) == sorted(set(calls))
+    assert len(summed) < len(each)
