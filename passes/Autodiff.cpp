@@ -36,6 +36,19 @@ bool isParam(func::FuncOp fn, unsigned i) {
   return kind && kind.getValue() == "param" && !(trainable && !trainable.getValue());
 }
 
+} // namespace
+
+int64_t mlir::gpt::defaultLossIndex(func::ReturnOp ret) {
+  int64_t index = -1;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && t.getRank() == 0 && isa<FloatType>(t.getElementType()))
+      index = i;
+  return index;
+}
+
+namespace {
+
 struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
 
@@ -49,10 +62,7 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
     // The loss: the given result, or the last scalar floating-point one.
     int64_t lossIndex = lossIndex_();
     if (lossIndex < 0)
-      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-        if (auto t = dyn_cast<RankedTensorType>(v.getType());
-            t && t.getRank() == 0 && isa<FloatType>(t.getElementType()))
-          lossIndex = i;
+      lossIndex = defaultLossIndex(ret);
     if (lossIndex < 0 || lossIndex >= (int64_t)ret.getNumOperands()) {
       fn.emitError("gpt-autodiff: no scalar floating-point loss result to differentiate");
       return signalPassFailure();

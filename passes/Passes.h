@@ -14,6 +14,10 @@ namespace mlir::gpt {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The function's loss as gpt-autodiff takes it unless told: the index of its last scalar
+/// floating-point result, or -1 where there is none (Autodiff.cpp).
+int64_t defaultLossIndex(func::ReturnOp ret);
+
 /// Where the pipeline stops (`gptc compile --emit=...`).
 enum class Stage { Gpt, Kernels };
 

@@ -45,17 +45,12 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// The op that computes the function's loss (its last scalar floating-point result, as
-/// gpt-autodiff takes it), or null where there is none or a block argument is returned.
+/// The op that computes the function's loss (as gpt-autodiff takes it), or null where
+/// there is none or a block argument is returned.
 Operation *lossOp(func::FuncOp fn) {
   auto ret = dyn_cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-  if (!ret)
-    return nullptr;
-  for (Value v : llvm::reverse(ret.getOperands()))
-    if (auto t = dyn_cast<RankedTensorType>(v.getType());
-        t && t.getRank() == 0 && isa<FloatType>(t.getElementType()))
-      return v.getDefiningOp();
-  return nullptr;
+  const int64_t index = ret ? defaultLossIndex(ret) : -1;
+  return index < 0 ? nullptr : ret.getOperand(index).getDefiningOp();
 }
 
 /// Whether `v` is live at `at` whatever this pass does: a block argument, or read by `at`
