@@ -128,6 +128,8 @@ struct MatmulBlocking {
 // blocking" and "blocking from the machine").
 constexpr bool kBlockedOrder = kPanel == 16;
 constexpr int64_t kBlockTransposedFromL2 = int64_t(2) << 20;
+// A transposed: its k runs across memory and its m along it (a weight gradient's dY^T).
+inline bool a_transposed(int64_t sam, int64_t sak) { return sam == 1 && sak > 1; }
 inline int64_t round_down(int64_t v, int64_t m, int64_t least) {
   v = v / m * m;
   return v < least ? least : v;
@@ -419,7 +421,7 @@ namespace detail {
 // the copy and its barriers cost more than they save (as the tiny model's weight gradients
 // showed).
 inline bool copies_a(int64_t M, int64_t K, int64_t sam, int64_t sak) {
-  return sam == 1 && sak > 1 && M * K > matmul_blocking().copyFloats;
+  return a_transposed(sam, sak) && M * K > matmul_blocking().copyFloats;
 }
 
 // The copy's rows are `copy_pitch(K)` floats apart: a pitch that is a multiple of 1 KB
@@ -511,7 +513,7 @@ inline void matmul_copied_b_ws(int64_t M, int64_t N, int64_t K, const float* A, 
 
 inline bool blocks_k(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak) {
   const MatmulBlocking& b = matmul_blocking();
-  return (b.blocked || (b.blockedTransposed && sam == 1 && sak > 1)) && batch == 1 &&
+  return (b.blocked || (b.blockedTransposed && a_transposed(sam, sak))) && batch == 1 &&
          N >= 8 * kPanel && M >= 192 && M * K >= (int64_t(1) << 16);
 }
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc), as micro-panels: block[i * kc + k * kRows + r]
@@ -690,7 +692,7 @@ inline int64_t pipeline_units(int64_t M, int64_t N) {
 }
 inline bool pipelines_k(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t sam,
                         int64_t sak, const MatmulEpilogue<float>* ep, int team) {
-  return team > 1 && batch == 1 && !ep && sam == 1 && sak > 1 && K >= 4 * team &&
+  return team > 1 && batch == 1 && !ep && a_transposed(sam, sak) && K >= 4 * team &&
          pipeline_units(M, N) >= 2 * team;
 }
 inline void spin_pause() {
