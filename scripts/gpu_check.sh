@@ -6,7 +6,8 @@
 # Part 1, the families: builds test/cuda/kernel_families.cu with the portable flags
 # (scripts/cuda-portable-flags.txt) for sm_90 and runs it: every CUDA kernel family bit for
 # bit against the CPU's prelude, and the matmul's speed against cuBLAS on shakespeare_char's
-# shapes; then compute-sanitizer's memcheck on the small shapes.
+# shapes; then compute-sanitizer's memcheck on the small shapes, and its racecheck on the
+# weight gradients' products (their asynchronous copies).
 # Part 2, the generated step (when scripts/gpu_prepare.py has filled build/gpu-check, or
 # $GPTC_GPU_PREP, on the machine with the compiler; carry that folder): the test GPT's
 # training step compiled by gptc for the GPU, run through gptc's runtime
@@ -47,6 +48,14 @@ if command -v compute-sanitizer > /dev/null; then
   rc=$?
   tail -n 3 "$out/memcheck.txt"
   [ $rc -eq 0 ] || { echo "gpu_check: memcheck exit status $rc"; status=1; }
+  # The products whose tiles arrive by asynchronous copies: a shared-memory race (a stage
+  # overwritten while read, or read before it landed) is an error.
+  echo "== compute-sanitizer racecheck (the weight gradients' products)"
+  compute-sanitizer --tool racecheck --error-exitcode 3 "$build/families" --quick --only dW \
+    > "$out/racecheck.txt" 2>&1
+  rc=$?
+  tail -n 3 "$out/racecheck.txt"
+  [ $rc -eq 0 ] || { echo "gpu_check: racecheck exit status $rc"; status=1; }
 else
   echo "compute-sanitizer not found: memcheck not run" | tee "$out/memcheck.txt"
 fi

@@ -202,7 +202,12 @@ TEST(EmulatedFamilies, Matmul) {
                        Case{1, 33, 70, 19, false, false, false, false},
                        Case{1, 40, 36, 24, true, false, true, false},   // vector loads
                        Case{1, 20, 20, 17, true, true, false, true},  // K tail, -0
-                       Case{1, 150, 140, 20, true, true, true, false}}) {  // several tiles
+                       Case{1, 150, 140, 20, true, true, true, false},  // several tiles
+                       // Rows contiguous (a weight gradient's layout): asynchronous copies,
+                       // more k steps than stages, a K tail, several tiles and a batch.
+                       Case{1, 40, 36, 100, false, true, true, false},
+                       Case{1, 20, 20, 17, false, true, false, true},
+                       Case{2, 152, 140, 70, false, true, true, false}}) {
     const gptc::cuda::MatmulShape s{c.batch, c.M, c.N, c.K, c.M * c.K, c.ak ? c.K : 1,
                                     c.ak ? 1 : c.M, c.K * c.N, c.bn ? c.N : 1, c.bn ? 1 : c.K};
     std::vector<float> A = normal(c.batch * c.M * c.K, rng), B = normal(c.batch * c.K * c.N, rng);
@@ -221,21 +226,63 @@ TEST(EmulatedFamilies, Matmul) {
     for (int64_t i = 0; i < (int64_t)want.size(); ++i)
       want[i] = ref::matmul_element(i, c.M, c.N, c.K, A.data(), s.sab, s.sam, s.sak, B.data(),
                                     s.sbb, s.sbk, s.sbn, ep);
-    // The shape's own tile, then each tile on its own (128 x 128, 128 x 64, 64 x 64).
+    // The shape's own tile, then each tile on its own (128 x 128, 128 x 64, 64 x 64), with
+    // the loads the layout takes and with the register-staged ones.
     using gptc::cuda::detail::launch_matmul;
+    using gptc::cuda::detail::Loads;
+    EXPECT_EQ(gptc::cuda::detail::takes_async_copies(s, A.data(), B.data()), !c.ak && c.bn)
+        << c.M << " x " << c.N << " x " << c.K;
     const std::pair<const char*, void (*)(cudaStream_t, const gptc::cuda::MatmulShape&,
                                           const float*, const float*, float*,
                                           const gptc::MatmulEpilogue<float>&)>
         tiles[] = {{"matmul", gptc::cuda::matmul},
                    {"matmul, tile 128", launch_matmul<8, 8>},
                    {"matmul, tile 128x64", launch_matmul<8, 4>},
-                   {"matmul, tile 64", launch_matmul<4, 4>}};
+                   {"matmul, tile 64", launch_matmul<4, 4>},
+                   {"matmul, tile 128, staged loads", launch_matmul<8, 8, Loads::Staged>},
+                   {"matmul, tile 128x64, staged loads", launch_matmul<8, 4, Loads::Staged>},
+                   {"matmul, tile 64, staged loads", launch_matmul<4, 4, Loads::Staged>}};
     for (const auto& [name, launch] : tiles) {
       std::vector<float> C = poisoned(want.size());
       launch(nullptr, s, A.data(), B.data(), C.data(), ep);
       expect_same_bits(C, want, name);
       if (c.underflow) EXPECT_EQ(bits(C[0]), 0x80000000u);  // -0 kept through the K tail
     }
+  }
+}
+
+// The emulation runs a thread's asynchronous copies when their group is waited for, the
+// latest a GPU may land them, so that a kernel which reads a stage too early reads stale
+// data here: before the wait the old bytes, after it the copied ones (or zeros), and the
+// newest group still pending under copies_wait<1>.
+__global__ void async_copies_kernel(const float* src, float* seen) {
+  __shared__ __align__(16) float stage[3][32][4];
+  const int t = threadIdx.x;
+  for (int g = 0; g < 3; ++g)
+    for (int c = 0; c < 4; ++c) stage[g][t][c] = -1.0f;
+  gptc::cuda::copy16_async(stage[0][t], src + 4 * t, true);
+  gptc::cuda::copies_commit();
+  gptc::cuda::copy16_async(stage[1][t], src + 4 * t, false);  // 16 zero bytes
+  gptc::cuda::copies_commit();
+  gptc::cuda::copy16_async(stage[2][t], src + 4 * t, true);
+  gptc::cuda::copies_commit();
+  seen[t * 4 + 0] = stage[0][t][0];  // nothing waited for yet
+  gptc::cuda::copies_wait<1>();
+  seen[t * 4 + 1] = stage[1][t][1];  // the first two groups landed
+  seen[t * 4 + 2] = stage[2][t][2];  // the newest not yet
+  gptc::cuda::copies_wait<0>();
+  seen[t * 4 + 3] = stage[2][t][3];
+}
+
+TEST(EmulatedFamilies, AsyncCopiesLandWhenWaited) {
+  std::vector<float> src(128), seen(128, 0.0f);
+  for (int i = 0; i < 128; ++i) src[i] = (float)(i + 1);
+  GPTC_LAUNCH(async_copies_kernel, 1, 32, nullptr)(src.data(), seen.data());
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(seen[t * 4 + 0], -1.0f) << t;
+    EXPECT_EQ(seen[t * 4 + 1], 0.0f) << t;
+    EXPECT_EQ(seen[t * 4 + 2], -1.0f) << t;
+    EXPECT_EQ(seen[t * 4 + 3], src[t * 4 + 3]) << t;
   }
 }
 

@@ -475,10 +475,10 @@ double time_ms(F run, int reps = 50) {
 }
 
 // One tile of gptc's matmul on the default stream, checked.
-template <int RM, int RN>
+template <int RM, int RN, gptc::cuda::detail::Loads L = gptc::cuda::detail::Loads::Best>
 void launch_tile(const MatmulShape& s, const float* A, const float* B, float* C,
                  const gptc::MatmulEpilogue<float>& ep) {
-  gptc::cuda::detail::launch_matmul<RM, RN>(nullptr, s, A, B, C, ep);
+  gptc::cuda::detail::launch_matmul<RM, RN, L>(nullptr, s, A, B, C, ep);
   GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::detail::launch_matmul");
 }
 
@@ -541,6 +541,15 @@ void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas
   tile_bits([&] { launch_tile<8, 8>(s, dA.ptr, dB.ptr, dC.ptr, dev_ep); }, "128");
   tile_bits([&] { launch_tile<8, 4>(s, dA.ptr, dB.ptr, dC.ptr, dev_ep); }, "128x64");
   tile_bits([&] { launch_tile<4, 4>(s, dA.ptr, dB.ptr, dC.ptr, dev_ep); }, "64");
+  // Where the layout takes asynchronous copies, the register-staged loads too.
+  using gptc::cuda::detail::Loads;
+  const bool async = gptc::cuda::detail::takes_async_copies(s, dA.ptr, dB.ptr);
+  if (async) {
+    tile_bits([&] { launch_tile<8, 8, Loads::Staged>(s, dA.ptr, dB.ptr, dC.ptr, dev_ep); },
+              "128, staged loads");
+    tile_bits([&] { launch_tile<4, 4, Loads::Staged>(s, dA.ptr, dB.ptr, dC.ptr, dev_ep); },
+              "64, staged loads");
+  }
   char line[512];
   std::snprintf(line, sizeof line, "matmul %-21s %10zu outputs  %s", c.name, where.size(),
                 bad ? "DIFFERENT" : "same bits");
@@ -570,17 +579,30 @@ void check_matmul(const MatmulCase& c, std::mt19937_64& rng, cublasHandle_t blas
     const double t128 = time_ms([&] { launch_tile<8, 8>(s, dA.ptr, dB.ptr, dC.ptr, {}); });
     const double t128x64 = time_ms([&] { launch_tile<8, 4>(s, dA.ptr, dB.ptr, dC.ptr, {}); });
     const double t64 = time_ms([&] { launch_tile<4, 4>(s, dA.ptr, dB.ptr, dC.ptr, {}); });
+    // And the register-staged loads where the tiles above took asynchronous copies.
+    const double t128s =
+        async ? time_ms([&] { launch_tile<8, 8, Loads::Staged>(s, dA.ptr, dB.ptr, dC.ptr, {}); })
+              : t128;
+    const double t64s =
+        async ? time_ms([&] { launch_tile<4, 4, Loads::Staged>(s, dA.ptr, dB.ptr, dC.ptr, {}); })
+              : t64;
     std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
                   "   %.3f ms %.1f TFLOP/s (cuBLAS %.3f ms %.1f; tiles 128: %.1f, 128x64: %.1f, "
-                  "64: %.1f)",
+                  "64: %.1f%s)",
                   ms, flop / ms / 1e9, blas_ms, flop / blas_ms / 1e9, flop / t128 / 1e9,
-                  flop / t128x64 / 1e9, flop / t64 / 1e9);
+                  flop / t128x64 / 1e9, flop / t64 / 1e9, async ? ", async copies" : "");
+    if (async)
+      std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line),
+                    " (staged loads: 128: %.1f, 64: %.1f)", flop / t128s / 1e9, flop / t64s / 1e9);
     entry += ", \"ms\": " + std::to_string(ms) + ", \"tflops\": " +
              std::to_string(flop / ms / 1e9) + ", \"cublas_ms\": " + std::to_string(blas_ms) +
              ", \"cublas_tflops\": " + std::to_string(flop / blas_ms / 1e9) +
              ", \"tile128_tflops\": " + std::to_string(flop / t128 / 1e9) +
              ", \"tile128x64_tflops\": " + std::to_string(flop / t128x64 / 1e9) +
-             ", \"tile64_tflops\": " + std::to_string(flop / t64 / 1e9);
+             ", \"tile64_tflops\": " + std::to_string(flop / t64 / 1e9) +
+             ", \"async_copies\": " + (async ? "true" : "false") +
+             ", \"tile128_staged_tflops\": " + std::to_string(flop / t128s / 1e9) +
+             ", \"tile64_staged_tflops\": " + std::to_string(flop / t64s / 1e9);
   }
   std::printf("%s\n", line);
   record(entry + "}");
@@ -643,6 +665,8 @@ int main(int argc, char** argv) {
       {"tiny qkv", shape(1, 512, 192, 64, true, false)},
       {"tiny lm_head", shape(1, 512, 65, 64, true, false)},
       {"tiny dW", shape(1, 64, 192, 512, false, true)},
+      // Rows contiguous and aligned (asynchronous copies) with a batch, a K tail, epilogue.
+      {"odd dW, rows contiguous", shape(2, 100, 76, 37, false, true), true},
   };
   if (!quick) {
     const int64_t bt = 64 * 256, c = 384;

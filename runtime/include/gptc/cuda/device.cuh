@@ -10,6 +10,30 @@
 #else
 #include <cuda_runtime.h>
 #define GPTC_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+
+// Asynchronous copies from global to shared memory (sm_80's cp.async), for kernels that
+// fill shared memory a few steps ahead of their use. A thread's copies since its last
+// commit form a group; copies_wait<N>() returns once all but its N most recent groups have
+// landed (its own copies: a barrier after it makes them visible to the block). The
+// emulation runs a group's copies only when it is waited for, so a kernel that reads a
+// stage before waiting for it reads stale data there too.
+namespace gptc::cuda {
+// 16 bytes from `global` to `shared` (both 16-byte aligned), or 16 zero bytes where !in
+// (no global byte is read then).
+__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool in) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global),
+               "r"(in ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void copies_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void copies_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+}  // namespace gptc::cuda
 #endif
 
 // Every kernel of a family begins with GPTC_CUDA_KERNEL_BEGIN(): it returns at once when

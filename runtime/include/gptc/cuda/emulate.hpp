@@ -341,6 +341,7 @@ struct Block {
   explicit Block(int threads) : barrier(threads), warps(threads / 32) {
     for (int w = 0; w < threads / 32; ++w) warp_barriers.emplace_back(new Barrier(32));
     slots.resize((size_t)threads);
+    copies.resize((size_t)threads);
   }
   ~Block() {
     for (Barrier* b : warp_barriers) delete b;
@@ -349,6 +350,18 @@ struct Block {
   int warps;
   std::vector<Barrier*> warp_barriers;
   std::vector<uint64_t> slots;  // one value a thread, for shuffles
+  // A thread's asynchronous copies (gptc::cuda::copy16_async): those since its last
+  // commit, then its committed groups, oldest first, not yet run.
+  struct Copy {
+    void* dst;
+    const void* src;
+    bool in;
+  };
+  struct Copies {
+    std::vector<Copy> open;
+    std::vector<std::vector<Copy>> committed;
+  };
+  std::vector<Copies> copies;
 };
 inline Block* running_block = nullptr;
 
@@ -507,6 +520,28 @@ T __shfl_down_sync(unsigned, T value, unsigned delta) {
   return other;
 }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// A group's copies run when it is waited for, the latest a GPU may land them.
+namespace gptc::cuda {
+inline void copy16_async(void* shared, const void* global, bool in) {
+  emulate::running_block->copies[threadIdx.x].open.push_back({shared, global, in});
+}
+inline void copies_commit() {
+  auto& c = emulate::running_block->copies[threadIdx.x];
+  c.committed.push_back(std::move(c.open));
+  c.open.clear();
+}
+template <int N>
+void copies_wait() {
+  auto& c = emulate::running_block->copies[threadIdx.x];
+  const size_t done = c.committed.size() > size_t(N) ? c.committed.size() - size_t(N) : 0;
+  for (size_t g = 0; g < done; ++g)
+    for (const auto& copy : c.committed[g]) {
+      if (copy.in) std::memcpy(copy.dst, copy.src, 16);
+      else std::memset(copy.dst, 0, 16);
+    }
+  c.committed.erase(c.committed.begin(), c.committed.begin() + (std::ptrdiff_t)done);
+}
+}  // namespace gptc::cuda
 inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {
   __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return expected;

@@ -10,7 +10,8 @@
 // Tiles: a block of 256 threads computes a 128x128 (or 128x64, 64x64) tile of C, walking k in
 // steps of 16 through two stages of shared memory, each thread 8x8 (8x4, 4x4) outputs read
 // from shared memory as 16-byte vectors (and from global memory too, where the operands'
-// strides allow).
+// strides allow). Where both operands' rows are contiguous (a weight gradient), the stages
+// are filled by asynchronous copies up to 3 steps ahead instead (matmul_async_kernel).
 // The last k step of a K that is not a multiple of 16 runs only its K % 16 fmas: an fma past
 // K would add 0 * 0 to the accumulator and turn a -0 (an underflowed product) into +0.
 //
@@ -18,6 +19,9 @@
 // B(b, k, n) = B[b*sbb + k*sbk + n*sbn], C dense [batch, M, N]. Which operand dimension is
 // contiguous only changes how a tile is loaded (coalesced either way).
 #pragma once
+
+#include <cstdlib>
+#include <cstring>
 
 #include "gptc/cuda/check.cuh"
 #include "gptc/prelude.h"
@@ -71,6 +75,19 @@ __device__ __forceinline__ void matmul_step(const float (*As)[16 * RM + kPad],
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+}
+
+// The k step of a stage, all of it or the K tail's first K - k0 k's.
+template <int RM, int RN>
+__device__ __forceinline__ void matmul_stage(const float (*As)[16 * RM + kPad],
+                                             const float (*Bs)[16 * RN + kPad], int64_t K,
+                                             int64_t k0, int ty, int tx, float (&acc)[RM][RN]) {
+  if (K - k0 >= kTileK) {
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) matmul_step<RM, RN>(As, Bs, kk, ty, tx, acc);
+  } else {
+    for (int kk = 0; kk < (int)(K - k0); ++kk) matmul_step<RM, RN>(As, Bs, kk, ty, tx, acc);
+  }
 }
 
 // The next k step's elements of one operand, kRows (m or n) x kTileK, held in registers
@@ -128,6 +145,27 @@ struct OperandStage {
   }
 };
 
+// A thread's outputs to C (dense [batch, M, N]) through the epilogue, those inside M x N.
+template <int RM, int RN>
+__device__ __forceinline__ void store_outputs(const MatmulShape& s, float* __restrict C,
+                                              const MatmulEpilogue<float>& ep,
+                                              const float (&acc)[RM][RN], int64_t b,
+                                              int64_t m0, int64_t n0, int ty, int tx) {
+  const bool epilogue = ep.any();
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t m = m0 + ty * 4 + (i % 4) + 64 * (i / 4);
+    if (m >= s.M) continue;
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const int64_t n = n0 + tx * 4 + (j % 4) + 64 * (j / 4);
+      if (n >= s.N) continue;
+      const int64_t e = (b * s.M + m) * s.N + n;
+      C[e] = epilogue ? ep.apply_one(e, n, acc[i][j]) : acc[i][j];
+    }
+  }
+}
+
 // kAK: A's k is its contiguous dimension (sak == 1), else its m is; kBN: B's n is its
 // contiguous dimension (sbn == 1), else its k is; kVec: both are read as 16-byte vectors.
 // While a stage's k step runs, the next stage's operands are read from global memory into
@@ -168,32 +206,87 @@ __global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
   for (int64_t k0 = 0; k0 < s.K; k0 += kTileK) {
     const bool next = k0 + kTileK < s.K;
     if (next) load(k0 + kTileK);
-    if (s.K - k0 >= kTileK) {
-#pragma unroll
-      for (int kk = 0; kk < kTileK; ++kk)
-        matmul_step<RM, RN>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
-    } else {
-      for (int kk = 0; kk < (int)(s.K - k0); ++kk)
-        matmul_step<RM, RN>(tile.a[stage], tile.b[stage], kk, ty, tx, acc);
-    }
+    matmul_stage<RM, RN>(tile.a[stage], tile.b[stage], s.K, k0, ty, tx, acc);
     if (next) store(stage ^ 1);
     __syncthreads();
     stage ^= 1;
   }
 
-  const bool epilogue = ep.any();
+  store_outputs<RM, RN>(s, C, ep, acc, b, m0, n0, ty, tx);
+}
+
+// The stages of the asynchronous pipeline: as many as fit 46 KB of shared memory (under
+// the 48 KB a block may declare statically), at most 4.
+template <int RM, int RN>
+struct AsyncTile {
+  static constexpr int kM = 16 * RM, kN = 16 * RN;
+  static constexpr int kStageBytes = kTileK * (kM + kN + 2 * kPad) * (int)sizeof(float);
+  static constexpr int kStages = 46 * 1024 / kStageBytes < 4 ? 46 * 1024 / kStageBytes : 4;
+  static_assert(kStages >= 2, "two stages at least");
+  float a[kStages][kTileK][kM + kPad];
+  float b[kStages][kTileK][kN + kPad];
+};
+
+// One stage's rows [row0, row0 + kRows) x k's [k0, k0 + kTileK) of an operand whose rows
+// are contiguous (element (row, k) at base[row + k * ks]), copied asynchronously into
+// s[k][row] as 16-byte vectors: zeros outside [rows) x [K) (rows a multiple of 4).
+template <int kRows>
+__device__ __forceinline__ void copy_stage(float (*s)[kRows + kPad], const float* base,
+                                           int64_t row0, int64_t rows, int64_t ks, int64_t k0,
+                                           int64_t K, int tid) {
 #pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    const int64_t m = m0 + ty * 4 + (i % 4) + 64 * (i / 4);
-    if (m >= s.M) continue;
-#pragma unroll
-    for (int j = 0; j < RN; ++j) {
-      const int64_t n = n0 + tx * 4 + (j % 4) + 64 * (j / 4);
-      if (n >= s.N) continue;
-      const int64_t e = (b * s.M + m) * s.N + n;
-      C[e] = epilogue ? ep.apply_one(e, n, acc[i][j]) : acc[i][j];
-    }
+  for (int l = 0; l < kRows * kTileK / 4 / kThreads; ++l) {
+    const int idx = tid + kThreads * l;
+    const int row = 4 * (idx % (kRows / 4)), kk = idx / (kRows / 4);
+    const int64_t m = row0 + row, k = k0 + kk;
+    const bool in = m < rows && k < K;
+    copy16_async(&s[kk][row], in ? base + m + k * ks : base, in);
   }
+}
+
+// The product where both operands' rows are contiguous and 16-byte aligned (A's m and B's
+// n: a weight gradient's X^T dY): each stage's tiles are copied straight into shared
+// memory, kStages - 1 stages ahead of their use, with no registers held for them (the
+// register-staged kernel above is one stage ahead). The same fma chains, the same bits.
+template <int RM, int RN>
+__global__ void __launch_bounds__(kThreads, GPTC_CUDA_MATMUL_MIN_BLOCKS)
+    matmul_async_kernel(MatmulShape s, const float* __restrict A, const float* __restrict B,
+                        float* __restrict C, MatmulEpilogue<float> ep) {
+  GPTC_CUDA_KERNEL_BEGIN();
+  using T = AsyncTile<RM, RN>;
+  constexpr int S = T::kStages;
+  __shared__ __align__(16) T tile;
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t b = blockIdx.z, m0 = (int64_t)blockIdx.y * T::kM, n0 = (int64_t)blockIdx.x * T::kN;
+  const float* a = A + b * s.sab;  // element (m, k) at a[m + k * sak]
+  const float* bm = B + b * s.sbb;  // element (k, n) at bm[n + k * sbk]
+  const int64_t steps = (s.K + kTileK - 1) / kTileK;
+  auto copy = [&](int64_t step) {
+    copy_stage<T::kM>(tile.a[step % S], a, m0, s.M, s.sak, step * kTileK, s.K, tid);
+    copy_stage<T::kN>(tile.b[step % S], bm, n0, s.N, s.sbk, step * kTileK, s.K, tid);
+  };
+
+  float acc[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
+
+  // A group a stage (empty past the last), so that waiting for all but the newest S - 2
+  // groups at step t always means step t's stage has landed.
+  for (int step = 0; step < S - 1; ++step) {
+    if (step < steps) copy(step);
+    copies_commit();
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    copies_wait<S - 2>();
+    __syncthreads();  // the stage is the block's; and every thread is done with step - 1's
+    if (step + S - 1 < steps) copy(step + S - 1);  // (into step - 1's buffer)
+    copies_commit();
+    const int stage = (int)(step % S);
+    matmul_stage<RM, RN>(tile.a[stage], tile.b[stage], s.K, step * kTileK, ty, tx, acc);
+  }
+  store_outputs<RM, RN>(s, C, ep, acc, b, m0, n0, ty, tx);
 }
 
 // Whether an operand can be read as 16-byte vectors along the dimension of stride
@@ -205,7 +298,26 @@ inline bool vectorizable(const float* p, int64_t unit_stride, int64_t extent,
          other_stride % 4 == 0 && batch_stride % 4 == 0;
 }
 
-template <int RM, int RN, bool kAK, bool kBN>
+// How a product's tiles reach shared memory: Best takes the asynchronous copies where the
+// layout allows them (both operands' rows contiguous and aligned) unless
+// GPTC_CUDA_ASYNC_COPIES=0, else the register-staged loads; Staged always the latter (for
+// the GPU check's timings). Either gives the same bits.
+enum class Loads { Best, Staged };
+inline bool async_copies() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPTC_CUDA_ASYNC_COPIES");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// Whether Loads::Best takes the asynchronous copies for this product.
+inline bool takes_async_copies(const MatmulShape& s, const float* A, const float* B) {
+  return s.sak != 1 && s.sbn == 1 && vectorizable(A, s.sam, s.M, s.sak, s.sab) &&
+         vectorizable(B, s.sbn, s.N, s.sbk, s.sbb) && async_copies();
+}
+
+template <int RM, int RN, bool kAK, bool kBN, Loads L>
 void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
                    float* C, const MatmulEpilogue<float>& ep) {
   using T = Tile<RM, RN>;
@@ -214,6 +326,12 @@ void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, co
   const bool vec =
       vectorizable(A, kAK ? s.sak : s.sam, kAK ? s.K : s.M, kAK ? s.sam : s.sak, s.sab) &&
       vectorizable(B, kBN ? s.sbn : s.sbk, kBN ? s.N : s.K, kBN ? s.sbk : s.sbn, s.sbb);
+  if constexpr (!kAK && kBN && L == Loads::Best) {
+    if (takes_async_copies(s, A, B)) {
+      GPTC_LAUNCH((matmul_async_kernel<RM, RN>), grid, kThreads, stream)(s, A, B, C, ep);
+      return;
+    }
+  }
   if (vec)
     GPTC_LAUNCH((matmul_kernel<RM, RN, kAK, kBN, true>), grid, kThreads, stream)(s, A, B, C, ep);
   else
@@ -222,14 +340,14 @@ void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, co
 
 // The product with RM x RN outputs a thread (the tile: 16 RM x 16 RN). gptc::cuda::matmul
 // picks one by the shape; the GPU check times each (test/cuda/kernel_families.cu).
-template <int RM, int RN>
+template <int RM, int RN, Loads L = Loads::Best>
 void launch_matmul(cudaStream_t stream, const MatmulShape& s, const float* A, const float* B,
                    float* C, const MatmulEpilogue<float>& ep) {
   const bool ak = s.sak == 1, bn = s.sbn == 1;
-  if (ak && bn) launch_matmul<RM, RN, true, true>(stream, s, A, B, C, ep);
-  else if (ak) launch_matmul<RM, RN, true, false>(stream, s, A, B, C, ep);
-  else if (bn) launch_matmul<RM, RN, false, true>(stream, s, A, B, C, ep);
-  else launch_matmul<RM, RN, false, false>(stream, s, A, B, C, ep);
+  if (ak && bn) launch_matmul<RM, RN, true, true, L>(stream, s, A, B, C, ep);
+  else if (ak) launch_matmul<RM, RN, true, false, L>(stream, s, A, B, C, ep);
+  else if (bn) launch_matmul<RM, RN, false, true, L>(stream, s, A, B, C, ep);
+  else launch_matmul<RM, RN, false, false, L>(stream, s, A, B, C, ep);
 }
 
 // The multiprocessors of the current device (read once).
