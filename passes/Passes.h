@@ -33,6 +33,9 @@ struct PipelineOptions {
   // gpt-recompute-activations computes the outputs again), time for memory, the GPU
   // targets' choice (bench/NOTES.md, "Memory").
   enum class Activations { Keep, Recompute } activations = Activations::Keep;
+  // gpt-pair-weight-gradients: each weight gradient grouped with the next input gradient,
+  // for targets that run a group's products side by side (the GPU's).
+  bool pairWeightGradients = false;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

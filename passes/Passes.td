@@ -180,6 +180,20 @@ def KeepGeluErf : Pass<"gpt-keep-gelu-erf", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 
+def PairWeightGradients : Pass<"gpt-pair-weight-gradients", "mlir::func::FuncOp"> {
+  let summary = "Move each weight gradient beside the next input gradient";
+  let description = [{
+    A `gpt.matmul` with `transpose_lhs` (a weight gradient, X^T dY, read only by
+    the optimizer) moves to right after the next matmul without it (the next
+    layer's input gradient), when nothing in between reads its result, so that
+    gpt-fuse-horizontal groups the two products and the GPU runs them as
+    parallel branches. No op changes, so the bits are unchanged; the weight
+    gradient's operands stay live until it. For the GPU targets; runs after
+    gpt-fuse-elementwise, before gpt-fuse-horizontal; gptc compile -O0 skips it.
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def RecomputeActivations : Pass<"gpt-recompute-activations", "mlir::func::FuncOp"> {
   let summary = "Have the backward compute GELU and LayerNorm outputs again instead of keeping them";
   let description = [{

@@ -32,7 +32,8 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   // An exact GELU keeps its erf for its gradient, or the backward computes the GELU's and
   // the LayerNorms' outputs again (as the target asks). Runs of elementwise ops become one
   // kernel each; every other op is a kernel. Then consecutive independent kernels share
-  // one parallel region.
+  // one parallel region (for the GPU, each weight gradient first moved beside the next
+  // input gradient, so that the two run side by side).
   if (options.fuse) {
     if (options.activations == PipelineOptions::Activations::Keep)
       pm.addNestedPass<func::FuncOp>(createKeepGeluErf());
@@ -40,6 +41,8 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
       pm.addNestedPass<func::FuncOp>(createRecomputeActivations());
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+    if (options.pairWeightGradients)
+      pm.addNestedPass<func::FuncOp>(createPairWeightGradients());
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());
   }
   // Give each kernel result an arena slot (-O0: no views either, one kernel per op).

@@ -140,8 +140,7 @@ static bool compileOne(const DialectRegistry &registry, const std::string &path,
   gpt::PipelineOptions options;
   options.mode = mode;
   options.stopAfter = gpt::Stage::Kernels;
-  using Activations = gpt::PipelineOptions::Activations;  // as gptc compile sets it
-  options.activations = target == gpt::Target::Cpu ? Activations::Keep : Activations::Recompute;
+  gptc::setTargetPipeline(options, target != gpt::Target::Cpu);  // as gptc compile sets it
   OwningOpRef<ModuleOp> module;
   func::FuncOp fn = gptc::lowerModule(ctx, module, path, options, "gptc-fuzz");
   return fn && succeeded(gpt::emitSource(fn, target));

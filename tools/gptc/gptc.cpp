@@ -286,10 +286,9 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   // The GPU recomputes GELU's erf in the gradient rather than keep it: a few more operations
   // an element in a kernel bound by memory, which then reads one array fewer; kept, the
   // erfs were 604 MB of the shakespeare_char step's peak. It computes the GELU's and the
-  // LayerNorms' outputs again for the weight gradients too (bench/NOTES.md, "Memory").
-  using Activations = mlir::gpt::PipelineOptions::Activations;
-  opts.pipeline.activations =
-      c.target == mlir::gpt::Target::Cpu ? Activations::Keep : Activations::Recompute;
+  // LayerNorms' outputs again for the weight gradients too (bench/NOTES.md, "Memory"), and
+  // runs each weight gradient beside the next input gradient.
+  gptc::setTargetPipeline(opts.pipeline, c.target != mlir::gpt::Target::Cpu);
   if (c.sanitize && c.target != mlir::gpt::Target::Cpu)
     return "--sanitize builds the CPU's kernels.so only (not --target=" +
            mlir::gpt::targetName(c.target).str() + ")";

@@ -245,6 +245,12 @@ std::string gptc::replaceAll(std::string text, const std::string &from, const st
   return text;
 }
 
+void gptc::setTargetPipeline(mlir::gpt::PipelineOptions &options, bool gpu) {
+  using Activations = mlir::gpt::PipelineOptions::Activations;
+  options.activations = gpu ? Activations::Recompute : Activations::Keep;
+  options.pairWeightGradients = gpu;
+}
+
 int gptc::fail(const char *tool, const std::string &message) {
   llvm::errs() << tool << ": error: " << message << "\n";
   return 1;

@@ -46,6 +46,12 @@ mlir::func::FuncOp lowerModule(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::M
                                const std::string &path,
                                const mlir::gpt::PipelineOptions &options, const char *tool);
 
+/// What a target asks of the pipeline, as gptc compile and the fuzzer both set it. The
+/// CPU keeps the activations for the backward (memory for time); the GPU computes them
+/// again, and has each weight gradient grouped with the next input gradient, which it runs
+/// beside it (bench/NOTES.md, "Memory" and "GPU: the portable kernel families").
+void setTargetPipeline(mlir::gpt::PipelineOptions &options, bool gpu);
+
 /// Prints "tool: error: message" and returns 1.
 int fail(const char *tool, const std::string &message);
 
