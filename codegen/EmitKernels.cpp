@@ -326,7 +326,15 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
     names[arg] = "in" + std::to_string(j);
   for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     names[v] = "out" + std::to_string(j);
-  std::string calls;
+  // Where members run in turn, each product after the first on a branch of its own (the
+  // rest with the first), if the target has branches: a weight gradient's few long blocks
+  // beside an input gradient's many (gpt-pair-weight-gradients pairs them).
+  const bool branches = !region && !flavour->openBranches().empty() &&
+                        llvm::count_if(body.without_terminator(), [](Operation &op) {
+                          return isa<MatmulOp>(op);
+                        }) >= 2;
+  unsigned products = 0, onBranch = 0;
+  std::string calls = branches ? flavour->openBranches() : "";
   inRegion = region;
   for (auto [m, member] : llvm::enumerate(body.without_terminator())) {
     std::string memberName = name + "_" + std::to_string(m) + "_" +
@@ -338,11 +346,15 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
       args.push_back(names.lookup(v));
     for (Value v : member.getResults())
       args.push_back(names.lookup(v));
+    const unsigned b = branches && isa<MatmulOp>(member) ? products++ : 0;
+    if (branches && b != onBranch)
+      calls += flavour->toBranch(onBranch = b);
     calls += "    " + memberName + "(" + llvm::join(args, ", ") + ");\n";
   }
   inRegion = false;
   if (!region) {
-    os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": its members in order\n"
+    os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": its members in order"
+       << (branches ? ", its products as parallel branches" : "") << "\n"
        << signature(name, op.getInputs(), op.getResults()) << " {\n" << calls << "}\n\n";
     return success();
   }

@@ -16,7 +16,9 @@
 # torch's CUDA eager (bench/gpu_torch.py parity); memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl);
-# then each kernel's time in a step (GPTC_CUDA_PROFILE: profile_<size>.tsv).
+# the shakespeare_char step without its products' branches or its asynchronous copies
+# (speed_variants.jsonl); then each kernel's time in a step (GPTC_CUDA_PROFILE:
+# profile_<size>.tsv).
 # GPTC_GPU_CHECK_PARTS="families step" (the default) chooses the parts.
 # Writes the JSON records, the logs and nvidia-smi's view into OUTDIR; exit status 1 if any
 # bit differs, parity fails or memcheck finds an error.
@@ -125,6 +127,15 @@ if [[ " $parts " == *" step "* ]]; then
       python3 bench/gpu_torch.py time --size "$size" --mode "$mode" 2> "$out/torch_${size}_$mode.log" \
         | tee -a "$out/speed.jsonl"
     done
+  done
+  # What the products' parallel branches and the weight gradients' asynchronous copies are
+  # worth: the shakespeare_char step with each off, both off, and as built again
+  # (speed_variants.jsonl, each line with its environment).
+  : > "$out/speed_variants.jsonl"
+  for variant in GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0 \
+      "GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0" ""; do
+    env $variant "$build/step_time" "$prep/shakespeare_char/cuda" 10 50 \
+      | sed "s/^{/{\"env\": \"$variant\", /" | tee -a "$out/speed_variants.jsonl"
   done
   # Where a step's time goes: each kernel call between two CUDA events, no graph
   # (GPTC_CUDA_PROFILE), a line a kernel, slowest first.

@@ -115,6 +115,15 @@ LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_
   return success();
 }
 
+/// A group's products on streams of their own, joined at the group's end
+/// (gptc::cuda::Branches).
+std::string CudaFlavour::openBranches() {
+  return "    gptc::cuda::Branches branches(gptc_step_error);\n";
+}
+std::string CudaFlavour::toBranch(unsigned b) {
+  return "    branches.to(" + std::to_string(b) + ");\n";
+}
+
 /// (GPTC_CUDA_DEBUG=1 checks each kernel, and names it with its line.)
 std::string CudaFlavour::call(const std::string &name, StringRef args, Operation *op) {
   return "    GPTC_CUDA_KERNEL(\"" + name + describeLoc(op->getLoc()) + "\", " + name + "(" +

@@ -226,6 +226,12 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
            std::chrono::steady_clock::now().time_since_epoch()).count();
   return cudaSuccess;
 }
+constexpr unsigned cudaEventDisableTiming = 2;
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
+// One emulated stream runs everything in order, so waiting for an event has nothing to do.
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) {
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   *ms = (float)(*b - *a);
   return cudaSuccess;

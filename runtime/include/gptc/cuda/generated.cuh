@@ -283,6 +283,78 @@ inline void profile_collect() {
   }
 }
 
+// GPTC_CUDA_BRANCHES=0: a group's products in turn on the step's stream.
+inline bool branches_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPTC_CUDA_BRANCHES");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// A gpt.horizontal's products as parallel branches of the step (codegen writes one of these
+// a group with two products or more): to(b) sends the launches after it to branch b, 0
+// being the step's stream and the others side streams that first wait for what the step's
+// stream had queued before the group (not the group's own members); at the group's end
+// the step's stream waits for every branch. Captured into the step's graph, the waits are
+// its edges: the branches' kernels may run side by side, and nothing after the group
+// starts before all of them end. Each kernel computes what it computed in turn: the same
+// bits. Off (everything on the step's stream) with GPTC_CUDA_BRANCHES=0, and under
+// GPTC_CUDA_DEBUG and GPTC_CUDA_PROFILE, which take one kernel at a time. A failed call is
+// the step's error.
+class Branches {
+ public:
+  static constexpr int kBranches = 4;  // past that, the last branch takes the rest
+  explicit Branches(std::string& error)
+      : error_(error), main_(stream()), on_(branches_on() && !debug() && !profile_path()) {
+    if (on_) check(cudaEventRecord(event(0), main_), "cudaEventRecord (a group's fork)");
+  }
+  Branches(const Branches&) = delete;
+  Branches& operator=(const Branches&) = delete;
+  void to(int b) {
+    if (!on_) return;
+    b = b < kBranches ? b : kBranches - 1;
+    if (b > 0 && !(joined_ & (1u << b))) {
+      check(cudaStreamWaitEvent(side(b), event(0), 0), "cudaStreamWaitEvent (a branch's start)");
+      joined_ |= 1u << b;
+    }
+    stream() = b > 0 ? side(b) : main_;
+  }
+  ~Branches() {
+    stream() = main_;
+    for (int b = 1; b < kBranches; ++b) {
+      if (!(joined_ & (1u << b))) continue;
+      check(cudaEventRecord(event(b), side(b)), "cudaEventRecord (a branch's end)");
+      check(cudaStreamWaitEvent(main_, event(b), 0), "cudaStreamWaitEvent (a group's join)");
+    }
+  }
+
+ private:
+  void check(cudaError_t err, const char* call) {
+    if (err != cudaSuccess && error_.empty()) error_ = describe(err, call);
+  }
+  // The side streams and events, made on first use (a step's first call runs directly,
+  // before any capture) and kept.
+  cudaStream_t side(int b) {
+    static cudaStream_t streams[kBranches] = {};
+    if (!streams[b])
+      check(cudaStreamCreateWithFlags(&streams[b], cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags (a branch)");
+    return streams[b];
+  }
+  cudaEvent_t event(int i) {
+    static cudaEvent_t events[kBranches] = {};
+    if (!events[i])
+      check(cudaEventCreateWithFlags(&events[i], cudaEventDisableTiming),
+            "cudaEventCreateWithFlags (a branch)");
+    return events[i];
+  }
+  std::string& error_;
+  cudaStream_t main_;
+  bool on_;
+  unsigned joined_ = 0;  // the side branches that waited for the fork
+};
+
 // Runs a step's kernels (`body` launches them on stream()). The first call runs them
 // directly (the families read the device's attributes, once, outside a capture). The second
 // captures them into a CUDA graph, and that call and every later one launch the graph: one
