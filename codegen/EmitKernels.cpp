@@ -326,15 +326,13 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
     names[arg] = "in" + std::to_string(j);
   for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     names[v] = "out" + std::to_string(j);
-  // Where members run in turn, each product after the first on a branch of its own (the
-  // rest with the first), if the target has branches: a weight gradient's few long blocks
-  // beside an input gradient's many (gpt-pair-weight-gradients pairs them).
-  const bool branches = !region && !flavour->openBranches().empty() &&
-                        llvm::count_if(body.without_terminator(), [](Operation &op) {
-                          return isa<MatmulOp>(op);
-                        }) >= 2;
-  unsigned products = 0, onBranch = 0;
-  std::string calls = branches ? flavour->openBranches() : "";
+  // Where members run in turn, the target may run them as parallel branches.
+  SmallVector<Operation *> members;
+  for (Operation &member : body.without_terminator())
+    members.push_back(&member);
+  const SmallVector<unsigned> branch = region ? SmallVector<unsigned>() : flavour->branches(members);
+  unsigned onBranch = 0;
+  std::string calls = branch.empty() ? "" : flavour->openBranches();
   inRegion = region;
   for (auto [m, member] : llvm::enumerate(body.without_terminator())) {
     std::string memberName = name + "_" + std::to_string(m) + "_" +
@@ -346,15 +344,14 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
       args.push_back(names.lookup(v));
     for (Value v : member.getResults())
       args.push_back(names.lookup(v));
-    const unsigned b = branches && isa<MatmulOp>(member) ? products++ : 0;
-    if (branches && b != onBranch)
-      calls += flavour->toBranch(onBranch = b);
+    if (!branch.empty() && branch[m] != onBranch)
+      calls += flavour->toBranch(onBranch = branch[m]);
     calls += "    " + memberName + "(" + llvm::join(args, ", ") + ");\n";
   }
   inRegion = false;
   if (!region) {
     os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": its members in order"
-       << (branches ? ", its products as parallel branches" : "") << "\n"
+       << (branch.empty() ? "" : ", as parallel branches") << "\n"
        << signature(name, op.getInputs(), op.getResults()) << " {\n" << calls << "}\n\n";
     return success();
   }

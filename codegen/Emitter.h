@@ -189,9 +189,14 @@ public:
   virtual LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) = 0;
   /// Whether a gpt.horizontal's members share one parallel region (else they run in turn).
   virtual bool parallelRegions() const = 0;
-  /// Where members run in turn, a group's products may run as parallel branches: the
+  /// Where members run in turn, a group's members may run as parallel branches: the
+  /// branch of each member (0: the group's start; empty: in turn, the default), the
   /// statement that opens a group's branches, and the one that sends the members after it
-  /// to branch `b` (0: where the group began). "" where the target has none (the default).
+  /// to branch `b`.
+  virtual SmallVector<unsigned> branches(ArrayRef<Operation *> members) {
+    (void)members;
+    return {};
+  }
   virtual std::string openBranches() { return ""; }
   virtual std::string toBranch(unsigned b) { (void)b; return ""; }
   /// The entry's call of kernel `name` with `args` for `op`.

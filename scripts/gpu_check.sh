@@ -16,7 +16,7 @@
 # torch's CUDA eager (bench/gpu_torch.py parity); memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl);
-# the shakespeare_char step without its products' branches or its asynchronous copies
+# each step without its groups' branches or its asynchronous copies
 # (speed_variants.jsonl); then each kernel's time in a step (GPTC_CUDA_PROFILE:
 # profile_<size>.tsv).
 # GPTC_GPU_CHECK_PARTS="families step" (the default) chooses the parts.
@@ -128,14 +128,16 @@ if [[ " $parts " == *" step "* ]]; then
         | tee -a "$out/speed.jsonl"
     done
   done
-  # What the products' parallel branches and the weight gradients' asynchronous copies are
-  # worth: the shakespeare_char step with each off, both off, and as built again
-  # (speed_variants.jsonl, each line with its environment).
+  # What the groups' parallel branches and the weight gradients' asynchronous copies are
+  # worth: each step with each off, both off, and as built again (speed_variants.jsonl,
+  # each line with its environment).
   : > "$out/speed_variants.jsonl"
-  for variant in GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0 \
-      "GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0" ""; do
-    env $variant "$build/step_time" "$prep/shakespeare_char/cuda" 10 50 \
-      | sed "s/^{/{\"env\": \"$variant\", /" | tee -a "$out/speed_variants.jsonl"
+  for size in tiny shakespeare_char; do
+    for variant in GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0 \
+        "GPTC_CUDA_BRANCHES=0 GPTC_CUDA_ASYNC_COPIES=0" ""; do
+      env $variant "$build/step_time" "$prep/$size/cuda" 10 50 \
+        | sed "s/^{/{\"env\": \"$variant\", /" | tee -a "$out/speed_variants.jsonl"
+    done
   done
   # Where a step's time goes: each kernel call between two CUDA events, no graph
   # (GPTC_CUDA_PROFILE), a line a kernel, slowest first.

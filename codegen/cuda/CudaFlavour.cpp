@@ -115,8 +115,24 @@ LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_
   return success();
 }
 
-/// A group's products on streams of their own, joined at the group's end
-/// (gptc::cuda::Branches).
+/// A group's members on streams of their own, joined at the group's end
+/// (gptc::cuda::Branches): a weight gradient's few long blocks beside an input gradient's
+/// many (gpt-pair-weight-gradients groups them), and a small model's kernels, each of
+/// which takes a few microseconds however little it does, side by side rather than one
+/// after another. Round robin over 8 branches, except the members that use the families'
+/// scratch (attention's gradient, cross-entropy), which share it and so stay on branch 0,
+/// one after another.
+SmallVector<unsigned> CudaFlavour::branches(ArrayRef<Operation *> members) {
+  if (members.size() < 2)
+    return {};
+  constexpr unsigned kBranches = 8;  // gptc::cuda::Branches::kBranches
+  SmallVector<unsigned> branch;
+  for (auto [m, op] : llvm::enumerate(members))
+    branch.push_back(isa<AttentionGradOp, CrossEntropyOp, CrossEntropyGradOp>(op)
+                         ? 0
+                         : (unsigned)m % kBranches);
+  return branch;
+}
 std::string CudaFlavour::openBranches() {
   return "    gptc::cuda::Branches branches(gptc_step_error);\n";
 }

@@ -36,6 +36,7 @@ public:
 
   LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) override;
   bool parallelRegions() const override { return false; }
+  SmallVector<unsigned> branches(ArrayRef<Operation *> members) override;
   std::string openBranches() override;
   std::string toBranch(unsigned b) override;
   std::string call(const std::string &name, StringRef args, Operation *op) override;

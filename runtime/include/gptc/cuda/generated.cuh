@@ -283,7 +283,7 @@ inline void profile_collect() {
   }
 }
 
-// GPTC_CUDA_BRANCHES=0: a group's products in turn on the step's stream.
+// GPTC_CUDA_BRANCHES=0: a group's members in turn on the step's stream.
 inline bool branches_on() {
   static const bool on = [] {
     const char* v = std::getenv("GPTC_CUDA_BRANCHES");
@@ -292,8 +292,8 @@ inline bool branches_on() {
   return on;
 }
 
-// A gpt.horizontal's products as parallel branches of the step (codegen writes one of these
-// a group with two products or more): to(b) sends the launches after it to branch b, 0
+// A gpt.horizontal's members as parallel branches of the step (codegen writes one of these
+// into each group, CudaFlavour::branches): to(b) sends the launches after it to branch b, 0
 // being the step's stream and the others side streams that first wait for what the step's
 // stream had queued before the group (not the group's own members); at the group's end
 // the step's stream waits for every branch. Captured into the step's graph, the waits are
@@ -304,7 +304,7 @@ inline bool branches_on() {
 // the step's error.
 class Branches {
  public:
-  static constexpr int kBranches = 4;  // past that, the last branch takes the rest
+  static constexpr int kBranches = 8;  // past that, the last branch takes the rest
   explicit Branches(std::string& error)
       : error_(error), main_(stream()), on_(branches_on() && !debug() && !profile_path()) {
     if (on_) check(cudaEventRecord(event(0), main_), "cudaEventRecord (a group's fork)");
