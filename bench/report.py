@@ -8,9 +8,9 @@ Per kind of CPU: the latest run with the default settings (the targets are set f
 and every run against the targets with how many met them (bench/targets.py judges them).
 Then the latest run of the main job's recipe against PyTorch (bench/main_job.py's records in
 bench/results/main_job/), of generation (bench/generate.py's, bench/results/generate/),
-and the latest GPU check (scripts/gpu_check.sh's records in
-bench/results/gpu/): each CUDA kernel family against the CPU's bits, and the matmul's
-speed against cuBLAS.
+and the latest GPU checks (scripts/gpu_check.sh's output, made records of bench/results/gpu/
+by bench/gpu_record.py): each CUDA kernel family against the CPU's bits and the matmul's
+speed against cuBLAS; the training step's bits, parity and speed against torch.
 A README without both marker lines is left as it is (said on stderr).
 """
 import glob
@@ -165,15 +165,56 @@ def page(runs, gpu_dir: str = "", main_job=None, generation=None) -> list:
 
 
 def gpu_section(directory: str) -> list:
-    """The latest GPU record of `directory` (bench/results/gpu/) as a page section, or no
-    lines if there is none."""
+    """The latest GPU records of `directory` (bench/results/gpu/: the kernel families', the
+    training step's) as page sections, or no lines if there is none."""
     records = []
     for path in glob.glob(os.path.join(directory, "*.json")):
         with open(path) as f:
             records.append((os.path.basename(path), json.load(f)))
-    if not records:
-        return []
-    name, r = max(records, key=lambda nr: nr[1]["finished"])
+    families = [nr for nr in records if nr[1].get("kind") != "step"]
+    steps = [nr for nr in records if nr[1].get("kind") == "step"]
+    lines = []
+    if families:
+        lines += families_section(*max(families, key=lambda nr: nr[1]["finished"]))
+    if steps:
+        lines += step_section(*max(steps, key=lambda nr: nr[1]["finished"]))
+    return lines
+
+
+def step_section(name, r) -> list:
+    """The GPU check's training step (bench/gpu_record.py's step record): bits, parity,
+    and gptc's step against torch's at each size."""
+    yes = lambda v: "yes" if v else "no"  # noqa: E731
+    parity = r.get("parity") or {}
+    lines = ["", "## GPU: the training step", "",
+             f"The latest step check, {name} ({r['gpu']}; {r['numerics']})"
+             + (f": {r['note']}" if r.get("note") else "") + ". "
+             f"CPU == GPU bitwise over {r.get('steps', '?')} steps with dropout: "
+             f"{yes(r.get('bitwise'))}; two GPU runs equal: {yes(r.get('repeatable'))}; "
+             f"parity with torch's CUDA eager: {yes(parity.get('within'))}; "
+             f"memcheck: {r.get('memcheck', 'not run')}.", "",
+             "| size | gptc, one graph | eager | torch.compile | reduce-overhead "
+             "| kernels a step, gptc / eager | device memory, gptc / eager |",
+             "|---|---|---|---|---|---|---|"]
+    mib = lambda b: "—" if b is None else f"{b / 2**20:,.0f} MiB"  # noqa: E731
+    for size in dict.fromkeys(s["size"] for s in r["speed"]):
+        by = {("gptc" if s["framework"] == "gptc" else s["mode"]): s
+              for s in r["speed"] if s["size"] == size}
+        ms = lambda k: f"{by[k]['median_ms']:.2f} ms" if k in by else "—"  # noqa: E731
+        g, e = by.get("gptc", {}), by.get("eager", {})
+        lines.append(f"| {size} | {ms('gptc')} | {ms('eager')} | {ms('compile')} | "
+                     f"{ms('reduce-overhead')} | {g.get('kernels', '—')} / "
+                     f"{e.get('kernels', '—')} | {mib(g.get('device_bytes'))} / "
+                     f"{mib(e.get('device_bytes'))} |")
+    if r.get("variants"):
+        lines += ["", "gptc's step with a feature turned off (median ms): " + "; ".join(
+            f"{v['size']} {v['env'] or 'as built'} {v['median_ms']:.2f}" for v in r["variants"])
+            + "."]
+    return lines
+
+
+def families_section(name, r) -> list:
+    """The kernel families' record: each family's bits, and the matmul's speed."""
     results = r["results"]
     lines = ["", "## GPU: the CUDA kernel families", "",
              f"The latest GPU check, {name} ({r['gpu']}, sm_{r['sm']}; {r['numerics']}): "

@@ -63,3 +63,42 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert eager["mode"] == "eager" and eager["median_ms"] > 0
     bad = subprocess.run([step_time, artifact, "1", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "STEPS >= 1" in bad.stderr
+    # These outputs, laid out as scripts/gpu_check.sh writes them, become a step record of
+    # the results store (bench/gpu_record.py) and a section of the results page.
+    out = tmp_path / "gpu-check"
+    out.mkdir()
+    (out / "nvidia-smi.csv").write_text(  # nvidia-smi --format=csv's header and a row
+        "name, driver_version, clocks.current.sm [MHz], clocks.max.sm [MHz], "
+        "memory.total [MiB]\nNVIDIA H200, 580.159.04, 1980 MHz, 1980 MHz, 143771 MiB\n")
+    (out / "step.json").write_text(
+        '{"bitwise": true, "repeatable": true, "memcheck": "clean", "steps": 3}\n')
+    (out / "parity.json").write_text(json.dumps(parity) + "\n")
+    (out / "speed.jsonl").write_text(json.dumps(timed) + "\n" + json.dumps(eager) + "\n")
+    (out / "speed_variants.jsonl").write_text(
+        json.dumps({"env": "GPTC_CUDA_BRANCHES=0", **timed}) + "\n")
+    (out / "profile_tiny.tsv").write_text(  # GPTC_CUDA_PROFILE's format
+        "kernel\tcalls\ttotal_ms\tus_per_call\nk3_matmul (tiny_gpt.py:70)\t10\t0.5000\t50.00\n")
+    written = run_ok(sys.executable, os.path.join(REPO, "bench", "gpu_record.py"), str(out),
+                     "--store", str(tmp_path / "gpu"), "--note", "a test").split()
+    assert len(written) == 1 and written[0].endswith("-h200-step.json"), written
+    with open(written[0]) as f:
+        record = json.load(f)
+    assert record["kind"] == "step" and record["gpu"] == "NVIDIA H200" and record["bitwise"]
+    assert record["parity"]["within"] and record["note"] == "a test"
+    ours = [r for r in record["speed"] if r["framework"] == "gptc"]
+    assert [(r["size"], r["median_ms"], r["kernels"]) for r in ours] == \
+        [("tiny", timed["median_ms"], timed["kernels"])]
+    assert [r["median_ms"] for r in record["speed"] if r["mode"] == "eager"] == \
+        [eager["median_ms"]]
+    assert record["variants"][0]["env"] == "GPTC_CUDA_BRANCHES=0"
+    assert record["profile"]["tiny"] == [
+        {"kernel": "k3_matmul (tiny_gpt.py:70)", "calls": 10, "total_ms": 0.5}]
+    import report
+    section = "\n".join(report.gpu_section(str(tmp_path / "gpu")))
+    assert "## GPU: the training step" in section and "bitwise over 3 steps" in section
+    assert f"| tiny | {timed['median_ms']:.2f} ms | {eager['median_ms']:.2f} ms |" in section
+    assert "## GPU: the CUDA kernel families" not in section  # (no families' record)
+    # An output folder with neither part is refused in one line.
+    empty = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_record.py"),
+                            str(tmp_path)], capture_output=True, text=True)
+    assert empty.returncode == 1 and "holds neither" in empty.stderr, empty.stderr
