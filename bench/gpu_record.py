@@ -25,13 +25,13 @@ STEP_NUMERICS = "portable fp32; torch fp32 with TF32 off"
 
 
 def read_lines(path) -> list:
-    """The JSON objects of a .jsonl file, one a line (blank lines skipped)."""
+    """(FILE:LINE, object) for each line of a .jsonl file (blank lines skipped)."""
     out = []
     with open(path) as f:
         for number, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    out.append(json.loads(line))
+                    out.append((f"{path}:{number}", json.loads(line)))
                 except json.JSONDecodeError as e:
                     fail(f"{path}:{number} is not JSON: {e}")
     return out
@@ -58,8 +58,13 @@ def size_of(line) -> str:
     return os.path.basename(os.path.dirname(os.path.normpath(line["artifact"])))
 
 
-def speed(line) -> dict:
+def speed(line, where) -> dict:
+    """A speed line as the record keeps it; a line of neither tool's form stops with one
+    line naming `where` (FILE:LINE)."""
     gptc = "artifact" in line
+    needed = ("median_ms", "min_ms", "max_ms") + (() if gptc else ("mode", "size"))
+    if not isinstance(line, dict) or any(k not in line for k in needed):
+        fail(f"{where}: not a line of bench/step_time or bench/gpu_torch.py time")
     return {"size": size_of(line), "framework": "gptc" if gptc else "torch",
             "mode": "graph" if gptc else line["mode"], "env": line.get("env", ""),
             "median_ms": line["median_ms"], "min_ms": line["min_ms"], "max_ms": line["max_ms"],
@@ -99,7 +104,8 @@ def records(outdir, note, now) -> list:
         r["parity"] = read(parity, as_json=True) if os.path.exists(parity) else None
         for key, file in (("speed", "speed.jsonl"), ("variants", "speed_variants.jsonl")):
             path = os.path.join(outdir, file)
-            r[key] = [speed(line) for line in read_lines(path)] if os.path.exists(path) else []
+            r[key] = [speed(line, where) for where, line in read_lines(path)] \
+                if os.path.exists(path) else []
         r["profile"] = {}
         for path in sorted(glob.glob(os.path.join(outdir, "profile_*.tsv"))):
             size = os.path.basename(path)[len("profile_"):-len(".tsv")]

@@ -98,6 +98,12 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert "## GPU: the training step" in section and "bitwise over 3 steps" in section
     assert f"| tiny | {timed['median_ms']:.2f} ms | {eager['median_ms']:.2f} ms |" in section
     assert "## GPU: the CUDA kernel families" not in section  # (no families' record)
+    # A speed line of neither tool's form is refused in one line that names it.
+    (out / "speed.jsonl").write_text(json.dumps(timed) + "\n" + '{"median_ms": 1.0}\n')
+    odd = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_record.py"),
+                          str(out), "--store", str(tmp_path / "gpu")],
+                         capture_output=True, text=True)
+    assert odd.returncode == 1 and "speed.jsonl:2: not a line" in odd.stderr, odd.stderr
     # An output folder with neither part is refused in one line.
     empty = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_record.py"),
                             str(tmp_path)], capture_output=True, text=True)
