@@ -667,6 +667,7 @@ int main(int argc, char** argv) {
       {"tiny dW", shape(1, 64, 192, 512, false, true)},
       // Rows contiguous and aligned (asynchronous copies) with a batch, a K tail, epilogue.
       {"odd dW, rows contiguous", shape(2, 100, 76, 37, false, true), true},
+      {"K tail underflow, dW", shape(1, 64, 64, 33, false, true), false, true},
   };
   if (!quick) {
     const int64_t bt = 64 * 256, c = 384;
