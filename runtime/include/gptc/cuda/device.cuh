@@ -5,6 +5,9 @@
 // there is no GPU. GPTC_LAUNCH(kernel, grid, block, stream)(args...) launches either way.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
+
 #if defined(GPTC_CUDA_EMULATE)
 #include "gptc/cuda/emulate.hpp"
 #else
@@ -35,6 +38,16 @@ __device__ __forceinline__ void copies_wait() {
 }
 }  // namespace gptc::cuda
 #endif
+
+namespace gptc::cuda {
+// Whether environment variable `name` is set to `value` (the GPU path's switches:
+// GPTC_CUDA_DEBUG=1, GPTC_CUDA_GRAPH=0, GPTC_CUDA_BRANCHES=0, GPTC_CUDA_ASYNC_COPIES=0), for
+// a caller that reads it once.
+inline bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+}  // namespace gptc::cuda
 
 // Every kernel of a family begins with GPTC_CUDA_KERNEL_BEGIN(): it returns at once when
 // GPTC_CUDA_HALTED() holds. That is never, unless the includer defines it first: a

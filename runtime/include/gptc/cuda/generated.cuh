@@ -194,18 +194,12 @@ __global__ void fill_kernel(T* __restrict p, int64_t n, T value) {
 // GPTC_CUDA_DEBUG=1: every kernel of a step runs on its own, followed by a sync and a check,
 // so that a failing kernel is named (with its model.py line) rather than the step.
 inline bool debug() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPTC_CUDA_DEBUG");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_is("GPTC_CUDA_DEBUG", "1");
   return on;
 }
 // GPTC_CUDA_GRAPH=0: no CUDA graph; each call launches its kernels one by one.
 inline bool graphs() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPTC_CUDA_GRAPH");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = !env_is("GPTC_CUDA_GRAPH", "0");
   return on;
 }
 
@@ -285,10 +279,7 @@ inline void profile_collect() {
 
 // GPTC_CUDA_BRANCHES=0: a group's members in turn on the step's stream.
 inline bool branches_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPTC_CUDA_BRANCHES");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = !env_is("GPTC_CUDA_BRANCHES", "0");
   return on;
 }
 

@@ -20,9 +20,6 @@
 // contiguous only changes how a tile is loaded (coalesced either way).
 #pragma once
 
-#include <cstdlib>
-#include <cstring>
-
 #include "gptc/cuda/check.cuh"
 #include "gptc/prelude.h"
 
@@ -304,10 +301,7 @@ inline bool vectorizable(const float* p, int64_t unit_stride, int64_t extent,
 // the GPU check's timings). Either gives the same bits.
 enum class Loads { Best, Staged };
 inline bool async_copies() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPTC_CUDA_ASYNC_COPIES");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = !env_is("GPTC_CUDA_ASYNC_COPIES", "0");
   return on;
 }
 
