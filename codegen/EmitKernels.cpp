@@ -13,6 +13,7 @@
 #include "ir/KernelLevel.h"
 #include "ir/Signature.h"
 
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
@@ -327,22 +328,21 @@ LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
   for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     names[v] = "out" + std::to_string(j);
   // Where members run in turn, the target may run them as parallel branches.
-  SmallVector<Operation *> members;
-  for (Operation &member : body.without_terminator())
-    members.push_back(&member);
+  SmallVector<Operation *> members =
+      llvm::map_to_vector(body.without_terminator(), [](Operation &op) { return &op; });
   const SmallVector<unsigned> branch = region ? SmallVector<unsigned>() : flavour->branches(members);
   unsigned onBranch = 0;
   std::string calls = branch.empty() ? "" : flavour->openBranches();
   inRegion = region;
-  for (auto [m, member] : llvm::enumerate(body.without_terminator())) {
+  for (auto [m, member] : llvm::enumerate(members)) {
     std::string memberName = name + "_" + std::to_string(m) + "_" +
-                             member.getName().stripDialect().str();
-    if (failed(flavour->function(memberName, &member, os)))
+                             member->getName().stripDialect().str();
+    if (failed(flavour->function(memberName, member, os)))
       return inRegion = false, failure();
     SmallVector<std::string> args;
-    for (Value v : member.getOperands())
+    for (Value v : member->getOperands())
       args.push_back(names.lookup(v));
-    for (Value v : member.getResults())
+    for (Value v : member->getResults())
       args.push_back(names.lookup(v));
     if (!branch.empty() && branch[m] != onBranch)
       calls += flavour->toBranch(onBranch = branch[m]);
