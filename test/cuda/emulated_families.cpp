@@ -1,8 +1,8 @@
 // The CUDA kernel families run on the CPU (gptc/cuda/emulate.hpp: the same kernel source,
-// each block's threads as OS threads, shuffles, barriers and shared memory emulated) against
+// each block's threads as fibers, shuffles, barriers and shared memory emulated) against
 // the CPU kernels' arithmetic (references.h), bit for bit. This is the check that runs
 // everywhere; kernel_families.cu runs the same families on a GPU (scripts/gpu_check.sh).
-// Shapes are small: every emulated thread is an OS thread.
+// Shapes are small: every emulated thread runs in turn on one core.
 #define GPTC_CUDA_EMULATE 1
 
 #include <gtest/gtest.h>

@@ -8,7 +8,9 @@
 // memory between two barriers of its 32 threads. __shared__ variables become function statics, which the
 // threads of the running block share (blocks never overlap). Only what the families use is
 // here: one-dimensional blocks of whole warps, full-mask shuffles, integer atomics, the
-// fp32 fma. Built by test/cuda/CMakeLists.txt for the emulation tests; never by nvcc.
+// fp32 fma. Streams, events and graphs keep CUDA's rules of stream capture (below), and a
+// graph's replays take other orders of its independent work. Built for the emulation tests
+// (test/cuda/) and --target=cuda-emulated artifacts; never by nvcc.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -52,11 +55,34 @@ enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorMemoryAllocation = 2,
   cudaErrorNoDevice = 100,
-  cudaErrorInsufficientDriver = 35
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorIllegalState = 401,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904
 };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
-inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
-inline const char* cudaGetErrorString(cudaError_t) { return "an error in the CPU emulation"; }
+inline const char* cudaGetErrorName(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    default: return "cudaErrorEmulated";
+  }
+}
+inline const char* cudaGetErrorString(cudaError_t err) {
+  switch (err) {
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnjoined:
+      return "capture sequence contains a fork that was not joined to the primary stream";
+    default: return "an error in the CPU emulation";
+  }
+}
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
@@ -121,25 +147,100 @@ inline void finish_pending_copies() {
   for (const PendingCopy& c : pending_copies()) std::memmove(c.dst, c.src, c.bytes);
   pending_copies().clear();
 }
-// Stream capture (a CUDA graph): between cudaStreamBeginCapture and cudaStreamEndCapture
-// every launch, copy and memset is recorded, with its arguments as they were then, and not
-// run; launching the graph runs the records in order. So a step's graph replays here as on
-// a GPU: a value the host passed by value when the graph was captured is what every replay
-// gets.
-using Work = std::vector<std::function<void()>>;
-inline Work*& capturing() {
-  static Work* work = nullptr;
-  return work;
+// Stream capture (a CUDA graph), as CUDA defines it. A capture starts on one stream (its
+// origin); another stream takes part once it waits for an event recorded on a stream that
+// does (a fork). Work on a stream that takes part is recorded, with its arguments as they
+// were then, and not run; each record waits for the stream's previous work and for the
+// events the stream waited for (the graph's edges). Work on any other stream runs at once,
+// as a GPU runs it, so a branch that forgot its fork is missing from every replay. The
+// capture ends only on its origin and only if every record is joined back into it
+// (cudaErrorStreamCaptureUnjoined otherwise); a sync, a synchronous copy or an allocation
+// during it fails and spoils it, as in CUDA's thread-local mode. A replay runs the records
+// in an order that keeps each after the ones it waits for, another such order each launch
+// (cudaGraphLaunch), so branches that are not independent give other bits from one replay
+// to the next instead of the program order's.
+struct Node {
+  std::function<void()> run;
+  std::vector<size_t> after;  // the records it waits for
+};
+using Work = std::vector<Node>;
+struct Capture {
+  cudaStream_t origin;
+  Work work;
+  std::map<cudaStream_t, std::vector<size_t>> tails;  // a stream's next record waits for these
+  cudaError_t spoiled = cudaSuccess;
+  uint64_t id;
+};
+inline Capture*& capture() {
+  static Capture* c = nullptr;
+  return c;
 }
-// Runs `op` now, or records it while a capture is on.
+inline bool capturing(cudaStream_t s) { return capture() && capture()->tails.count(s); }
+// A call CUDA forbids during a thread-local capture: spoils it, and returns its error.
+inline cudaError_t unsafe_call() {
+  if (!capture()) return cudaSuccess;
+  capture()->spoiled = cudaErrorStreamCaptureUnsupported;
+  return cudaErrorStreamCaptureUnsupported;
+}
+// Runs `op` now, or records it while `stream` takes part in a capture.
 template <class Op>
-void enqueue(Op op) {
-  if (Work* work = capturing()) {
-    work->push_back(op);
+void enqueue(cudaStream_t stream, Op op) {
+  if (capturing(stream)) {
+    Capture& c = *capture();
+    std::vector<size_t>& tail = c.tails[stream];
+    c.work.push_back({op, tail});
+    tail = {c.work.size() - 1};
     return;
   }
   finish_pending_copies();
   op();
+}
+// Whether every record is one the origin's tail waits for, directly or not.
+inline bool joined(const Capture& c) {
+  std::vector<char> seen(c.work.size(), 0);
+  std::vector<size_t> todo = c.tails.at(c.origin);
+  while (!todo.empty()) {
+    const size_t n = todo.back();
+    todo.pop_back();
+    if (seen[n]) continue;
+    seen[n] = 1;
+    todo.insert(todo.end(), c.work[n].after.begin(), c.work[n].after.end());
+  }
+  for (char s : seen)
+    if (!s) return false;
+  return true;
+}
+// An instantiated graph, and how many times it was launched (which order its next replay
+// takes).
+struct Exec {
+  Work work;
+  uint64_t launches = 0;
+};
+// Runs the records in an order that keeps each after those it waits for: each step takes
+// one of the ready records at random (splitmix64 of `seed`); the same seed, the same order.
+inline void replay(const Work& work, uint64_t seed) {
+  std::vector<size_t> waiting(work.size());
+  std::vector<std::vector<size_t>> next(work.size());
+  std::vector<size_t> ready;
+  for (size_t n = 0; n < work.size(); ++n) {
+    waiting[n] = work[n].after.size();
+    for (size_t a : work[n].after) next[a].push_back(n);
+    if (!waiting[n]) ready.push_back(n);
+  }
+  uint64_t x = seed;
+  while (!ready.empty()) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const size_t pick = (size_t)(z % ready.size()), n = ready[pick];
+    ready[pick] = ready.back();
+    ready.pop_back();
+    work[n].run();
+    for (size_t m : next[n])
+      if (--waiting[m] == 0) ready.push_back(m);
+  }
 }
 template <class T>
 void require_device_argument(T* p) {
@@ -149,9 +250,9 @@ template <class T>
 void require_device_argument(const T&) {}
 }  // namespace gptc::cuda::emulate
 
-inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr) {
   gptc::cuda::emulate::require_device(p, "cudaMemsetAsync's destination");
-  gptc::cuda::emulate::enqueue([=] { std::memset(p, value, bytes); });
+  gptc::cuda::emulate::enqueue(s, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 // Every copy is a memmove, done at once unless it is asynchronous (pinned_memory above).
@@ -162,7 +263,7 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3
 };
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                                   cudaStream_t = nullptr) {
+                                   cudaStream_t s = nullptr) {
   using gptc::cuda::emulate::require_device;
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
     require_device(dst, "a copy's destination");
@@ -170,102 +271,153 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
     require_device(src, "a copy's source");
   const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
   if (host && gptc::cuda::emulate::pinned_memory().holds(host) &&
-      !gptc::cuda::emulate::capturing()) {
+      !gptc::cuda::emulate::capturing(s)) {
     gptc::cuda::emulate::finish_pending_copies();
     gptc::cuda::emulate::pending_copies().push_back({dst, src, bytes});
   } else {
-    gptc::cuda::emulate::enqueue([=] { std::memmove(dst, src, bytes); });
+    gptc::cuda::emulate::enqueue(s, [=] { std::memmove(dst, src, bytes); });
   }
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind);
   gptc::cuda::emulate::finish_pending_copies();  // (returns once done, as CUDA's)
   return err;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (gptc::cuda::emulate::capturing(s)) return gptc::cuda::emulate::unsafe_call();
   gptc::cuda::emulate::finish_pending_copies();
   return cudaSuccess;
 }
+// A stream is a handle of its own (captures tell streams apart); work outside a capture
+// runs at once, so every stream is in order with every other.
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  static char stream;  // any non-null handle: there is one emulated stream
-  *s = &stream;
+  *s = new char;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete static_cast<char*>(s);
   return cudaSuccess;
 }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = nullptr;
+  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   *p = std::malloc(bytes);
   if (*p) gptc::cuda::emulate::device_memory().add(*p, bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFree(void* p) {
+  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   gptc::cuda::emulate::device_memory().remove(p);
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = nullptr;
+  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   *p = std::malloc(bytes);
   if (*p) gptc::cuda::emulate::pinned_memory().add(*p, bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFreeHost(void* p) {
+  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   gptc::cuda::emulate::finish_pending_copies();
   gptc::cuda::emulate::pinned_memory().remove(p);
   std::free(p);
   return cudaSuccess;
 }
-// Events: a kernel has run when its launch returns, so an event is the host's clock.
-using cudaEvent_t = double*;
+// Events: outside a capture a kernel has run when its launch returns, so an event is the
+// host's clock; recorded in a capture, it holds the stream's tail there, for a fork or a
+// join (cudaStreamWaitEvent).
+namespace gptc::cuda::emulate {
+struct Event {
+  double ms = 0;
+  uint64_t capture = 0;  // the capture it was recorded in (0: none)
+  std::vector<size_t> tail;
+};
+inline uint64_t& captures_begun() {
+  static uint64_t n = 0;
+  return n;
+}
+}  // namespace gptc::cuda::emulate
+using cudaEvent_t = gptc::cuda::emulate::Event*;
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
-  *e = new double(0);
+  *e = new gptc::cuda::emulate::Event;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
-  gptc::cuda::emulate::finish_pending_copies();
-  *e = std::chrono::duration<double, std::milli>(
-           std::chrono::steady_clock::now().time_since_epoch()).count();
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  using namespace gptc::cuda::emulate;
+  if (capturing(s)) {
+    e->capture = capture()->id;
+    e->tail = capture()->tails[s];
+    return cudaSuccess;
+  }
+  finish_pending_copies();
+  e->capture = 0;
+  e->tail.clear();
+  e->ms = std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now().time_since_epoch()).count();
   return cudaSuccess;
 }
 constexpr unsigned cudaEventDisableTiming = 2;
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
-// One emulated stream runs everything in order, so waiting for an event has nothing to do.
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) {
+// Outside a capture everything has run already: nothing to wait for. An event recorded in
+// the capture brings the stream into it (a fork) or adds the event's tail to its own (a
+// join).
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {
+  using namespace gptc::cuda::emulate;
+  if (!capture() || e->capture != capture()->id) return cudaSuccess;
+  std::vector<size_t>& tail = capture()->tails[s];
+  for (size_t n : e->tail)
+    if (std::find(tail.begin(), tail.end(), n) == tail.end()) tail.push_back(n);
   return cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-  *ms = (float)(*b - *a);
+  *ms = (float)(b->ms - a->ms);
   return cudaSuccess;
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
-// Graphs: a recorded list of work (capturing() above).
+// Graphs: the records of a capture (emulate::capture above).
 enum cudaStreamCaptureMode {
   cudaStreamCaptureModeGlobal = 0,
   cudaStreamCaptureModeThreadLocal = 1,
   cudaStreamCaptureModeRelaxed = 2
 };
 using cudaGraph_t = gptc::cuda::emulate::Work*;
-using cudaGraphExec_t = gptc::cuda::emulate::Work*;
-inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-  gptc::cuda::emulate::finish_pending_copies();  // (queued before the capture: not in it)
-  gptc::cuda::emulate::capturing() = new gptc::cuda::emulate::Work;
+using cudaGraphExec_t = gptc::cuda::emulate::Exec*;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  using namespace gptc::cuda::emulate;
+  if (capture()) return cudaErrorIllegalState;  // (one capture at a time here)
+  finish_pending_copies();  // (queued before the capture: not in it)
+  capture() = new Capture{s, {}, {}, cudaSuccess, ++captures_begun()};
+  capture()->tails[s] = {};
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
-  *graph = gptc::cuda::emulate::capturing();
-  gptc::cuda::emulate::capturing() = nullptr;
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  using namespace gptc::cuda::emulate;
+  *graph = nullptr;
+  if (!capture()) return cudaErrorIllegalState;
+  if (s != capture()->origin) return cudaErrorStreamCaptureUnmatched;
+  std::unique_ptr<Capture> c(capture());
+  capture() = nullptr;
+  if (c->spoiled != cudaSuccess) return cudaErrorStreamCaptureInvalidated;
+  if (!joined(*c)) return cudaErrorStreamCaptureUnjoined;
+  *graph = new Work(std::move(c->work));
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                         unsigned long long = 0) {
-  *exec = new gptc::cuda::emulate::Work(*graph);
+  *exec = new gptc::cuda::emulate::Exec{*graph, 0};
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t = nullptr) {
   gptc::cuda::emulate::finish_pending_copies();
-  for (const auto& work : *exec) work();
+  gptc::cuda::emulate::replay(exec->work, ++exec->launches);
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
@@ -448,10 +600,11 @@ template <class Kernel>
 struct Launcher {
   Kernel kernel;
   dim3 grid, block;
+  cudaStream_t stream;
   template <class... Args>
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
-    enqueue([self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+    enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
   void run(Args... args) const {
@@ -469,8 +622,8 @@ struct Launcher {
   }
 };
 template <class Kernel>
-Launcher<Kernel> launcher(Kernel kernel, dim3 grid, dim3 block) {
-  return {kernel, grid, block};
+Launcher<Kernel> launcher(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream) {
+  return {kernel, grid, block, stream};
 }
 
 // Runs a kernel whose threads never synchronise nor exchange values (the generated
@@ -480,10 +633,11 @@ template <class Kernel>
 struct SerialLauncher {
   Kernel kernel;
   unsigned blocks, threads;
+  cudaStream_t stream;
   template <class... Args>
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
-    enqueue([self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+    enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
   void run(Args... args) const {
@@ -499,8 +653,9 @@ struct SerialLauncher {
   }
 };
 template <class Kernel>
-SerialLauncher<Kernel> serial_launcher(Kernel kernel, unsigned blocks, unsigned threads) {
-  return {kernel, blocks, threads};
+SerialLauncher<Kernel> serial_launcher(Kernel kernel, unsigned blocks, unsigned threads,
+                                       cudaStream_t stream) {
+  return {kernel, blocks, threads, stream};
 }
 
 }  // namespace gptc::cuda::emulate
@@ -510,7 +665,7 @@ SerialLauncher<Kernel> serial_launcher(Kernel kernel, unsigned blocks, unsigned 
 #define blockDim (::gptc::cuda::emulate::block_dim)
 #define gridDim (::gptc::cuda::emulate::grid_dim)
 #define GPTC_LAUNCH(kernel, grid, block, stream) \
-  ::gptc::cuda::emulate::launcher(kernel, dim3(grid), dim3(block))
+  ::gptc::cuda::emulate::launcher(kernel, dim3(grid), dim3(block), stream)
 
 inline void __syncthreads() { ::gptc::cuda::emulate::running_block->barrier.wait(); }
 template <class T>

@@ -466,7 +466,8 @@ GPTC_EXPORT const char* gptc_device_sync(void) {
 #if defined(GPTC_CUDA_EMULATE)
 // Its threads never synchronise, so the emulation runs them one after another.
 #define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
-  ::gptc::cuda::emulate::serial_launcher(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads)
+  ::gptc::cuda::emulate::serial_launcher(kernel, ::gptc::cuda::loop_blocks(n), \
+                                         ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
 #else
 #define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
   kernel<<<::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, 0, ::gptc::cuda::stream()>>>
