@@ -128,9 +128,7 @@ SmallVector<unsigned> CudaFlavour::branches(ArrayRef<Operation *> members) {
   constexpr unsigned kBranches = 8;  // gptc::cuda::Branches::kBranches
   SmallVector<unsigned> branch;
   for (auto [m, op] : llvm::enumerate(members))
-    branch.push_back(isa<AttentionGradOp, CrossEntropyOp, CrossEntropyGradOp>(op)
-                         ? 0
-                         : (unsigned)m % kBranches);
+    branch.push_back(usesScratch(op) ? 0 : (unsigned)m % kBranches);
   return branch;
 }
 std::string CudaFlavour::openBranches() {

@@ -52,9 +52,15 @@ private:
   unsigned errorCode(StringRef message);
   /// Families.cpp: the call of the op's kernel family, as a host function's body.
   LogicalResult familyCall(Operation *op, raw_ostream &os);
+  LogicalResult familyCallOf(Operation *op, raw_ostream &os);
+  /// Families.cpp: whether the op's family uses the step's scratch.
+  static bool usesScratch(Operation *op);
   /// Reserves `bytes` of the step's scratch for one family call (every call's starts at
-  /// the scratch's start: the calls run in turn on one stream).
-  void needScratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
+  /// the scratch's start: the calls run in turn, on one branch of a group).
+  void needScratch(int64_t bytes) {
+    scratchBytes = std::max(scratchBytes, bytes);
+    scratchTaken = true;
+  }
   std::string crossEntropyKept(int64_t n, int64_t ignore, int64_t at);
   std::string crossEntropyBad();
   std::string idChecks(ArrayRef<IdCheck> ids);
@@ -68,6 +74,7 @@ private:
   // The file.
   std::vector<std::string> errorMessages;
   int64_t scratchBytes = 0, scratchAt = 0;  // the families' scratch, and where in the arena
+  bool scratchTaken = false;                // by the family call being written
   std::string constants, constantAddresses, constantSetup;
 };
 

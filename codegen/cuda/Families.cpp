@@ -78,9 +78,24 @@ std::string CudaFlavour::crossEntropyBad() {
          std::to_string(errorCode("cross_entropy target out of range")) + "u);\n";
 }
 
+/// The ops whose families use the step's scratch (needScratch below): they share it, so
+/// they run one after another (CudaFlavour::branches keeps them on one branch).
+bool CudaFlavour::usesScratch(Operation *op) {
+  return isa<AttentionGradOp, CrossEntropyOp, CrossEntropyGradOp>(op);
+}
+
 LogicalResult CudaFlavour::familyCall(Operation *op, raw_ostream &os) {
   if (failed(needF32(op)))
     return failure();
+  scratchTaken = false;
+  LogicalResult written = familyCallOf(op, os);
+  if (succeeded(written) && scratchTaken && !usesScratch(op))
+    return op->emitError("internal: the CUDA family of '")
+           << op->getName().getStringRef() << "' uses the scratch but is not in usesScratch";
+  return written;
+}
+
+LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](MatmulOp m) -> LogicalResult {
         MatmulDims d = matmulDims(m);
