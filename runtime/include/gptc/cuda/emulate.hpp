@@ -301,32 +301,35 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
   delete static_cast<char*>(s);
   return cudaSuccess;
 }
-inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+namespace gptc::cuda::emulate {
+// Host memory recorded in `table` (device memory, or page-locked host memory); refused
+// during a capture.
+inline cudaError_t allocate(void** p, size_t bytes, DeviceMemory& table) {
   *p = nullptr;
-  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
+  if (capture()) return unsafe_call();
   *p = std::malloc(bytes);
-  if (*p) gptc::cuda::emulate::device_memory().add(*p, bytes);
+  if (*p) table.add(*p, bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t release(void* p, DeviceMemory& table) {
+  if (capture()) return unsafe_call();
+  finish_pending_copies();
+  table.remove(p);
+  std::free(p);
+  return cudaSuccess;
+}
+}  // namespace gptc::cuda::emulate
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  return gptc::cuda::emulate::allocate(p, bytes, gptc::cuda::emulate::device_memory());
 }
 inline cudaError_t cudaFree(void* p) {
-  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
-  gptc::cuda::emulate::device_memory().remove(p);
-  std::free(p);
-  return cudaSuccess;
+  return gptc::cuda::emulate::release(p, gptc::cuda::emulate::device_memory());
 }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  *p = nullptr;
-  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
-  *p = std::malloc(bytes);
-  if (*p) gptc::cuda::emulate::pinned_memory().add(*p, bytes);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  return gptc::cuda::emulate::allocate(p, bytes, gptc::cuda::emulate::pinned_memory());
 }
 inline cudaError_t cudaFreeHost(void* p) {
-  if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
-  gptc::cuda::emulate::finish_pending_copies();
-  gptc::cuda::emulate::pinned_memory().remove(p);
-  std::free(p);
-  return cudaSuccess;
+  return gptc::cuda::emulate::release(p, gptc::cuda::emulate::pinned_memory());
 }
 // Events: outside a capture a kernel has run when its launch returns, so an event is the
 // host's clock; recorded in a capture, it holds the stream's tail there, for a fork or a
