@@ -4,13 +4,15 @@
 // branches is that their edges are the ones CUDA captures: a branch that never forked from
 // the capture runs outside it, a fork never joined fails the capture, and each replay takes
 // another order that respects the edges, so branches that are not independent give other
-// results from one replay to the next.
+// results from one replay to the next. Likewise a grid's blocks, and a block's threads
+// between barriers, run in another order each launch.
 #define GPTC_CUDA_EMULATE 1
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gptc/cuda/generated.cuh"
 
@@ -185,6 +187,31 @@ TEST(EmulatedStreams, ReplaysTakeOtherOrdersOfIndependentWork) {
   cudaGraphDestroy(graph);
   cudaEventDestroy(fork);
   cudaEventDestroy(join);
+}
+
+// Each block, then each of its threads, takes the next slot of `seen` (blocks in p[0..),
+// threads of block 0 in p[16..)): the order they ran in.
+__global__ void arrival_kernel(int* p) {
+  if (threadIdx.x == 0) p[atomicAdd(&p[15], 1)] = (int)blockIdx.x;
+  if (blockIdx.x == 0) p[16 + atomicAdd(&p[14], 1)] = (int)threadIdx.x;
+}
+
+TEST(EmulatedOrders, BlocksAndThreadsRunInAnotherOrderEachLaunch) {
+  int* p = nullptr;
+  ASSERT_EQ(cudaMalloc((void**)&p, (16 + 64) * sizeof(int)), cudaSuccess);
+  std::set<std::vector<int>> blocks, threads;
+  for (int launch = 0; launch < 4; ++launch) {
+    std::memset(p, 0, (16 + 64) * sizeof(int));
+    GPTC_LAUNCH(arrival_kernel, 8, 64, nullptr)(p);
+    std::vector<int> b(p, p + 8), t(p + 16, p + 16 + 64);
+    EXPECT_EQ(std::set<int>(b.begin(), b.end()).size(), 8u);  // each block once
+    EXPECT_EQ(std::set<int>(t.begin(), t.end()).size(), 64u);  // each thread once
+    blocks.insert(b);
+    threads.insert(t);
+  }
+  EXPECT_EQ(blocks.size(), 4u);
+  EXPECT_EQ(threads.size(), 4u);
+  cudaFree(p);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Included (through gptc/cuda/device.cuh) when GPTC_CUDA_EMULATE is defined and the
 // families are compiled by a host C++ compiler: the kernels are the very functions nvcc
 // builds for the GPU, and this file gives them what CUDA would. A launch runs the grid's
-// blocks one after another; each block's threads are fibers on the launching thread, so
+// blocks one after another, in a shuffled order; each block's threads are fibers on the
+// launching thread (run in a shuffled order between barriers), so
 // __syncthreads is a barrier of the block and a warp's shuffle is an exchange through
 // memory between two barriers of its 32 threads. __shared__ variables become function statics, which the
 // threads of the running block share (blocks never overlap). Only what the families use is
@@ -159,6 +160,29 @@ inline void finish_pending_copies() {
 // in an order that keeps each after the ones it waits for, another such order each launch
 // (cudaGraphLaunch), so branches that are not independent give other bits from one replay
 // to the next instead of the program order's.
+// Where a GPU may take any order (a graph's independent work, a grid's blocks, a block's
+// threads between two barriers), the emulation takes a seeded pseudo-random one
+// (splitmix64), so that code which counts on one order gives other results here too. The
+// same seed, the same order: a failure repeats.
+struct Shuffler {
+  uint64_t x;
+  uint64_t next() {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return (size_t)(next() % n); }
+  template <class T>
+  void shuffle(std::vector<T>& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);
+  }
+};
+// Each kernel launch's seed.
+inline uint64_t& launches() {
+  static uint64_t n = 0;
+  return n;
+}
 struct Node {
   std::function<void()> run;
   std::vector<size_t> after;  // the records it waits for
@@ -217,7 +241,7 @@ struct Exec {
   uint64_t launches = 0;
 };
 // Runs the records in an order that keeps each after those it waits for: each step takes
-// one of the ready records at random (splitmix64 of `seed`); the same seed, the same order.
+// one of the ready records at random.
 inline void replay(const Work& work, uint64_t seed) {
   std::vector<size_t> waiting(work.size());
   std::vector<std::vector<size_t>> next(work.size());
@@ -227,14 +251,9 @@ inline void replay(const Work& work, uint64_t seed) {
     for (size_t a : work[n].after) next[a].push_back(n);
     if (!waiting[n]) ready.push_back(n);
   }
-  uint64_t x = seed;
+  Shuffler order{seed};
   while (!ready.empty()) {
-    x += 0x9e3779b97f4a7c15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const size_t pick = (size_t)(z % ready.size()), n = ready[pick];
+    const size_t pick = order.below(ready.size()), n = ready[pick];
     ready[pick] = ready.back();
     ready.pop_back();
     work[n].run();
@@ -561,8 +580,10 @@ T shuffle(T value, int source_lane) {
   _longjmp(fiber.at, 1);
 }
 
-// Runs `body` as each of the `threads` threads of block `block`, to the end.
-inline void run_block(unsigned threads, Index block, const std::function<void()>& body) {
+// Runs `body` as each of the `threads` threads of block `block`, to the end: in rounds, each
+// thread that has not ended run until it waits or ends, in another order each round.
+inline void run_block(unsigned threads, Index block, const std::function<void()>& body,
+                      Shuffler& order) {
   constexpr size_t kStack = 256 * 1024;
   static std::vector<std::unique_ptr<char[]>> stacks;  // kept between launches
   while (stacks.size() < threads) stacks.emplace_back(new char[kStack]);
@@ -580,9 +601,12 @@ inline void run_block(unsigned threads, Index block, const std::function<void()>
     makecontext(&c, fiber_main, 0);
   }
   block_index = block;
+  std::vector<unsigned> round(threads);
+  for (unsigned t = 0; t < threads; ++t) round[t] = t;
   for (unsigned left = threads; left > 0;) {
     const uint64_t before = f.progress;
-    for (unsigned t = 0; t < threads; ++t) {
+    order.shuffle(round);
+    for (unsigned t : round) {
       if (f.done[t]) continue;
       f.current = (int)t;
       thread_index = {t, 0, 0};
@@ -596,6 +620,16 @@ inline void run_block(unsigned threads, Index block, const std::function<void()>
     }
   }
   running_fibers = nullptr;
+}
+
+// The blocks of a grid, in the order a launch runs them.
+inline std::vector<Index> block_order(dim3 grid, Shuffler& order) {
+  std::vector<Index> blocks;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) blocks.push_back({x, y, z});
+  order.shuffle(blocks);
+  return blocks;
 }
 
 // Runs kernel(args...) over the grid, block by block.
@@ -614,14 +648,13 @@ struct Launcher {
     block_dim = {block.x, 1, 1};
     grid_dim = {grid.x, grid.y, grid.z};
     const std::function<void()> body = [&] { kernel(args...); };
-    for (unsigned z = 0; z < grid.z; ++z)
-      for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) {
-          Block b((int)block.x);
-          running_block = &b;
-          run_block(block.x, {x, y, z}, body);
-          running_block = nullptr;
-        }
+    Shuffler order{++launches()};
+    for (const Index& at : block_order(grid, order)) {
+      Block b((int)block.x);
+      running_block = &b;
+      run_block(block.x, at, body, order);
+      running_block = nullptr;
+    }
   }
 };
 template <class Kernel>
@@ -647,10 +680,11 @@ struct SerialLauncher {
     block_dim = {threads, 1, 1};
     grid_dim = {blocks, 1, 1};
     running_block = nullptr;
-    for (unsigned x = 0; x < blocks; ++x)
+    Shuffler order{++launches()};
+    for (const Index& at : block_order(dim3(blocks), order))
       for (unsigned t = 0; t < threads; ++t) {
         thread_index = {t, 0, 0};
-        block_index = {x, 0, 0};
+        block_index = at;
         kernel(args...);
       }
   }
