@@ -322,11 +322,13 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 namespace gptc::cuda::emulate {
 // Host memory recorded in `table` (device memory, or page-locked host memory); refused
-// during a capture.
+// during a capture. CUDA does not clear what it allocates, and fresh host pages are often
+// zeros: the bytes are 0xff here (a float NaN), so that reading memory nothing wrote shows.
 inline cudaError_t allocate(void** p, size_t bytes, DeviceMemory& table) {
   *p = nullptr;
   if (capture()) return unsafe_call();
   *p = std::malloc(bytes);
+  if (*p) std::memset(*p, 0xff, bytes);
   if (*p) table.add(*p, bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
