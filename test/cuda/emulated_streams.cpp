@@ -214,4 +214,21 @@ TEST(EmulatedOrders, BlocksAndThreadsRunInAnotherOrderEachLaunch) {
   cudaFree(p);
 }
 
+// A launch of a shape CUDA refuses (no blocks, more than 1,024 threads a block, more than
+// 65,535 blocks along y) runs nothing, and cudaGetLastError says why, once.
+TEST(EmulatedLaunches, AShapeCudaRefusesRunsNothing) {
+  Device d;
+  const dim3 grids[] = {dim3(0), dim3(1), dim3(1, 65536)};
+  const dim3 blocks[] = {dim3(32), dim3(2048), dim3(32)};
+  for (int i = 0; i < 3; ++i) {
+    GPTC_LAUNCH(set_kernel, grids[i], blocks[i], nullptr)(d.p, 0, 1);
+    EXPECT_EQ(d.p[0], 0) << i;
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration) << i;
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << i;
+  }
+  GPTC_LAUNCH(set_kernel, dim3(1, 2, 2), 1024, nullptr)(d.p, 0, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(d.p[0], 1);
+}
+
 }  // namespace

@@ -55,6 +55,7 @@ using cudaStream_t = void*;
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
   cudaErrorNoDevice = 100,
   cudaErrorInsufficientDriver = 35,
   cudaErrorIllegalState = 401,
@@ -66,6 +67,7 @@ enum cudaError_t {
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 inline const char* cudaGetErrorName(cudaError_t err) {
   switch (err) {
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
@@ -76,6 +78,7 @@ inline const char* cudaGetErrorName(cudaError_t err) {
 }
 inline const char* cudaGetErrorString(cudaError_t err) {
   switch (err) {
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated:
       return "operation failed due to a previous error during capture";
@@ -84,7 +87,18 @@ inline const char* cudaGetErrorString(cudaError_t err) {
     default: return "an error in the CPU emulation";
   }
 }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// A launch's own error (its configuration), kept until cudaGetLastError reads it.
+namespace gptc::cuda::emulate {
+inline cudaError_t& last_error() {
+  static cudaError_t err = cudaSuccess;
+  return err;
+}
+}  // namespace gptc::cuda::emulate
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t err = gptc::cuda::emulate::last_error();
+  gptc::cuda::emulate::last_error() = cudaSuccess;
+  return err;
+}
 inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
   return cudaSuccess;
@@ -634,6 +648,18 @@ inline std::vector<Index> block_order(dim3 grid, Shuffler& order) {
   return blocks;
 }
 
+// Whether CUDA takes a launch of this shape: 1 to 2^31 - 1 blocks along x, 1 to 65,535 along
+// y and z, 1 to 1,024 threads a block (the families' blocks are one-dimensional, whole
+// warps). A launch it refuses runs nothing and leaves cudaErrorInvalidConfiguration for
+// cudaGetLastError, as on a GPU.
+inline bool launchable(dim3 grid, dim3 block) {
+  const bool ok = grid.x >= 1 && grid.x <= 0x7fffffffu && grid.y >= 1 && grid.y <= 65535 &&
+                  grid.z >= 1 && grid.z <= 65535 && block.x >= 1 && block.x <= 1024 &&
+                  block.y == 1 && block.z == 1;
+  if (!ok) last_error() = cudaErrorInvalidConfiguration;
+  return ok;
+}
+
 // Runs kernel(args...) over the grid, block by block.
 template <class Kernel>
 struct Launcher {
@@ -643,6 +669,7 @@ struct Launcher {
   template <class... Args>
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
+    if (!launchable(grid, block)) return;
     enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
@@ -675,6 +702,7 @@ struct SerialLauncher {
   template <class... Args>
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
+    if (!launchable(dim3(blocks), dim3(threads))) return;
     enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
