@@ -285,6 +285,28 @@ def test_embedding_gradients_are_the_cpus_bits(tmp_path, model_cls):
         assert value.tobytes() == gpu[name].tobytes(), name
 
 
+def test_a_llama_style_relative_trains_with_the_cpus_bits(tmp_path):
+    """RMSNorm, rotary embeddings by halves, grouped-query attention, SwiGLU and an untied
+    head on the GPU's code path: 4 AdamW steps with clipping, every loss, parameter and
+    moment the CPU artifact's."""
+    from gptc.testing.llama_style import LlamaConfig, LlamaStyle
+    torch.manual_seed(0)
+    model = LlamaStyle(LlamaConfig(block_size=32, n_layer=2, n_head=4, n_kv_head=2,
+                                   n_embd=64)).train()
+    x, y = torch.randint(0, 65, (4, 32)), torch.randint(0, 65, (4, 32))
+    steps = {t: gptc.compile_train_step(model, (x, y), optimizer=gptc.AdamW(**ADAMW),
+                                        grad_clip=1.0, device=t, workdir=str(tmp_path / t))
+             for t in ("cpu", "cuda-emulated")}
+    losses = [[s(x, y, lr=1e-3).item() for s in steps.values()] for _ in range(4)]
+    assert all(cpu == gpu for cpu, gpu in losses), losses
+    assert losses[-1][0] < losses[0][0]  # it trains
+    cpu, gpu = (persistent(s) for s in steps.values())
+    # every parameter and both its moments (and the rotary tables, buffers)
+    assert sum(n.startswith("exp_avg.") for n in cpu) == len(list(model.parameters()))
+    for name, value in cpu.items():
+        assert value.tobytes() == gpu[name].tobytes(), name
+
+
 def test_the_profile_names_every_kernel_of_a_step(tmp_path, monkeypatch):
     """GPTC_CUDA_PROFILE=FILE times each kernel call of the entry between two events (on the
     emulation, the CPU's time) and writes a line a kernel, slowest first; the results stay
