@@ -13,7 +13,8 @@
 # training step compiled by gptc for the GPU, run through gptc's runtime
 # (examples/train_step.cpp, built here with g++): 20 steps with dropout 0.1 must give the CPU
 # artifact's losses, parameters and moments bit for bit, twice; without dropout, parity with
-# torch's CUDA eager (bench/gpu_torch.py parity); memcheck of one step; and speed, gptc
+# torch's CUDA eager (bench/gpu_torch.py parity); a LLaMA-style relative's 20 steps bit for
+# bit against its CPU artifact's; memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl);
 # each step without its groups' branches or its asynchronous copies
@@ -82,7 +83,7 @@ if [[ " $parts " == *" step "* ]]; then
     --out "$prep/shakespeare_char/cuda/weights.safetensors"
   # A library nvcc built on the other machine may not load on this one's image: then build
   # it here again from the same kernels.cu (scripts/relink_cuda_artifact.py).
-  for case in tiny-dropout tiny shakespeare_char; do
+  for case in tiny-dropout llama tiny shakespeare_char; do
     if ! "$build/step_time" "$prep/$case/cuda" 0 1 > /dev/null 2> "$out/load_$case.log" &&
         grep -q "cannot load" "$out/load_$case.log"; then
       echo "gpu_check: $case: $(cat "$out/load_$case.log"); building kernels.so here"
@@ -104,6 +105,17 @@ if [[ " $parts " == *" step "* ]]; then
   cmp -s "$out/step_run1.safetensors" "$out/step_run2.safetensors" && repeat=true
   echo "CPU == GPU bitwise (losses, parameters, moments): $same; two GPU runs equal: $repeat"
   [ "$same" = true ] && [ "$repeat" = true ] || status=1
+  # The same for the LLaMA-style relative (RMSNorm, rotary, grouped-query attention, SwiGLU).
+  llama=null  # (a folder prepared before this case existed)
+  if [ -d "$prep/llama/cuda" ]; then
+    llama=false
+    "$build/train_step" "$prep/llama/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" "$lr" \
+      "$out/llama.safetensors" > "$out/llama_losses.txt" 2> "$out/llama.log" &&
+      cmp -s "$out/llama_losses.txt" "$prep/llama/expected_losses.txt" &&
+      cmp -s "$out/llama.safetensors" "$prep/llama/expected.safetensors" && llama=true
+    echo "the LLaMA-style relative, CPU == GPU bitwise: $llama"
+    [ "$llama" = true ] || { cat "$out/llama.log"; status=1; }
+  fi
   # Parity with torch's CUDA eager, from the same weights and batches, without dropout.
   "$build/train_step" "$prep/tiny/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" "$lr" \
     "$out/parity.safetensors" > "$out/parity_losses.txt" &&
@@ -145,7 +157,7 @@ if [[ " $parts " == *" step "* ]]; then
     GPTC_CUDA_PROFILE="$out/profile_$size.tsv" "$build/step_time" "$prep/$size/cuda" 2 10 \
       > "$out/profile_$size.json" && head -n 12 "$out/profile_$size.tsv"
   done
-  printf '{"bitwise": %s, "repeatable": %s, "memcheck": "%s", "steps": %s}\n' \
-    "$same" "$repeat" "$memcheck" "$steps" > "$out/step.json"
+  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "memcheck": "%s", "steps": %s}\n' \
+    "$same" "$repeat" "$llama" "$memcheck" "$steps" > "$out/step.json"
 fi
 exit $status

@@ -11,6 +11,9 @@ nvcc for $GPTC_CUDA_ARCH, default sm_90) and what it must reproduce:
                   must equal bit for bit;
   tiny/           the same without dropout, for the parity with torch's CUDA eager (its
                   weights are the ones torch starts from);
+  llama/          a LLaMA-style relative at the tiny size (RMSNorm, rotary embeddings,
+                  grouped-query attention, SwiGLU; gptc.testing.llama_style): its CPU
+                  artifact's 20 steps, which the GPU's must equal bit for bit too;
   shakespeare_char/  6 layers, 384 wide, batch 64, block 256, for speed only (without its
                   weights: bench/gpu_torch.py writes them there, from torch's init);
 and the batches (batches-*.bin), and nlohmann-json's headers (include/), which the GPU
@@ -31,6 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import gptc  # noqa: E402
 from gptc.compiler import capture_and_compile, run_compiler  # noqa: E402
+from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from gptc.train import AdamW, _flags  # noqa: E402
 from gpu_torch import HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes)
@@ -51,12 +55,21 @@ def batches(size, steps, path):
     return path
 
 
-def compile_case(out, case, size, dropout, targets):
+def gpt(spec, dropout):
+    return TinyGPT(TinyGPTConfig(dropout=dropout, bias=True, **spec))
+
+
+def llama(spec, dropout):
+    assert dropout == 0.0, "the LLaMA-style model has no dropout"
+    return LlamaStyle(LlamaConfig(n_kv_head=spec["n_head"] // 2, **spec))
+
+
+def compile_case(out, case, size, dropout, targets, model_fn=gpt):
     """The step of `size` for each target, captured once: OUT/case/<target>."""
     spec = dict(SIZES[size])
     batch = spec.pop("batch")
     torch.manual_seed(0)
-    model = TinyGPT(TinyGPTConfig(dropout=dropout, bias=True, **spec)).train()
+    model = model_fn(spec, dropout).train()
     x = torch.zeros(batch, spec["block_size"], dtype=torch.long)
     work = os.path.join(out, case, "capture")
     flags = _flags(AdamW(**HYPER), 1.0)
@@ -94,22 +107,23 @@ def main():
     exe = build_train_step(out)
     tiny_batches = batches("tiny", STEPS, os.path.join(out, "batches-tiny.bin"))
 
-    # The bitwise case: the CPU's run is the reference; the emulation's must equal it here.
-    d = compile_case(out, "tiny-dropout", "tiny", 0.1, ["cpu", "cuda", "cuda-emulated"])
-    case = os.path.join(out, "tiny-dropout")
-    train(exe, d["cpu"], tiny_batches, os.path.join(case, "expected.safetensors"),
-          os.path.join(case, "expected_losses.txt"))
-    train(exe, d["cuda-emulated"], tiny_batches, os.path.join(case, "emulated.safetensors"),
-          os.path.join(case, "emulated_losses.txt"))
-    for a, b in (("expected_losses.txt", "emulated_losses.txt"),
-                 ("expected.safetensors", "emulated.safetensors")):
-        if not filecmp.cmp(os.path.join(case, a), os.path.join(case, b), shallow=False):
-            sys.exit(f"gpu_prepare: error: the emulated GPU's {os.path.basename(b)} differs "
-                     f"from the CPU's: the check would fail on any GPU")
-    for f in ("emulated.safetensors", "emulated_losses.txt"):
-        os.remove(os.path.join(case, f))
-    shutil.rmtree(d["cuda-emulated"])
-    shutil.rmtree(d["cpu"])
+    # The bitwise cases: the CPU's run is the reference; the emulation's must equal it here.
+    for name, dropout, model_fn in (("tiny-dropout", 0.1, gpt), ("llama", 0.0, llama)):
+        d = compile_case(out, name, "tiny", dropout, ["cpu", "cuda", "cuda-emulated"], model_fn)
+        case = os.path.join(out, name)
+        train(exe, d["cpu"], tiny_batches, os.path.join(case, "expected.safetensors"),
+              os.path.join(case, "expected_losses.txt"))
+        train(exe, d["cuda-emulated"], tiny_batches, os.path.join(case, "emulated.safetensors"),
+              os.path.join(case, "emulated_losses.txt"))
+        for a, b in (("expected_losses.txt", "emulated_losses.txt"),
+                     ("expected.safetensors", "emulated.safetensors")):
+            if not filecmp.cmp(os.path.join(case, a), os.path.join(case, b), shallow=False):
+                sys.exit(f"gpu_prepare: error: {name}: the emulated GPU's {os.path.basename(b)} "
+                         f"differs from the CPU's: the check would fail on any GPU")
+        for f in ("emulated.safetensors", "emulated_losses.txt"):
+            os.remove(os.path.join(case, f))
+        shutil.rmtree(d["cuda-emulated"])
+        shutil.rmtree(d["cpu"])
 
     compile_case(out, "tiny", "tiny", 0.0, ["cuda"])
     big = compile_case(out, "shakespeare_char", "shakespeare_char", 0.0, ["cuda"])
@@ -122,7 +136,7 @@ def main():
         f.write(f"steps {STEPS} seed {SEED} lr {LR!r}\n")
     total = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(out) for n in ns)
     print(f"gpu_prepare: {out}: {total / 2**20:.1f} MiB; the emulated GPU gave the CPU's "
-          f"bits for {STEPS} steps")
+          f"bits for {STEPS} steps of both models")
 
 
 if __name__ == "__main__":
