@@ -18,6 +18,7 @@
 #error "gptc/cuda/emulate.hpp is for host compilers; nvcc builds the real thing"
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <setjmp.h>
@@ -27,7 +28,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -162,18 +162,6 @@ inline void finish_pending_copies() {
   for (const PendingCopy& c : pending_copies()) std::memmove(c.dst, c.src, c.bytes);
   pending_copies().clear();
 }
-// Stream capture (a CUDA graph), as CUDA defines it. A capture starts on one stream (its
-// origin); another stream takes part once it waits for an event recorded on a stream that
-// does (a fork). Work on a stream that takes part is recorded, with its arguments as they
-// were then, and not run; each record waits for the stream's previous work and for the
-// events the stream waited for (the graph's edges). Work on any other stream runs at once,
-// as a GPU runs it, so a branch that forgot its fork is missing from every replay. The
-// capture ends only on its origin and only if every record is joined back into it
-// (cudaErrorStreamCaptureUnjoined otherwise); a sync, a synchronous copy or an allocation
-// during it fails and spoils it, as in CUDA's thread-local mode. A replay runs the records
-// in an order that keeps each after the ones it waits for, another such order each launch
-// (cudaGraphLaunch), so branches that are not independent give other bits from one replay
-// to the next instead of the program order's.
 // Where a GPU may take any order (a graph's independent work, a grid's blocks, a block's
 // threads between two barriers), the emulation takes a seeded pseudo-random one
 // (splitmix64), so that code which counts on one order gives other results here too. The
@@ -197,6 +185,18 @@ inline uint64_t& launches() {
   static uint64_t n = 0;
   return n;
 }
+// Stream capture (a CUDA graph), as CUDA defines it. A capture starts on one stream (its
+// origin); another stream takes part once it waits for an event recorded on a stream that
+// does (a fork). Work on a stream that takes part is recorded, with its arguments as they
+// were then, and not run; each record waits for the stream's previous work and for the
+// events the stream waited for (the graph's edges). Work on any other stream runs at once,
+// as a GPU runs it, so a branch that forgot its fork is missing from every replay. The
+// capture ends only on its origin and only if every record is joined back into it
+// (cudaErrorStreamCaptureUnjoined otherwise); a sync, a synchronous copy or an allocation
+// during it fails and spoils it, as in CUDA's thread-local mode. A replay runs the records
+// in an order that keeps each after the ones it waits for, another such order each launch
+// (cudaGraphLaunch), so branches that are not independent give other bits from one replay
+// to the next instead of the program order's.
 struct Node {
   std::function<void()> run;
   std::vector<size_t> after;  // the records it waits for
