@@ -131,6 +131,10 @@ if [[ " $parts " == *" step "* ]]; then
       > "$out/step_memcheck.txt" 2>&1 && memcheck=clean || { memcheck=errors; status=1; }
     tail -n 2 "$out/step_memcheck.txt"
   fi
+  # The bits' verdict, written before the timings: a call cut short by its time limit still
+  # brings it back.
+  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "memcheck": "%s", "steps": %s}\n' \
+    "$same" "$repeat" "$llama" "$memcheck" "$steps" > "$out/step.json"
   # Speed, gptc beside torch in the same run.
   : > "$out/speed.jsonl"
   for size in tiny shakespeare_char; do
@@ -157,7 +161,5 @@ if [[ " $parts " == *" step "* ]]; then
     GPTC_CUDA_PROFILE="$out/profile_$size.tsv" "$build/step_time" "$prep/$size/cuda" 2 10 \
       > "$out/profile_$size.json" && head -n 12 "$out/profile_$size.tsv"
   done
-  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "memcheck": "%s", "steps": %s}\n' \
-    "$same" "$repeat" "$llama" "$memcheck" "$steps" > "$out/step.json"
 fi
 exit $status
