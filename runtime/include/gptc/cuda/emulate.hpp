@@ -23,6 +23,9 @@
 #include <cmath>
 #include <setjmp.h>
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -492,10 +495,28 @@ inline Index block_dim, grid_dim;
 // on a stack of its own through makecontext/setcontext; after that, switches are
 // _setjmp/_longjmp, which save no signal mask (swapcontext makes two system calls a
 // switch).
+// Built with AddressSanitizer (the emulation's sanitized tests), each switch is told to it
+// (the stack switched to, before; the one switched from, after), so that it checks each
+// fiber's stack as a stack of its own.
+inline void switching_to(void** fake_stack, const void* bottom, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+inline void switched(void* fake_stack, const void** from_bottom, size_t* from_size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, from_bottom, from_size);
+#else
+  (void)fake_stack, (void)from_bottom, (void)from_size;
+#endif
+}
 struct Fiber {
   ucontext_t start;
   jmp_buf at;  // where it waits
   bool started = false;
+  void* fake_stack = nullptr;  // (AddressSanitizer's, while it waits)
 };
 struct Fibers {
   jmp_buf scheduler;
@@ -504,12 +525,21 @@ struct Fibers {
   const std::function<void()>* body = nullptr;
   int current = 0;
   uint64_t progress = 0;  // arrivals and exits: a round without any is a deadlock
+  // The scheduler's stack, for AddressSanitizer.
+  void* scheduler_fake_stack = nullptr;
+  const void* scheduler_bottom = nullptr;
+  size_t scheduler_size = 0;
 };
 inline Fibers* running_fibers = nullptr;
 
 inline void yield_to_scheduler() {
   Fibers& f = *running_fibers;
-  if (!_setjmp(f.fibers[(size_t)f.current].at)) _longjmp(f.scheduler, 1);
+  Fiber& me = f.fibers[(size_t)f.current];
+  if (!_setjmp(me.at)) {
+    switching_to(&me.fake_stack, f.scheduler_bottom, f.scheduler_size);
+    _longjmp(f.scheduler, 1);
+  }
+  switched(me.fake_stack, &f.scheduler_bottom, &f.scheduler_size);
 }
 
 // A reusable barrier of n threads (fibers of the running block).
@@ -578,17 +608,23 @@ T shuffle(T value, int source_lane) {
 
 [[noreturn]] inline void fiber_main() {
   Fibers& f = *running_fibers;
+  switched(nullptr, &f.scheduler_bottom, &f.scheduler_size);
   (*f.body)();
   f.done[(size_t)f.current] = 1;
   ++f.progress;
+  switching_to(nullptr, f.scheduler_bottom, f.scheduler_size);  // (its stack is done)
   _longjmp(f.scheduler, 1);
 }
 
 // Runs fiber t until it waits or ends. (A function of its own: the fiber jumps back into
 // this frame, whose locals do not change in between.)
-[[gnu::noinline]] inline void resume(Fibers& f, unsigned t) {
+[[gnu::noinline]] inline void resume(Fibers& f, unsigned t, void* stack, size_t size) {
   Fiber& fiber = f.fibers[t];
-  if (_setjmp(f.scheduler)) return;
+  if (_setjmp(f.scheduler)) {
+    switched(f.scheduler_fake_stack, nullptr, nullptr);
+    return;
+  }
+  switching_to(&f.scheduler_fake_stack, stack, size);
   if (!fiber.started) {
     fiber.started = true;
     setcontext(&fiber.start);
@@ -626,7 +662,7 @@ inline void run_block(unsigned threads, Index block, const std::function<void()>
       if (f.done[t]) continue;
       f.current = (int)t;
       thread_index = {t, 0, 0};
-      resume(f, t);
+      resume(f, t, stacks[t].get(), kStack);
       if (f.done[t]) --left;
     }
     if (left > 0 && f.progress == before) {
