@@ -215,6 +215,15 @@ std::string cudaArch() {
   return arch && *arch ? arch : "sm_90";
 }
 
+/// gptc compile --sanitize: any out-of-bounds access or undefined behaviour stops the run
+/// with the sanitizer's report (-g1: its lines name the generated source's lines).
+const std::vector<std::string> &sanitizerFlags() {
+  static const std::vector<std::string> flags = {
+      "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
+      "-g1"};
+  return flags;
+}
+
 /// nvcc with the portable flags (scripts/cuda-portable-flags.txt, compiled in: no fma the
 /// source did not write, IEEE division and square root, no flush to zero) for the GPU
 /// architecture $GPTC_CUDA_ARCH (default sm_90), as a shared library.
@@ -231,12 +240,16 @@ std::vector<std::string> cudaCompilerFlags() {
 
 /// The CUDA source built by the host compiler over gptc/cuda/emulate.hpp (Target::
 /// CudaEmulated): the determinism contract's flags, as C++.
-std::vector<std::string> emulatedCudaFlags() {
-  return {"-std=c++17",        "-O2",           "-ffp-contract=off",
-          "-fno-fast-math",    "-fno-math-errno", "-fno-strict-aliasing",
-          "-fvisibility=hidden", "-fPIC",        "-shared",
-          "-pthread",          "-DGPTC_CUDA_EMULATE", "-DGPTC_CUDA_EMULATE_CHECK_POINTERS", "-x",
-          "c++"};
+std::vector<std::string> emulatedCudaFlags(bool sanitize) {
+  std::vector<std::string> flags = {
+      "-std=c++17",         "-O2",           "-ffp-contract=off",
+      "-fno-fast-math",     "-fno-math-errno", "-fno-strict-aliasing",
+      "-fvisibility=hidden", "-fPIC",        "-shared",
+      "-pthread",           "-DGPTC_CUDA_EMULATE", "-DGPTC_CUDA_EMULATE_CHECK_POINTERS"};
+  if (sanitize)
+    flags.insert(flags.end(), sanitizerFlags().begin(), sanitizerFlags().end());
+  flags.insert(flags.end(), {"-x", "c++"});
+  return flags;
 }
 
 /// Runs the compiler for `target` on the generated source: the host C++ compiler on
@@ -268,7 +281,7 @@ LogicalResult compileLibrary(StringRef dir, StringRef runtimeInclude, Target tar
   std::string include = "-I" + runtimeInclude.str();
   const std::vector<std::string> flags = target == Target::Cpu  ? hostCompilerFlags(sanitize)
                                          : nvcc                  ? cudaCompilerFlags()
-                                                                 : emulatedCudaFlags();
+                                                                 : emulatedCudaFlags(sanitize);
   SmallVector<StringRef> args = {*program};
   args.append(flags.begin(), flags.end());
   args.append({include, src, "-o", fresh});
@@ -338,11 +351,8 @@ std::vector<std::string> mlir::gpt::hostCompilerFlags(bool sanitize) {
   const char *emulate = std::getenv("GPTC_EMULATE_AVX512");
   if (emulate && std::string(emulate) == "1")
     flags.insert(flags.end(), {"-DGPTC_EMULATE_AVX512", "-Wno-psabi"});
-  // gptc compile --sanitize: any out-of-bounds access or undefined behaviour stops the run
-  // with the sanitizer's report (-g1: its lines name the kernels.cpp lines).
   if (sanitize)
-    flags.insert(flags.end(), {"-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                               "-fno-omit-frame-pointer", "-g1"});
+    flags.insert(flags.end(), sanitizerFlags().begin(), sanitizerFlags().end());
   return flags;
 }
 

@@ -141,6 +141,41 @@ static std::string kernelCode(StringRef text, StringRef name) {
   return code;
 }
 
+/// A view's range lies within its whole buffer's, so every op's results count as written.
+std::string Flavour::redzoneGuard(int64_t arenaBytes,
+                                  ArrayRef<std::pair<int64_t, int64_t>> alsoHeld) {
+  if (!e.fn->hasAttr(kRedzoneAttr))
+    return "";
+  std::vector<std::pair<int64_t, int64_t>> held(alsoHeld.begin(), alsoHeld.end());
+  e.fn.walk([&](Operation *op) {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+    if (!offsets)
+      return;
+    for (auto [off, r] : llvm::zip(offsets.asArrayRef(), op->getResults()))
+      if (off >= 0)
+        held.push_back({off, off + byteSize(r)});
+  });
+  llvm::sort(held);
+  std::string table;
+  int64_t at = 0, gaps = 0;
+  held.push_back({arenaBytes, arenaBytes});
+  for (auto [begin, end] : held) {
+    if (begin > at) {
+      table += "{" + std::to_string(at) + ", " + std::to_string(begin - at) + "}, ";
+      ++gaps;
+    }
+    at = std::max(at, end);
+  }
+  if (!gaps)
+    return "";
+  table.resize(table.size() - 2);
+  return "  // gptc compile --sanitize: the bytes between buffers, poisoned while the step "
+         "runs.\n"
+         "  static const int64_t redzones[][2] = {" + table + "};\n"
+         "  gptc::ArenaRedzones guard(arena, " + std::to_string(arenaBytes) + ", redzones, " +
+         std::to_string(gaps) + ");\n";
+}
+
 Emitter::Emitter(func::FuncOp fn, Target target)
     : fn(fn), target(target),
       flavour(target == Target::Cpu ? makeCpuFlavour(*this) : makeCudaFlavour(*this)) {}

@@ -216,6 +216,11 @@ public:
                     ArrayRef<IdCheck> ids, int64_t arenaBytes) = 0;
 
 protected:
+  /// With gpt.redzone (gptc compile --sanitize): a guard that poisons the arena's bytes no
+  /// buffer holds (nor `alsoHeld`'s ranges, [begin, end)) while the entry runs; else "".
+  std::string redzoneGuard(int64_t arenaBytes,
+                           ArrayRef<std::pair<int64_t, int64_t>> alsoHeld = {});
+
   Emitter &e;
 };
 

@@ -144,42 +144,6 @@ private:
     return text;
   }
 
-  /// With gpt.redzone (gptc compile --sanitize): the arena's byte ranges that no buffer
-  /// holds, as a table, and a guard that poisons them while the entry runs; else nothing.
-  /// A view's range lies within its whole buffer's, so every op's results count as written.
-  std::string redzoneGuard(int64_t arenaBytes) {
-    if (!e.fn->hasAttr(kRedzoneAttr))
-      return "";
-    std::vector<std::pair<int64_t, int64_t>> held;  // [begin, end) of each buffer
-    e.fn.walk([&](Operation *op) {
-      auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
-      if (!offsets)
-        return;
-      for (auto [off, r] : llvm::zip(offsets.asArrayRef(), op->getResults()))
-        if (off >= 0)
-          held.push_back({off, off + byteSize(r)});
-    });
-    llvm::sort(held);
-    std::string table;
-    int64_t at = 0, gaps = 0;
-    held.push_back({arenaBytes, arenaBytes});
-    for (auto [begin, end] : held) {
-      if (begin > at) {
-        table += "{" + std::to_string(at) + ", " + std::to_string(begin - at) + "}, ";
-        ++gaps;
-      }
-      at = std::max(at, end);
-    }
-    if (!gaps)
-      return "";
-    table.resize(table.size() - 2);
-    return "  // gptc compile --sanitize: the bytes between buffers, poisoned while the step "
-           "runs.\n"
-           "  static const int64_t redzones[][2] = {" + table + "};\n"
-           "  gptc::ArenaRedzones guard(arena, " + std::to_string(arenaBytes) + ", redzones, " +
-           std::to_string(gaps) + ");\n";
-  }
-
   std::string constants;  // their declarations
 };
 

@@ -212,7 +212,7 @@ int64_t CudaFlavour::arenaBytes(int64_t planned) {
 /// The kernels, the error table and the entry, whose pointers are device pointers and
 /// whose kernels run on the artifact's stream in order.
 void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
-                       ArrayRef<IdCheck> ids, int64_t) {
+                       ArrayRef<IdCheck> ids, int64_t arenaBytes) {
   std::string checks = idChecks(ids);  // (adds its messages to the table)
   std::string table;
   for (const std::string &m : errorMessages)
@@ -238,6 +238,10 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
      << "  gptc_step_error.clear();\n"
      << "  gptc_scratch = arena + " << scratchAt << ";\n"
+     // (gptc compile --sanitize, on the emulation only: AddressSanitizer sees host memory)
+     << (e.target == Target::CudaEmulated
+             ? redzoneGuard(arenaBytes, {{scratchAt, scratchAt + scratchBytes}})
+             : "")
      << "  static unsigned* error_word = nullptr;\n"
      << "  if (!error_word)\n    error_word = gptc::cuda::symbol_address(gptc::cuda::error_word, "
         "\"cudaGetSymbolAddress(error_word)\", gptc_step_error);\n"

@@ -30,18 +30,24 @@ import torch
 import gptc
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
+device = sys.argv[3]
 torch.manual_seed(0)
-cfg = TinyGPTConfig(n_layer=1, n_head=4, n_embd=96, block_size=97, dropout=0.1, bias=True)
+# (the GPU's emulation runs a smaller step: its tiles' tails, at a tenth of the time)
+cfg = TinyGPTConfig(n_layer=1, n_head=4, n_embd=96, block_size=97, dropout=0.1, bias=True) \
+    if device == "cpu" else \
+    TinyGPTConfig(n_layer=1, n_head=2, n_embd=40, block_size=33, dropout=0.1, bias=True)
 model = TinyGPT(cfg).train()
 g = torch.Generator().manual_seed(1)
-data = [tuple(torch.randint(0, cfg.vocab_size, (8, cfg.block_size), generator=g) for _ in "xy")
-        for _ in range(3)]
+batch = 8 if device == "cpu" else 2
+data = [tuple(torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
+              for _ in "xy") for _ in range(3)]
 out = {}
-for fuse in (True, False):
+for fuse in (True, False) if device == "cpu" else (True,):
     step = gptc.compile_train_step(model, data[0], optimizer=gptc.AdamW(lr=1e-3), seed=5,
                                    grad_clip=1.0, fuse=fuse, sanitize=sys.argv[2] == "1",
-                                   workdir=sys.argv[1] + str(fuse))
-    step.set_num_threads(2)
+                                   device=device, workdir=sys.argv[1] + str(fuse))
+    if device == "cpu":
+        step.set_num_threads(2)
     losses = [step(x, y, lr=1e-3).item().hex() for x, y in data]
     digest = hashlib.sha256()
     for name, t in sorted(step.state_dict().items()):
@@ -61,10 +67,10 @@ def runtime_library(name):
     return path if os.path.isabs(path) and os.path.exists(path) else None
 
 
-def run_child(workdir, sanitize, env):
+def run_child(workdir, sanitize, env, device="cpu"):
     env = dict(env, PYTHONPATH=os.path.join(REPO, "python"))
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(workdir), str(int(sanitize))], env=env,
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(workdir), str(int(sanitize)), device],
+                          env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -92,3 +98,26 @@ def test_training_step_kernels_are_clean_under_asan_and_ubsan(tmp_path):
     with pytest.raises(RuntimeError, match="built with gptc compile --sanitize; run it with "
                        "the sanitizers' runtimes preloaded"):
         _runtime.Model(str(artifact))
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="the sanitizer runtimes are preloaded "
+                    "with LD_PRELOAD, as on Linux")
+def test_the_emulated_gpus_step_is_clean_under_asan_and_ubsan(tmp_path):
+    """The same for the GPU's code path (gptc compile --target=cuda-emulated --sanitize):
+    the CUDA source built with the sanitizers over the emulation, the arena's redzones
+    poisoned around the families' scratch; the CPU's stand-in for compute-sanitizer's
+    memcheck of a step (a store past a matmul's columns, planted by hand, stopped it)."""
+    libs = [runtime_library(n) for n in ("libasan.so", "libubsan.so")]
+    if None in libs:
+        pytest.skip("the host compiler has no AddressSanitizer or UBSan runtime")
+    plain = run_child(tmp_path / "plain", False, os.environ, "cuda-emulated")
+    sanitized = run_child(tmp_path / "sanitized", True, dict(
+        os.environ, LD_PRELOAD=" ".join(libs),
+        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1", UBSAN_OPTIONS="print_stacktrace=1"),
+        "cuda-emulated")
+    artifact = tmp_path / "sanitizedTrue" / "artifact"
+    symbols = subprocess.run(["nm", "-D", str(artifact / "kernels.so")], capture_output=True,
+                             text=True).stdout
+    assert "__asan_" in symbols and "__ubsan_" in symbols
+    assert "gptc::ArenaRedzones guard(" in (artifact / "kernels.cu").read_text()
+    assert sanitized == plain

@@ -289,9 +289,9 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   // LayerNorms' outputs again for the weight gradients too (bench/NOTES.md, "Memory"), and
   // runs each weight gradient beside the next input gradient.
   gptc::setTargetPipeline(opts.pipeline, c.target != mlir::gpt::Target::Cpu);
-  if (c.sanitize && c.target != mlir::gpt::Target::Cpu)
-    return "--sanitize builds the CPU's kernels.so only (not --target=" +
-           mlir::gpt::targetName(c.target).str() + ")";
+  if (c.sanitize && c.target == mlir::gpt::Target::Cuda)
+    return "--sanitize builds kernels.so for the CPU or the GPU's emulation "
+           "(--target=cuda-emulated), not for a GPU: run compute-sanitizer there";
   if (c.train)
     opts.pipeline.mode = Mode::Train;
   else if (c.grad)
