@@ -75,23 +75,34 @@ def run_child(workdir, sanitize, env, device="cpu"):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(platform.system() != "Linux", reason="the sanitizer runtimes are preloaded "
-                    "with LD_PRELOAD, as on Linux")
-def test_training_step_kernels_are_clean_under_asan_and_ubsan(tmp_path):
+LINUX_ONLY = pytest.mark.skipif(platform.system() != "Linux", reason="the sanitizer runtimes "
+                                "are preloaded with LD_PRELOAD, as on Linux")
+
+
+def plain_and_sanitized(tmp_path, device):
+    """The child's results on `device`, plain and sanitized, and the sanitized artifact,
+    which must be instrumented and guard its arena's redzones."""
     libs = [runtime_library(n) for n in ("libasan.so", "libubsan.so")]
     if None in libs:
         pytest.skip("the host compiler has no AddressSanitizer or UBSan runtime")
-    plain = run_child(tmp_path / "plain", False, os.environ)
+    plain = run_child(tmp_path / "plain", False, os.environ, device)
     sanitized = run_child(tmp_path / "sanitized", True, dict(
         os.environ, LD_PRELOAD=" ".join(libs),
         # Python itself keeps memory to the end; the kernels' accesses are what is checked.
-        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1", UBSAN_OPTIONS="print_stacktrace=1"))
+        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1", UBSAN_OPTIONS="print_stacktrace=1"),
+        device)
     artifact = tmp_path / "sanitizedTrue" / "artifact"
-    # What ran was instrumented, with redzones in its arena.
     symbols = subprocess.run(["nm", "-D", str(artifact / "kernels.so")], capture_output=True,
                              text=True).stdout
     assert "__asan_" in symbols and "__ubsan_" in symbols
-    assert "gptc::ArenaRedzones guard(" in (artifact / "kernels.cpp").read_text()
+    source = "kernels.cpp" if device == "cpu" else "kernels.cu"
+    assert "gptc::ArenaRedzones guard(" in (artifact / source).read_text()
+    return plain, sanitized, artifact
+
+
+@LINUX_ONLY
+def test_training_step_kernels_are_clean_under_asan_and_ubsan(tmp_path):
+    plain, sanitized, artifact = plain_and_sanitized(tmp_path, "cpu")
     assert sanitized == plain
     assert plain["True"] == plain["False"]  # fused and unfused, as everywhere else
     # Without the sanitizers' runtimes, loading it is a clear error, not a dead process.
@@ -100,24 +111,11 @@ def test_training_step_kernels_are_clean_under_asan_and_ubsan(tmp_path):
         _runtime.Model(str(artifact))
 
 
-@pytest.mark.skipif(platform.system() != "Linux", reason="the sanitizer runtimes are preloaded "
-                    "with LD_PRELOAD, as on Linux")
+@LINUX_ONLY
 def test_the_emulated_gpus_step_is_clean_under_asan_and_ubsan(tmp_path):
     """The same for the GPU's code path (gptc compile --target=cuda-emulated --sanitize):
     the CUDA source built with the sanitizers over the emulation, the arena's redzones
     poisoned around the families' scratch; the CPU's stand-in for compute-sanitizer's
     memcheck of a step (a store past a matmul's columns, planted by hand, stopped it)."""
-    libs = [runtime_library(n) for n in ("libasan.so", "libubsan.so")]
-    if None in libs:
-        pytest.skip("the host compiler has no AddressSanitizer or UBSan runtime")
-    plain = run_child(tmp_path / "plain", False, os.environ, "cuda-emulated")
-    sanitized = run_child(tmp_path / "sanitized", True, dict(
-        os.environ, LD_PRELOAD=" ".join(libs),
-        ASAN_OPTIONS="detect_leaks=0:halt_on_error=1", UBSAN_OPTIONS="print_stacktrace=1"),
-        "cuda-emulated")
-    artifact = tmp_path / "sanitizedTrue" / "artifact"
-    symbols = subprocess.run(["nm", "-D", str(artifact / "kernels.so")], capture_output=True,
-                             text=True).stdout
-    assert "__asan_" in symbols and "__ubsan_" in symbols
-    assert "gptc::ArenaRedzones guard(" in (artifact / "kernels.cu").read_text()
+    plain, sanitized, _ = plain_and_sanitized(tmp_path, "cuda-emulated")
     assert sanitized == plain
