@@ -5,7 +5,8 @@
 // the capture runs outside it, a fork never joined fails the capture, and each replay takes
 // another order that respects the edges, so branches that are not independent give other
 // results from one replay to the next. Likewise a grid's blocks, and a block's threads
-// between barriers, run in another order each launch.
+// between barriers, run in another order each launch; and a launch of a shape CUDA refuses
+// runs nothing and says why.
 #define GPTC_CUDA_EMULATE 1
 
 #include <gtest/gtest.h>
