@@ -489,12 +489,6 @@ struct Index {
 inline thread_local Index thread_index, block_index;
 inline Index block_dim, grid_dim;
 
-// A block's threads are fibers on the launching thread: each runs until it waits at a
-// barrier (a __syncthreads, or a shuffle's exchange), then the next one runs; a barrier's
-// waiters go on once all its threads have arrived. No OS threads, no locks. A fiber starts
-// on a stack of its own through makecontext/setcontext; after that, switches are
-// _setjmp/_longjmp, which save no signal mask (swapcontext makes two system calls a
-// switch).
 // Built with AddressSanitizer (the emulation's sanitized tests), each switch is told to it
 // (the stack switched to, before; the one switched from, after), so that it checks each
 // fiber's stack as a stack of its own.
@@ -512,6 +506,13 @@ inline void switched(void* fake_stack, const void** from_bottom, size_t* from_si
   (void)fake_stack, (void)from_bottom, (void)from_size;
 #endif
 }
+
+// A block's threads are fibers on the launching thread: each runs until it waits at a
+// barrier (a __syncthreads, or a shuffle's exchange), then the next one runs; a barrier's
+// waiters go on once all its threads have arrived. No OS threads, no locks. A fiber starts
+// on a stack of its own through makecontext/setcontext; after that, switches are
+// _setjmp/_longjmp, which save no signal mask (swapcontext makes two system calls a
+// switch).
 struct Fiber {
   ucontext_t start;
   jmp_buf at;  // where it waits
