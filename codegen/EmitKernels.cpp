@@ -351,45 +351,36 @@ std::string Emitter::signature(const std::string &name, ValueRange ins, ValueRan
 }
 
 /// Each member as a function whose loop shares the caller's parallel region, then the
-/// kernel: one GPTC_PARALLEL region calling the members in order.
+/// kernel: one GPTC_PARALLEL region calling the members in order; or, for a target without
+/// parallel regions, whatever its flavour makes of the group (Flavour::group).
 LogicalResult Emitter::emitHorizontal(HorizontalOp op, const std::string &name,
                                       raw_ostream &os) {
   Block &body = op.getBody().front();
-  // Without parallel regions (CUDA), the members are kernels of their own, in turn.
-  const bool region = flavour->parallelRegions();
   DenseMap<Value, std::string> names;
   for (auto [j, arg] : llvm::enumerate(body.getArguments()))
     names[arg] = "in" + std::to_string(j);
   for (auto [j, v] : llvm::enumerate(body.getTerminator()->getOperands()))
     names[v] = "out" + std::to_string(j);
-  // Where members run in turn, the target may run them as parallel branches.
-  SmallVector<Operation *> members =
-      llvm::map_to_vector(body.without_terminator(), [](Operation &op) { return &op; });
-  const SmallVector<unsigned> branch = region ? SmallVector<unsigned>() : flavour->branches(members);
-  unsigned onBranch = 0;
-  std::string calls = branch.empty() ? "" : flavour->openBranches();
-  inRegion = region;
-  for (auto [m, member] : llvm::enumerate(members)) {
-    std::string memberName = name + "_" + std::to_string(m) + "_" +
-                             member->getName().stripDialect().str();
-    if (failed(flavour->function(memberName, member, os)))
+  SmallVector<GroupMember> members;
+  for (auto [m, member] : llvm::enumerate(body.without_terminator())) {
+    GroupMember g{&member, name + "_" + std::to_string(m) + "_" +
+                               member.getName().stripDialect().str(), {}};
+    for (Value v : member.getOperands())
+      g.args.push_back(names.lookup(v));
+    for (Value v : member.getResults())
+      g.args.push_back(names.lookup(v));
+    members.push_back(std::move(g));
+  }
+  if (!flavour->parallelRegions())
+    return flavour->group(op, name, members, names, os);
+  std::string calls;
+  inRegion = true;
+  for (const GroupMember &m : members) {
+    if (failed(flavour->function(m.name, m.op, os)))
       return inRegion = false, failure();
-    SmallVector<std::string> args;
-    for (Value v : member->getOperands())
-      args.push_back(names.lookup(v));
-    for (Value v : member->getResults())
-      args.push_back(names.lookup(v));
-    if (!branch.empty() && branch[m] != onBranch)
-      calls += flavour->toBranch(onBranch = branch[m]);
-    calls += "    " + memberName + "(" + llvm::join(args, ", ") + ");\n";
+    calls += "    " + m.name + "(" + llvm::join(m.args, ", ") + ");\n";
   }
   inRegion = false;
-  if (!region) {
-    os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": its members in order"
-       << (branch.empty() ? "" : ", as parallel branches") << "\n"
-       << signature(name, op.getInputs(), op.getResults()) << " {\n" << calls << "}\n\n";
-    return success();
-  }
   os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": one parallel region\n";
   os << signature(name, op.getInputs(), op.getResults()) << " {\n  GPTC_PARALLEL {\n" << calls
      << "  }\n}\n\n";

@@ -121,6 +121,14 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
 
 class Emitter;
 
+/// A member of a gpt.horizontal: its kernel's name and its call's arguments (the group's
+/// parameter names).
+struct GroupMember {
+  Operation *op;
+  std::string name;
+  SmallVector<std::string> args;
+};
+
 /// A caller's id tensor checked at the entry before any kernel runs (embedding indices,
 /// cross-entropy targets): argument `arg` of `n` ids, each in [0, bound) or `ignore`.
 struct IdCheck {
@@ -189,16 +197,15 @@ public:
   virtual LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) = 0;
   /// Whether a gpt.horizontal's members share one parallel region (else they run in turn).
   virtual bool parallelRegions() const = 0;
-  /// Where members run in turn, a group's members may run as parallel branches: the
-  /// branch of each member (0: the group's start; empty: in turn, the default), the
-  /// statement that opens a group's branches, and the one that sends the members after it
-  /// to branch `b`.
-  virtual SmallVector<unsigned> branches(ArrayRef<Operation *> members) {
-    (void)members;
-    return {};
+  /// Where members do not share a parallel region: writes the kernels of gpt.horizontal
+  /// `op`'s `members` and a host function `name` taking the group's in0.., out0.. that
+  /// runs them (`names`: the parameter name of each value of the group's body).
+  virtual LogicalResult group(HorizontalOp op, const std::string &name,
+                              ArrayRef<GroupMember> members,
+                              const DenseMap<Value, std::string> &names, raw_ostream &os) {
+    (void)members, (void)names, (void)os, (void)name;
+    return op.emitError("internal: this target runs groups as parallel regions");
   }
-  virtual std::string openBranches() { return ""; }
-  virtual std::string toBranch(unsigned b) { (void)b; return ""; }
   /// The entry's call of kernel `name` with `args` for `op`.
   virtual std::string call(const std::string &name, StringRef args, Operation *op) = 0;
 

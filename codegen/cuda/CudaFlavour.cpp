@@ -11,6 +11,7 @@
 #include "ir/GptDialect.h"
 #include "ir/Signature.h"
 
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -82,60 +83,168 @@ std::string CudaFlavour::reportError(StringRef message) {
   return "gptc::cuda::report_error(" + std::to_string(errorCode(message)) + "u);";
 }
 
-/// A family's call is a host function; any other body is a __global__ kernel of its own,
-/// launched over its longest loop by a host function of the kernel's name.
-LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_ostream &os) {
-  os << "// " << op->getName().getStringRef() << describeLoc(op->getLoc()) << "\n";
-  std::string host = e.signature(name, op->getOperands(), op->getResults());
-  if (isa<MatmulOp, LayerNormOp, LayerNormGradOp, AttentionOp, AttentionGradOp, CrossEntropyOp,
-          CrossEntropyGradOp>(op)) {
-    std::string body;
-    llvm::raw_string_ostream bs(body);
-    if (failed(familyCall(op, bs)))
-      return failure();
-    os << host << " {\n" << body << "}\n\n";
-    return success();
-  }
+bool CudaFlavour::isFamily(Operation *op) {
+  return isa<MatmulOp, LayerNormOp, LayerNormGradOp, AttentionOp, AttentionGradOp,
+             CrossEntropyOp, CrossEntropyGradOp>(op);
+}
+
+/// The shared body as `name`_body, a __device__ function whose loops run over the blocks
+/// gptc_block of gptc_blocks it is given (a launch's, or its range of them).
+FailureOr<CudaFlavour::Segment> CudaFlavour::segment(const std::string &name, Operation *op,
+                                                     raw_ostream &os) {
   std::string body;
   llvm::raw_string_ostream bs(body);
   warpKernel = false;
   gridExtent = 0;
   if (failed(e.emitKernel(op, bs)))
     return failure();
-  std::string device = e.signature(name + "_grid", op->getOperands(), op->getResults());
-  device.replace(0, std::string("static void").size(), "__global__ void");
-  SmallVector<std::string> args;
+  std::string device = e.signature(name + "_body", op->getOperands(), op->getResults());
+  device.replace(0, std::string("static void").size(), "__device__ __forceinline__ void");
+  device.insert(device.find('(') + 1,
+                std::string("const int64_t gptc_block, const int64_t gptc_blocks") +
+                    (op->getNumOperands() + op->getNumResults() ? ", " : ""));
+  os << "// " << op->getName().getStringRef() << describeLoc(op->getLoc()) << "\n"
+     << device << " {\n" << body << "}\n";
+  return Segment{name + "_body", gridExtent, warpKernel, {}};
+}
+
+/// __global__ `kernel`(`params`): each segment on a range of its blocks, in turn (one
+/// segment: all of them). Returns the launch, to be followed by its arguments.
+std::string CudaFlavour::launch(const std::string &kernel, ArrayRef<Segment> segments,
+                                StringRef params, raw_ostream &os) {
+  os << "__global__ void " << kernel << "(" << params << ") {\n  GPTC_CUDA_KERNEL_BEGIN();\n";
+  if (segments.size() == 1) {
+    os << "  " << segments[0].body << "(blockIdx.x, gridDim.x, "
+       << llvm::join(segments[0].args, ", ") << ");\n";
+  } else {
+    os << "  // Each member on a range of the blocks, in turn.\n"
+       << "  int64_t block = blockIdx.x, blocks;\n";
+    for (auto [k, s] : llvm::enumerate(segments)) {
+      if (k)
+        os << "  block -= blocks;\n";
+      os << "  if (block < (blocks = gptc::cuda::loop_blocks(" << s.extent << ")))\n    return "
+         << s.body << "(block, blocks, " << llvm::join(s.args, ", ") << ");\n";
+    }
+  }
+  os << "}\n";
+  SmallVector<std::string> blocks;
+  for (const Segment &s : segments)
+    blocks.push_back("gptc::cuda::loop_blocks(" + std::to_string(s.extent) + ")");
+  const bool exchange = llvm::any_of(segments, [](const Segment &s) { return s.exchange; });
+  return std::string(exchange ? "GPTC_CUDA_BLOCK_LAUNCH(" : "GPTC_CUDA_GRID_LAUNCH(") +
+         kernel + ", " + llvm::join(blocks, " +\n      ") + ")";
+}
+
+/// A family's call is a host function; any other body is a __global__ kernel of its own,
+/// launched over its longest loop by a host function of the kernel's name.
+LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_ostream &os) {
+  std::string host = e.signature(name, op->getOperands(), op->getResults());
+  if (isFamily(op)) {
+    std::string body;
+    llvm::raw_string_ostream bs(body);
+    if (failed(familyCall(op, bs)))
+      return failure();
+    os << "// " << op->getName().getStringRef() << describeLoc(op->getLoc()) << "\n"
+       << host << " {\n" << body << "}\n\n";
+    return success();
+  }
+  FailureOr<Segment> s = segment(name, op, os);
+  if (failed(s))
+    return failure();
   for (size_t j = 0; j < op->getNumOperands(); ++j)
-    args.push_back("in" + std::to_string(j));
+    s->args.push_back("in" + std::to_string(j));
   for (size_t j = 0; j < op->getNumResults(); ++j)
-    args.push_back("out" + std::to_string(j));
-  os << device << " {\n  GPTC_CUDA_KERNEL_BEGIN();\n" << body << "}\n"
-     << host << " {\n  " << (warpKernel ? "GPTC_CUDA_WARP_LAUNCH(" : "GPTC_CUDA_LOOP_LAUNCH(")
-     << name << "_grid, " << gridExtent << ")(" << llvm::join(args, ", ") << ");\n}\n\n";
+    s->args.push_back("out" + std::to_string(j));
+  std::string params = e.signature(name, op->getOperands(), op->getResults());
+  params = params.substr(params.find('(') + 1);
+  params.pop_back();  // the parameters alone
+  const std::string call = launch(name + "_grid", *s, params, os);
+  os << host << " {\n  " << call << "(" << llvm::join(s->args, ", ") << ");\n}\n\n";
   return success();
 }
 
-/// A group's members on streams of their own, joined at the group's end
-/// (gptc::cuda::Branches): a weight gradient's few long blocks beside an input gradient's
-/// many (gpt-pair-weight-gradients groups them), and a small model's kernels, each of
-/// which takes a few microseconds however little it does, side by side rather than one
-/// after another. Round robin over 8 branches, except the members that use the families'
-/// scratch (attention's gradient, cross-entropy), which share it and so stay on branch 0,
-/// one after another.
-SmallVector<unsigned> CudaFlavour::branches(ArrayRef<Operation *> members) {
-  if (members.size() < 2)
-    return {};
+/// A group's members without a kernel family share launches, each on a range of a
+/// launch's blocks (as on the CPU they share a parallel region): a small model's step is
+/// dozens of such kernels, each a few microseconds however little it does, and AdamW's
+/// updates alone are one a parameter. A launch's parameters stay within CUDA's 32,764
+/// bytes (sm_70 and later, CUDA 12.1 and later); past them a member starts another launch.
+/// The launches and the members with a family run on streams of their own, joined at the
+/// group's end (gptc::cuda::Branches): a weight gradient's few long blocks beside an input
+/// gradient's many (gpt-pair-weight-gradients groups them). Round robin over 8 branches,
+/// except the members that use the families' scratch (attention's gradient,
+/// cross-entropy), which share it and so stay on branch 0, one after another.
+LogicalResult CudaFlavour::group(HorizontalOp op, const std::string &name,
+                                 ArrayRef<GroupMember> members,
+                                 const DenseMap<Value, std::string> &names, raw_ostream &os) {
+  constexpr size_t kParameterBytes = 32764;
+  struct Launch {
+    std::string call;
+    bool scratch;
+  };
+  SmallVector<Launch> launches;
+  SmallVector<SmallVector<Segment>> merged;
+  SmallVector<llvm::SetVector<Value>> used;  // each merged launch's parameters
+  for (const GroupMember &m : members) {
+    Operation *member = m.op;
+    if (isFamily(member)) {
+      if (failed(function(m.name, member, os)))
+        return failure();
+      launches.push_back({m.name + "(" + llvm::join(m.args, ", ") + ")", usesScratch(member)});
+      continue;
+    }
+    FailureOr<Segment> s = segment(m.name, member, os);
+    if (failed(s))
+      return failure();
+    s->args = m.args;
+    llvm::SetVector<Value> values;
+    if (!used.empty())
+      values = used.back();
+    values.insert(member->operand_begin(), member->operand_end());
+    values.insert(member->result_begin(), member->result_end());
+    if (merged.empty() || values.size() * sizeof(void *) > kParameterBytes) {
+      merged.emplace_back();
+      used.emplace_back();
+    }
+    merged.back().push_back(*s);
+    used.back().insert(member->operand_begin(), member->operand_end());
+    used.back().insert(member->result_begin(), member->result_end());
+  }
+  // A merged launch's parameters: the group's that its members use, in the group's order.
+  const std::string pointer = e.aliasing ? "* " : "* __restrict ";
+  Block &body = op.getBody().front();
+  for (auto [k, segments] : llvm::enumerate(merged)) {
+    SmallVector<std::string> params, args;
+    for (Value v : body.getArguments())
+      if (used[k].contains(v)) {
+        params.push_back("const " + e.elemType(v) + pointer + names.lookup(v));
+        args.push_back(names.lookup(v));
+      }
+    for (Value v : body.getTerminator()->getOperands())
+      if (used[k].contains(v)) {
+        params.push_back(e.elemType(v) + pointer + names.lookup(v));
+        args.push_back(names.lookup(v));
+      }
+    std::string kernel = name + "_grid" + (merged.size() > 1 ? std::to_string(k) : "");
+    launches.push_back({launch(kernel, segments, llvm::join(params, ", "), os) + "(" +
+                            llvm::join(args, ", ") + ")",
+                        false});
+  }
+  os << "// gpt.horizontal" << describeLoc(op.getLoc()) << ": its members in "
+     << launches.size() << (launches.size() == 1 ? " launch" : " launches, parallel branches")
+     << "\n"
+     << e.signature(name, op.getInputs(), op.getResults()) << " {\n";
   constexpr unsigned kBranches = 8;  // gptc::cuda::Branches::kBranches
-  SmallVector<unsigned> branch;
-  for (auto [m, op] : llvm::enumerate(members))
-    branch.push_back(usesScratch(op) ? 0 : (unsigned)m % kBranches);
-  return branch;
-}
-std::string CudaFlavour::openBranches() {
-  return "    gptc::cuda::Branches branches(gptc_step_error);\n";
-}
-std::string CudaFlavour::toBranch(unsigned b) {
-  return "    branches.to(" + std::to_string(b) + ");\n";
+  if (launches.size() > 1)
+    os << "  gptc::cuda::Branches branches(gptc_step_error);\n";
+  unsigned onBranch = 0;
+  for (auto [k, l] : llvm::enumerate(launches)) {
+    const unsigned branch = l.scratch ? 0 : (unsigned)k % kBranches;
+    if (launches.size() > 1 && branch != onBranch)
+      os << "  branches.to(" << (onBranch = branch) << ");\n";
+    os << "  " << l.call << ";\n";
+  }
+  os << "}\n\n";
+  return success();
 }
 
 /// (GPTC_CUDA_DEBUG=1 checks each kernel, and names it with its line.)

@@ -1,9 +1,11 @@
 //===- CudaFlavour.h - kernels.cu for an NVIDIA GPU (private to codegen/) --===//
 //
 // The CUDA flavour (Target::Cuda and CudaEmulated): a kernel is the shared body as a
-// __global__ kernel over GPTC_CUDA_FOR, a grid-stride loop (or GPTC_CUDA_FOR_WARPS, a warp
-// an output, for sums), launched by a host function of the kernel's name; or, for the ops
-// with a CUDA kernel family, a host function that launches the family (Families.cpp).
+// __device__ function over GPTC_CUDA_FOR, a grid-stride loop (or GPTC_CUDA_FOR_WARPS, a
+// warp an output, for sums), run by a __global__ kernel that a host function of the
+// kernel's name launches; a group's members share such launches, each on a range of its
+// blocks; or, for the ops with a CUDA kernel family, a host function that launches the
+// family (Families.cpp).
 // Constants are __device__ arrays; errors found on the device set one word whose codes the
 // file's table turns into lines; the entry checks the caller's ids on the device and runs
 // the kernels as one CUDA graph (gptc/cuda/generated.cuh).
@@ -36,9 +38,8 @@ public:
 
   LogicalResult function(const std::string &name, Operation *op, raw_ostream &os) override;
   bool parallelRegions() const override { return false; }
-  SmallVector<unsigned> branches(ArrayRef<Operation *> members) override;
-  std::string openBranches() override;
-  std::string toBranch(unsigned b) override;
+  LogicalResult group(HorizontalOp op, const std::string &name, ArrayRef<GroupMember> members,
+                      const DenseMap<Value, std::string> &names, raw_ostream &os) override;
   std::string call(const std::string &name, StringRef args, Operation *op) override;
 
   std::string constant(ConstantOp c, const std::string &name) override;
@@ -48,6 +49,20 @@ public:
             int64_t arenaBytes) override;
 
 private:
+  /// A kernel body on its own or on a range of a launch's blocks: its __device__ function,
+  /// the threads its longest loop needs, whether its threads exchange values (sums), and
+  /// its arguments (the launch's parameter names).
+  struct Segment {
+    std::string body;
+    int64_t extent;
+    bool exchange;
+    SmallVector<std::string> args;
+  };
+  FailureOr<Segment> segment(const std::string &name, Operation *op, raw_ostream &os);
+  std::string launch(const std::string &kernel, ArrayRef<Segment> segments, StringRef params,
+                     raw_ostream &os);
+  /// Whether the op calls a kernel family (Families.cpp) rather than a body of its own.
+  static bool isFamily(Operation *op);
   /// The message's code: its 1-based index in the file's gptc_errors table.
   unsigned errorCode(StringRef message);
   /// Families.cpp: the call of the op's kernel family, as a host function's body.

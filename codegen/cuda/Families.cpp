@@ -79,7 +79,7 @@ std::string CudaFlavour::crossEntropyBad() {
 }
 
 /// The ops whose families use the step's scratch (needScratch below): they share it, so
-/// they run one after another (CudaFlavour::branches keeps them on one branch).
+/// they run one after another (CudaFlavour::group keeps them on one branch).
 bool CudaFlavour::usesScratch(Operation *op) {
   return isa<AttentionGradOp, CrossEntropyOp, CrossEntropyGradOp>(op);
 }

@@ -61,3 +61,6 @@ inline bool env_is(const char* name, const char* value) {
   do {                           \
     if (GPTC_CUDA_HALTED()) return; \
   } while (0)
+
+// The blocks a kernel's loops run over (GPTC_CUDA_FOR and the others): the whole launch's.
+#define GPTC_CUDA_GRID() const int64_t gptc_block = blockIdx.x, gptc_blocks = gridDim.x

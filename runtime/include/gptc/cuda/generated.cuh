@@ -68,22 +68,26 @@ static __device__ unsigned error_word;
 #include <string>
 #include <vector>
 
-// A loop of int64_t i over [0, n) shared by the grid: thread t takes t, t + threads, ...
+// The loops of a generated kernel's body run over its blocks, gptc_block of gptc_blocks:
+// its launch's (GPTC_CUDA_GRID()), or the range of a launch's blocks it was given where a
+// group's members share one launch (CudaFlavour::group: each member's body a __device__
+// function taking its range's block and size).
+
+// A loop of int64_t i over [0, n) shared by the blocks: thread t takes t, t + threads, ...
 #define GPTC_CUDA_FOR(i, n)                                                          \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, gptc_for_end_##i = (n); \
-       i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = gptc_block * blockDim.x + threadIdx.x, gptc_for_end_##i = (n);    \
+       i < gptc_for_end_##i; i += gptc_blocks * blockDim.x)
 
 // A loop of int64_t i over [0, n) that gives each iteration a whole warp: the warp's 32
 // lanes run it together (a reduction's 32 partials).
-#define GPTC_CUDA_FOR_WARPS(i, n)                                                         \
-  for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, gptc_for_end_##i = (n); \
-       i < gptc_for_end_##i; i += (int64_t)gridDim.x * blockDim.x / 32)
+#define GPTC_CUDA_FOR_WARPS(i, n)                                                    \
+  for (int64_t i = (gptc_block * blockDim.x + threadIdx.x) / 32, gptc_for_end_##i = (n); \
+       i < gptc_for_end_##i; i += gptc_blocks * blockDim.x / 32)
 
 // A loop of int64_t i over [0, n) that gives each iteration a whole block (a long sum's
 // threads: block_sum).
 #define GPTC_CUDA_FOR_BLOCKS(i, n)                                                   \
-  for (int64_t i = (int64_t)blockIdx.x, gptc_for_end_##i = (n); i < gptc_for_end_##i; \
-       i += (int64_t)gridDim.x)
+  for (int64_t i = gptc_block, gptc_for_end_##i = (n); i < gptc_for_end_##i; i += gptc_blocks)
 
 namespace gptc::cuda {
 
@@ -140,7 +144,8 @@ __device__ __forceinline__ T block_max(int64_t n, F elem) {
 }
 
 // Blocks for a grid-stride loop of n iterations: one iteration a thread up to 4096 blocks.
-inline unsigned loop_blocks(int64_t n) {
+// (A constant expression: a group's launch adds its members'.)
+__host__ __device__ constexpr unsigned loop_blocks(int64_t n) {
   const int64_t blocks = (n + kLoopThreads - 1) / kLoopThreads;
   return (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
 }
@@ -175,6 +180,7 @@ T* symbol_address(T (&symbol)[N], const char* what, std::string& error) {
 // kernel of the step runs.
 __global__ void ids_check_kernel(const int64_t* __restrict ids, int64_t n, int64_t bound,
                                  int64_t ignore, bool has_ignore, unsigned code) {
+  GPTC_CUDA_GRID();
   GPTC_CUDA_FOR(i, n) {
     const int64_t id = ids[i];
     if (!((id >= 0 && id < bound) || (has_ignore && id == ignore))) report_error(code);
@@ -183,11 +189,13 @@ __global__ void ids_check_kernel(const int64_t* __restrict ids, int64_t n, int64
 
 // Reports `code` if a family's own error word is set (launched as a one-thread loop).
 __global__ void error_from_word(const unsigned* __restrict word, unsigned code) {
+  GPTC_CUDA_GRID();
   GPTC_CUDA_FOR(i, 1) if (*word) report_error(code);
 }
 
 template <class T>
 __global__ void fill_kernel(T* __restrict p, int64_t n, T value) {
+  GPTC_CUDA_GRID();
   GPTC_CUDA_FOR(i, n) p[i] = value;
 }
 
@@ -283,8 +291,8 @@ inline bool branches_on() {
   return on;
 }
 
-// A gpt.horizontal's members as parallel branches of the step (codegen writes one of these
-// into each group, CudaFlavour::branches): to(b) sends the launches after it to branch b, 0
+// A gpt.horizontal's launches as parallel branches of the step (codegen writes one of these
+// into each group of several, CudaFlavour::group): to(b) sends the launches after it to branch b, 0
 // being the step's stream and the others side streams that first wait for what the step's
 // stream had queued before the group (not the group's own members); at the group's end
 // the step's stream waits for every branch. Captured into the step's graph, the waits are
@@ -462,19 +470,21 @@ GPTC_EXPORT const char* gptc_device_sync(void) {
                                       "cudaStreamSynchronize");
 }
 
-// Launches a generated grid-stride kernel over n iterations on the entry's stream.
+// Launches a generated kernel on `blocks` blocks of kLoopThreads on the entry's stream.
 #if defined(GPTC_CUDA_EMULATE)
 // Its threads never synchronise, so the emulation runs them one after another.
-#define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
-  ::gptc::cuda::emulate::serial_launcher(kernel, ::gptc::cuda::loop_blocks(n), \
-                                         ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
+#define GPTC_CUDA_GRID_LAUNCH(kernel, blocks) \
+  ::gptc::cuda::emulate::serial_launcher(kernel, (blocks), ::gptc::cuda::kLoopThreads, \
+                                         ::gptc::cuda::stream())
 #else
-#define GPTC_CUDA_LOOP_LAUNCH(kernel, n) \
-  kernel<<<::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, 0, ::gptc::cuda::stream()>>>
+#define GPTC_CUDA_GRID_LAUNCH(kernel, blocks) \
+  kernel<<<(blocks), ::gptc::cuda::kLoopThreads, 0, ::gptc::cuda::stream()>>>
 #endif
-// A kernel of whole warps (GPTC_CUDA_FOR_WARPS, n threads in all): its lanes exchange values.
-#define GPTC_CUDA_WARP_LAUNCH(kernel, n) \
-  GPTC_LAUNCH(kernel, ::gptc::cuda::loop_blocks(n), ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
+// The same for a kernel whose threads exchange values (a warp's or a block's sums).
+#define GPTC_CUDA_BLOCK_LAUNCH(kernel, blocks) \
+  GPTC_LAUNCH(kernel, (blocks), ::gptc::cuda::kLoopThreads, ::gptc::cuda::stream())
+// A grid-stride kernel over n iterations.
+#define GPTC_CUDA_LOOP_LAUNCH(kernel, n) GPTC_CUDA_GRID_LAUNCH(kernel, ::gptc::cuda::loop_blocks(n))
 
 // In the entry: a kernel's call; with GPTC_CUDA_DEBUG=1, followed by a sync and a check that
 // names it; with GPTC_CUDA_PROFILE, between two events.

@@ -18,8 +18,8 @@
 // the last group's threads repeat iteration n - 1, and only GPTC_CUDA_COLUMN_OWNER, one
 // thread an iteration, stores its results.
 #define GPTC_CUDA_FOR_COLUMNS(i, n)                                                          \
-  for (int64_t gptc_group = (int64_t)blockIdx.x * 8, gptc_groups_end = (n);                  \
-       gptc_group < gptc_groups_end; gptc_group += (int64_t)gridDim.x * 8)                   \
+  for (int64_t gptc_group = gptc_block * 8, gptc_groups_end = (n);                           \
+       gptc_group < gptc_groups_end; gptc_group += gptc_blocks * 8)                           \
     if (const int64_t i = gptc_group + (int64_t)threadIdx.x % 8 < gptc_groups_end             \
                               ? gptc_group + (int64_t)threadIdx.x % 8                       \
                               : gptc_groups_end - 1;                                        \
@@ -136,6 +136,7 @@ template <class T, class Elem>
 __global__ void __launch_bounds__(256)
     column_reduce_sum_kernel(int64_t n, int64_t cols, Elem elem, T* __restrict out) {
   GPTC_CUDA_KERNEL_BEGIN();
+  GPTC_CUDA_GRID();
   GPTC_CUDA_FOR_COLUMNS(c, cols) {
     const T s = column_sum<T>(n, [&](int64_t i) { return elem(i, c); });
     if (GPTC_CUDA_COLUMN_OWNER) out[c] = s;
