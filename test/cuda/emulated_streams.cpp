@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +70,42 @@ TEST(EmulatedStreams, AStepsBranchesReplayWithTheirEdges) {
     ASSERT_EQ(error, "") << "call " << call;
     EXPECT_EQ(d.p[6], call * (2 + 3 + 4 + 5)) << "call " << call;
   }
+}
+
+// GPTC_CUDA_GRAPH_SHAPE: the captured step's nodes, its kernels, and the longest chain of
+// kernels each waiting for the one before: a memset, then p1, then 4 branches, then 3 in
+// turn: 9 nodes, 8 kernels, a chain of 1 + 1 + 3.
+TEST(EmulatedStreams, AStepsGraphShapeCountsItsKernelsAndLongestChain) {
+  Device d;
+  gptc::cuda::stream() = new_stream();
+  std::string error;
+  const void* buffers[] = {d.p};
+  const std::string path = ::testing::TempDir() + "graph_shape.json";
+  std::remove(path.c_str());
+  ASSERT_EQ(setenv("GPTC_CUDA_GRAPH_SHAPE", path.c_str(), 1), 0);
+  for (int call = 1; call <= 2; ++call)
+    gptc::cuda::run_step(error, buffers, 1, [&] {
+      cudaMemsetAsync(d.p + 15, 0, sizeof(int), gptc::cuda::stream());
+      GPTC_LAUNCH(combine_kernel, 1, 32, gptc::cuda::stream())(d.p, 1, 0, 1, 15);
+      {
+        gptc::cuda::Branches branches(error);
+        for (int b = 0; b < 4; ++b) {
+          branches.to(b);
+          GPTC_LAUNCH(combine_kernel, 1, 32, gptc::cuda::stream())(d.p, 2 + b, 1, b + 2, 15);
+        }
+      }
+      for (int k = 0; k < 3; ++k)
+        GPTC_LAUNCH(combine_kernel, 1, 32, gptc::cuda::stream())(d.p, 6, 2 + k, 1, 6);
+    });
+  unsetenv("GPTC_CUDA_GRAPH_SHAPE");
+  ASSERT_EQ(error, "");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr) << "no graph shape written (the second call captures)";
+  char line[256] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, f), nullptr);
+  std::fclose(f);
+  EXPECT_EQ(std::string(line),
+            "{\"nodes\": 9, \"kernels\": 8, \"longest_kernel_chain\": 5}\n");
 }
 
 // A branch launched on a stream that never waited for the fork is not in the capture: it

@@ -55,6 +55,11 @@ struct alignas(16) float4 {
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 using cudaStream_t = void*;
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0,
+  cudaGraphNodeTypeMemcpy = 1,
+  cudaGraphNodeTypeMemset = 2
+};
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorMemoryAllocation = 2,
@@ -203,6 +208,7 @@ inline uint64_t& launches() {
 struct Node {
   std::function<void()> run;
   std::vector<size_t> after;  // the records it waits for
+  cudaGraphNodeType type;     // what the record is (cudaGraphNodeGetType)
 };
 using Work = std::vector<Node>;
 struct Capture {
@@ -225,11 +231,11 @@ inline cudaError_t unsafe_call() {
 }
 // Runs `op` now, or records it while `stream` takes part in a capture.
 template <class Op>
-void enqueue(cudaStream_t stream, Op op) {
+void enqueue(cudaStream_t stream, cudaGraphNodeType type, Op op) {
   if (capturing(stream)) {
     Capture& c = *capture();
     std::vector<size_t>& tail = c.tails[stream];
-    c.work.push_back({op, tail});
+    c.work.push_back({op, tail, type});
     tail = {c.work.size() - 1};
     return;
   }
@@ -288,7 +294,7 @@ void require_device_argument(const T&) {}
 
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr) {
   gptc::cuda::emulate::require_device(p, "cudaMemsetAsync's destination");
-  gptc::cuda::emulate::enqueue(s, [=] { std::memset(p, value, bytes); });
+  gptc::cuda::emulate::enqueue(s, cudaGraphNodeTypeMemset, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 // Every copy is a memmove, done at once unless it is asynchronous (pinned_memory above).
@@ -311,7 +317,7 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
     gptc::cuda::emulate::finish_pending_copies();
     gptc::cuda::emulate::pending_copies().push_back({dst, src, bytes});
   } else {
-    gptc::cuda::emulate::enqueue(s, [=] { std::memmove(dst, src, bytes); });
+    gptc::cuda::emulate::enqueue(s, cudaGraphNodeTypeMemcpy, [=] { std::memmove(dst, src, bytes); });
   }
   return cudaSuccess;
 }
@@ -459,6 +465,30 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t = nullptr) {
   gptc::cuda::emulate::finish_pending_copies();
   gptc::cuda::emulate::replay(exec->work, ++exec->launches);
+  return cudaSuccess;
+}
+// A graph's nodes (its records) and edges (from a record to one that waits for it).
+using cudaGraphNode_t = const gptc::cuda::emulate::Node*;
+struct cudaGraphEdgeData;
+inline cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* n) {
+  if (nodes)
+    for (size_t i = 0; i < *n && i < graph->size(); ++i) nodes[i] = &(*graph)[i];
+  *n = graph->size();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t* from, cudaGraphNode_t* to,
+                                     cudaGraphEdgeData*, size_t* n) {
+  size_t m = 0;
+  for (const gptc::cuda::emulate::Node& node : *graph)
+    for (size_t a : node.after) {
+      if (from && to && m < *n) from[m] = &(*graph)[a], to[m] = &node;
+      ++m;
+    }
+  *n = m;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+  *type = node->type;
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
@@ -707,7 +737,8 @@ struct Launcher {
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
     if (!launchable(grid, block)) return;
-    enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+    enqueue(stream, cudaGraphNodeTypeKernel,
+            [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
   void run(Args... args) const {
@@ -740,7 +771,8 @@ struct SerialLauncher {
   void operator()(Args... args) const {
     (require_device_argument(args), ...);
     if (!launchable(dim3(blocks), dim3(threads))) return;
-    enqueue(stream, [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
+    enqueue(stream, cudaGraphNodeTypeKernel,
+            [self = *this, args...] { self.run(args...); });  // (a copy: the launcher is a temporary)
   }
   template <class... Args>
   void run(Args... args) const {

@@ -354,6 +354,56 @@ class Branches {
   unsigned joined_ = 0;  // the side branches that waited for the fork
 };
 
+// GPTC_CUDA_GRAPH_SHAPE=FILE: when a step's graph is captured, FILE gets its shape, one
+// JSON object: its nodes, the kernels among them, and the longest chain of kernels each
+// waiting for the one before (however wide the GPU, a replay takes at least that many
+// kernels' latencies one after another).
+inline void write_graph_shape(cudaGraph_t graph) {
+  const char* path = std::getenv("GPTC_CUDA_GRAPH_SHAPE");
+  if (!path || !*path) return;
+  size_t n = 0, m = 0;
+  cudaGraphGetNodes(graph, nullptr, &n);
+  std::vector<cudaGraphNode_t> nodes(n);
+  cudaGraphGetNodes(graph, nodes.data(), &n);
+  cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &m);
+  std::vector<cudaGraphNode_t> from(m), to(m);
+  cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &m);
+  auto index = [&](cudaGraphNode_t node) {
+    return (size_t)(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
+  };
+  // The longest chain ending at each node, counting kernels, in an order that puts each
+  // node after those it waits for (Kahn's).
+  std::vector<size_t> waiting(n, 0), chain(n, 0), ready;
+  std::vector<std::vector<size_t>> next(n);
+  for (size_t e = 0; e < m; ++e) {
+    next[index(from[e])].push_back(index(to[e]));
+    ++waiting[index(to[e])];
+  }
+  size_t kernels = 0, longest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType type;
+    cudaGraphNodeGetType(nodes[i], &type);
+    if (type == cudaGraphNodeTypeKernel) ++kernels, chain[i] = 1;
+    if (!waiting[i]) ready.push_back(i);
+  }
+  while (!ready.empty()) {
+    const size_t i = ready.back();
+    ready.pop_back();
+    longest = std::max(longest, chain[i]);
+    for (size_t j : next[i]) {
+      cudaGraphNodeType type;
+      cudaGraphNodeGetType(nodes[j], &type);
+      chain[j] = std::max(chain[j], chain[i] + (type == cudaGraphNodeTypeKernel ? 1 : 0));
+      if (--waiting[j] == 0) ready.push_back(j);
+    }
+  }
+  if (FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "{\"nodes\": %zu, \"kernels\": %zu, \"longest_kernel_chain\": %zu}\n", n,
+                 kernels, longest);
+    std::fclose(f);
+  }
+}
+
 // Runs a step's kernels (`body` launches them on stream()). The first call runs them
 // directly (the families read the device's attributes, once, outside a capture). The second
 // captures them into a CUDA graph, and that call and every later one launch the graph: one
@@ -400,6 +450,7 @@ void run_step(std::string& error, const void* const* buffers, size_t n, const Bo
       if (graph) cudaGraphDestroy(graph);
       return;
     }
+    write_graph_shape(graph);
     const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
     cudaGraphDestroy(graph);
     if (fail(made, "cudaGraphInstantiate")) {
