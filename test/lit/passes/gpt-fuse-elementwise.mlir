@@ -252,3 +252,29 @@ func.func @element_read_later(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4
   %2 = gpt.rsqrt %1 : tensor<4x1xf32>
   return %0, %2 : tensor<4x8xf32>, tensor<4x1xf32>
 }
+
+// -----
+
+// Tests that an op after a sum that reads nothing computed from it is not its epilogue,
+// even of the row's shape (a vector's sum is a row's): the squares of two gradients, each
+// summed (a gradient norm's), are two kernels that do not wait for one another, not a
+// kernel that sums the first and squares the second and another that sums those.
+// CHECK-LABEL: func.func @two_sums_of_squares
+// CHECK:      %[[A:.*]] = gpt.fused %arg0 : (tensor<8xf32>) -> tensor<1xf32> {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   gpt.mul %[[X]], %[[X]]
+// CHECK-NEXT:   gpt.reduce_sum
+// CHECK-NEXT:   gpt.yield
+// CHECK:      %[[B:.*]] = gpt.fused %arg1 : (tensor<8xf32>) -> tensor<1xf32> {
+// CHECK-NEXT: ^bb0(%[[Y:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   gpt.mul %[[Y]], %[[Y]]
+// CHECK-NEXT:   gpt.reduce_sum
+// CHECK-NEXT:   gpt.yield
+// CHECK:      return %[[A]], %[[B]]
+func.func @two_sums_of_squares(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
+  %0 = gpt.mul %a, %a : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  %2 = gpt.mul %b, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = gpt.reduce_sum %2 {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  return %1, %3 : tensor<1xf32>, tensor<1xf32>
+}
