@@ -69,6 +69,7 @@ def speed(line, where) -> dict:
             "mode": "graph" if gptc else line["mode"], "env": line.get("env", ""),
             "median_ms": line["median_ms"], "min_ms": line["min_ms"], "max_ms": line["max_ms"],
             "kernels": line.get("kernels") if gptc else line.get("kernels_per_step"),
+            "longest_kernel_chain": line.get("longest_kernel_chain") if gptc else None,
             "device_bytes": line.get("device_bytes") if gptc else line.get("peak_bytes")}
 
 

@@ -11,8 +11,11 @@
 // the step number. A run returns once the step's results are back on the host (a GPU
 // step's entry waits for its stream), so the wall time of each run is the step's. Prints
 // one JSON object: the median, minimum and maximum step in ms over STEPS steps after
-// WARMUP, the kernels a step (the manifest's count), and the bytes the step keeps on its
-// device: parameters and moments, the arena, the inputs and results.
+// WARMUP, the kernels a step, and the bytes the step keeps on its device: parameters and
+// moments, the arena, the inputs and results. A GPU step's kernels are those of the CUDA
+// graph it captured, with the longest chain of them each waiting for the one before
+// (GPTC_CUDA_GRAPH_SHAPE, gptc/cuda/generated.cuh); otherwise (the CPU, or no graph) the
+// manifest's count of kernel calls ("kernels_from" says which).
 #include <gptc/model.hpp>
 
 #include <algorithm>
@@ -23,13 +26,17 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
-// The "kernels" count of the artifact's manifest (a number after the key), or -1.
-long manifest_kernels(const std::string& dir) {
-  std::ifstream f(dir + "/manifest.json");
+// The number after "key": in a JSON file (the manifest's kernels, the graph shape's), or -1.
+long json_number(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t at = text.find("\"kernels\":");
-  return at == std::string::npos ? -1 : std::strtol(text.c_str() + at + 10, nullptr, 10);
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = text.find(quoted);
+  return at == std::string::npos ? -1
+                                 : std::strtol(text.c_str() + at + quoted.size(), nullptr, 10);
 }
 }  // namespace
 
@@ -43,6 +50,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "step_time: error: WARMUP must be >= 0 and STEPS >= 1\n");
     return 2;
   }
+  // Where a GPU step's graph writes its shape when captured (unless the caller asked).
+  const char* asked = std::getenv("GPTC_CUDA_GRAPH_SHAPE");
+  const std::string shape = asked && *asked ? asked
+                                            : "/tmp/step_time_graph_" + std::to_string(getpid()) + ".json";
+  if (!asked || !*asked) setenv("GPTC_CUDA_GRAPH_SHAPE", shape.c_str(), 1);
+  std::remove(shape.c_str());
   try {
     auto m = gptc::rt::Model::load(argv[1]);
     m->set_num_threads(0);
@@ -89,10 +102,15 @@ int main(int argc, char** argv) {
       if (k > warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
     std::sort(ms.begin(), ms.end());
+    const long graph_kernels = json_number(shape, "kernels");
+    const long chain = json_number(shape, "longest_kernel_chain");
+    if (!asked || !*asked) std::remove(shape.c_str());
     std::printf("{\"artifact\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
-                "\"min_ms\": %.4f, \"max_ms\": %.4f, \"kernels\": %ld, \"device_bytes\": %zu}\n",
+                "\"min_ms\": %.4f, \"max_ms\": %.4f, \"kernels\": %ld, \"kernels_from\": \"%s\", "
+                "\"longest_kernel_chain\": %ld, \"device_bytes\": %zu}\n",
                 argv[1], steps, warmup, ms[ms.size() / 2], ms.front(), ms.back(),
-                manifest_kernels(argv[1]), device_bytes);
+                graph_kernels >= 0 ? graph_kernels : json_number(std::string(argv[1]) + "/manifest.json", "kernels"),
+                graph_kernels >= 0 ? "graph" : "manifest", chain, device_bytes);
   } catch (const gptc::rt::Error& e) {
     std::fprintf(stderr, "step_time: error: %s\n", e.what());
     return 1;

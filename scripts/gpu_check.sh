@@ -16,7 +16,8 @@
 # torch's CUDA eager (bench/gpu_torch.py parity); a LLaMA-style relative's 20 steps bit for
 # bit against its CPU artifact's; memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
-# (mode="reduce-overhead") at the tiny and shakespeare_char sizes (step.json, speed.jsonl);
+# (mode="reduce-overhead") at the tiny and shakespeare_char sizes, with gptc's kernels a
+# step and longest chain of them as its graph holds them (step.json, speed.jsonl);
 # each step without its groups' branches or its asynchronous copies
 # (speed_variants.jsonl); then each kernel's time in a step (GPTC_CUDA_PROFILE:
 # profile_<size>.tsv).

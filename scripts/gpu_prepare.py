@@ -95,10 +95,10 @@ def build_train_step(out):
     return exe
 
 
-def train(exe, artifact, batch_file, params, losses):
+def train(exe, artifact, batch_file, params, losses, env=None):
     with open(losses, "w") as f:
         subprocess.run([exe, artifact, batch_file, str(STEPS), str(SEED), repr(LR), params],
-                       check=True, stdout=f)
+                       check=True, stdout=f, env=env)
 
 
 def main():
@@ -113,8 +113,13 @@ def main():
         case = os.path.join(out, name)
         train(exe, d["cpu"], tiny_batches, os.path.join(case, "expected.safetensors"),
               os.path.join(case, "expected_losses.txt"))
+        shape = os.path.join(case, "graph_shape.json")  # (the step's graph, as captured)
         train(exe, d["cuda-emulated"], tiny_batches, os.path.join(case, "emulated.safetensors"),
-              os.path.join(case, "emulated_losses.txt"))
+              os.path.join(case, "emulated_losses.txt"),
+              env={**os.environ, "GPTC_CUDA_GRAPH_SHAPE": shape})
+        with open(shape) as f:
+            print(f"gpu_prepare: {name}: the step's graph: {f.read().strip()}")
+        os.remove(shape)
         for a, b in (("expected_losses.txt", "emulated_losses.txt"),
                      ("expected.safetensors", "emulated.safetensors")):
             if not filecmp.cmp(os.path.join(case, a), os.path.join(case, b), shallow=False):

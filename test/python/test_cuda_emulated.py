@@ -18,7 +18,9 @@ def persistent(step):
     return {n: step.model.runtime.param(n).copy() for n in step._persistent}
 
 
-def test_ten_training_steps_with_dropout_are_the_cpus_bits(tmp_path):
+def test_ten_training_steps_with_dropout_are_the_cpus_bits(tmp_path, monkeypatch):
+    shape = tmp_path / "graph_shape.json"  # written when the step's graph is captured
+    monkeypatch.setenv("GPTC_CUDA_GRAPH_SHAPE", str(shape))
     torch.manual_seed(3)
     cfg = TinyGPTConfig(dropout=0.1)
     model = TinyGPT(cfg).train()
@@ -47,6 +49,12 @@ def test_ten_training_steps_with_dropout_are_the_cpus_bits(tmp_path):
             losses[target].append(step(x, y, lr=lr).item())
     assert losses["cpu"] == losses["cuda-emulated"]
     assert len(set(losses["cpu"])) == len(data)  # the steps train (each loss its own)
+    # The graph the steps replayed: every kernel call of the entry launches one kernel or
+    # more, and the groups' launches run beside one another, so its longest chain of
+    # kernels is shorter than the whole.
+    graph = json.loads(shape.read_text())
+    assert graph["nodes"] >= graph["kernels"] >= manifest["kernels"]
+    assert 0 < graph["longest_kernel_chain"] < graph["kernels"], graph
     cpu_state, gpu_state = persistent(steps["cpu"]), persistent(gpu)
     # every parameter (tied ones once) and both of its moments
     assert len(cpu_state) == 3 * len(list(model.parameters()))
