@@ -305,6 +305,8 @@ static BlockArgument functionArgument(Value v) {
   }
 }
 
+bool Emitter::checkedAtEntry(Value ids) { return (bool)functionArgument(ids); }
+
 /// The caller's embedding indices and cross-entropy targets, each checked once at the
 /// entry before any kernel runs (each flavour says how).
 std::vector<IdCheck> Emitter::idChecks() {

@@ -242,6 +242,9 @@ public:
   FailureOr<EmittedSource> run();
 
   std::vector<IdCheck> idChecks();
+  /// Whether `ids` are among the ids the entry checks (idChecks): an argument of the
+  /// function, through views and groups.
+  bool checkedAtEntry(Value ids);
   // Kernel bodies. Each writes the body of a kernel given parameter names in0..
   // (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);

@@ -76,8 +76,8 @@ private:
     scratchBytes = std::max(scratchBytes, bytes);
     scratchTaken = true;
   }
-  std::string crossEntropyKept(int64_t n, int64_t ignore, int64_t at);
-  std::string crossEntropyBad();
+  std::string crossEntropyBad(Value targets, int64_t at);
+  std::string crossEntropyReport(Value targets);
   std::string idChecks(ArrayRef<IdCheck> ids);
   /// The buffers a captured step's kernels read and write: the arguments, the results and
   /// the arena (the graph replays only while they stay where they were).

@@ -59,21 +59,21 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
 }
 } // namespace
 
-/// Cross-entropy's (and its gradient's) count of the rows that count, `kept`, and its error
-/// word for a target out of range, `bad`, cleared: both in the step's scratch, from byte
-/// `at`.
-std::string CudaFlavour::crossEntropyKept(int64_t n, int64_t ignore, int64_t at) {
-  needScratch(at + 16);
-  return "  int64_t* const kept = (int64_t*)(gptc_scratch + " + std::to_string(at) +
-         ");\n  unsigned* const bad = (unsigned*)(gptc_scratch + " + std::to_string(at + 8) +
-         ");\n"
-         "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n"
-         "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, gptc::cuda::stream())(" +
-         std::to_string(n) + ", " + std::to_string(ignore) + "LL, in1, kept);\n";
+/// Cross-entropy's error word for a target out of range, `bad`, cleared, in the step's
+/// scratch at byte `at`; none (a null `bad`) where the entry checked the targets before
+/// any kernel ran (Emitter::idChecks: then none can be out of range).
+std::string CudaFlavour::crossEntropyBad(Value targets, int64_t at) {
+  if (e.checkedAtEntry(targets))
+    return "  unsigned* const bad = nullptr;  // (the targets were checked at the entry)\n";
+  needScratch(at + 8);
+  return "  unsigned* const bad = (unsigned*)(gptc_scratch + " + std::to_string(at) + ");\n"
+         "  GPTC_CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(unsigned), gptc::cuda::stream()));\n";
 }
 
-/// The step's error when `bad` is set.
-std::string CudaFlavour::crossEntropyBad() {
+/// The step's error when `bad` is set (nothing where it is null).
+std::string CudaFlavour::crossEntropyReport(Value targets) {
+  if (e.checkedAtEntry(targets))
+    return "";
   return "  GPTC_CUDA_LOOP_LAUNCH(gptc::cuda::error_from_word, 1)(bad, " +
          std::to_string(errorCode("cross_entropy target out of range")) + "u);\n";
 }
@@ -179,25 +179,34 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
       .Case([&](CrossEntropyOp ce) -> LogicalResult {
         auto l = ce.getLogits().getType();
         int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
-        // The rows that count, each row's loss (one warp a row), then their canonical sum
-        // over the count: cross-entropy's CPU kernel, step by step.
-        const int64_t keptAt = (n * (int64_t)sizeof(float) + 255) / 256 * 256;
+        // Each row's loss (one warp a row), then their canonical sum over the rows that
+        // count: cross-entropy's CPU kernel, step by step.
+        const int64_t rowBytes = (n * (int64_t)sizeof(float) + 255) / 256 * 256;
+        needScratch(rowBytes);
         os << "  float* const rowLoss = (float*)gptc_scratch;\n"
-           << crossEntropyKept(n, ignore, keptAt)
+           << crossEntropyBad(ce.getTargets(), rowBytes)
            << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, " << (n + 7) / 8
            << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
            << "LL, in0, in1, rowLoss, bad);\n"
            << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, "
               "gptc::cuda::stream())("
-           << n << ", rowLoss, kept, out0);\n" << crossEntropyBad();
+           << n << ", " << ignore << "LL, in1, rowLoss, out0);\n"
+           << crossEntropyReport(ce.getTargets());
         return success();
       })
       .Case([&](CrossEntropyGradOp ce) -> LogicalResult {
         auto l = ce.getLogits().getType();
         int64_t n = l.getDimSize(0), v = l.getDimSize(1), ignore = (int64_t)ce.getIgnoreIndex();
-        os << crossEntropyKept(n, ignore, 0) << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, "
-           << (n + 7) / 8 << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
-           << "LL, in0, in1, in2, kept, out0, bad);\n" << crossEntropyBad();
+        // The rows that count, then each row's gradient scaled by their count.
+        needScratch(8);
+        os << "  int64_t* const kept = (int64_t*)gptc_scratch;\n"
+           << crossEntropyBad(ce.getTargets(), 8)
+           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_kept_kernel, 1, 256, gptc::cuda::stream())("
+           << n << ", " << ignore << "LL, in1, kept);\n"
+           << "  GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, " << (n + 7) / 8
+           << ", 256, gptc::cuda::stream())(" << n << ", " << v << ", " << ignore
+           << "LL, in0, in1, in2, kept, out0, bad);\n"
+           << crossEntropyReport(ce.getTargets());
         return success();
       })
       .Default([&](Operation *o) -> LogicalResult {

@@ -126,8 +126,8 @@ TEST(EmulatedFamilies, CrossEntropyAndGradient) {
                                                                      &kept);
   GPTC_LAUNCH(gptc::cuda::cross_entropy_rows_kernel, 2, 64, nullptr)(
       rows, v, ignore, x.data(), t.data(), row_loss.data(), &error);
-  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, nullptr)(rows, row_loss.data(),
-                                                                      &kept, loss.data());
+  GPTC_LAUNCH(gptc::cuda::cross_entropy_total_kernel, 1, 32, nullptr)(
+      rows, ignore, t.data(), row_loss.data(), loss.data());
   GPTC_LAUNCH(gptc::cuda::cross_entropy_grad_kernel, 2, 64, nullptr)(
       rows, v, ignore, x.data(), t.data(), &g, &kept, d.data(), &error);
   const float want = ref::cross_entropy(rows, v, ignore, x.data(), t.data(), g, want_d.data());

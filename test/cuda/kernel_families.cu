@@ -304,7 +304,7 @@ void check_cross_entropy(std::mt19937_64& rng) {
     gptc::cuda::cross_entropy_kept_kernel<<<1, 1024>>>(rows, ignore, dt.ptr, dkept.ptr);
     gptc::cuda::cross_entropy_rows_kernel<<<256, 256>>>(rows, v, ignore, dx.ptr, dt.ptr,
                                                        drow.ptr, derr.ptr);
-    gptc::cuda::cross_entropy_total_kernel<<<1, 32>>>(rows, drow.ptr, dkept.ptr, dloss.ptr);
+    gptc::cuda::cross_entropy_total_kernel<<<1, 32>>>(rows, ignore, dt.ptr, drow.ptr, dloss.ptr);
     gptc::cuda::cross_entropy_grad_kernel<<<256, 256>>>(rows, v, ignore, dx.ptr, dt.ptr, dg.ptr,
                                                        dkept.ptr, dd.ptr, derr.ptr);
     GPTC_CUDA_CHECK_LAUNCH("cross_entropy kernels");

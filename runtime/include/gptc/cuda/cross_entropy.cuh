@@ -5,7 +5,7 @@
 // the loss the canonical sum of the rows' losses over the rows kept (t != ignore_index);
 // the gradient (exp(x - m) / s - [k == t]) * g / kept. One warp a row. A target out of range
 // is a data error: the row gets 0 (its gradient zeros) and *error is set, as the CPU kernel
-// reports and carries on.
+// reports and carries on (`error` null: the targets were checked before, none can be).
 #pragma once
 
 #include "gptc/cuda/reduce.cuh"
@@ -53,7 +53,7 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t v, int64_t ignor
     float loss = 0;
     if (t != ignore) {
       if (t < 0 || t >= v) {
-        if (lane == 0) atomicOr(error, 1u);
+        if (error && lane == 0) atomicOr(error, 1u);
       } else {
         const float* xr = x + r * v;
         const detail::LogitStats st = detail::logit_stats(xr, v);
@@ -64,12 +64,18 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t v, int64_t ignor
   }
 }
 
-// *out = the canonical sum of row_loss / kept (one warp).
-__global__ void cross_entropy_total_kernel(int64_t rows, const float* __restrict row_loss,
-                                           const int64_t* __restrict kept, float* __restrict out) {
+// *out = the canonical sum of row_loss / kept, kept the rows whose target is not `ignore`
+// (one warp; the count an integer sum, exact in any order).
+__global__ void cross_entropy_total_kernel(int64_t rows, int64_t ignore,
+                                           const int64_t* __restrict targets,
+                                           const float* __restrict row_loss,
+                                           float* __restrict out) {
   GPTC_CUDA_KERNEL_BEGIN();
   const float total = warp_reduce_sum<float>(rows, [&](int64_t r) { return row_loss[r]; });
-  if (threadIdx.x == 0) out[0] = total / float(*kept);
+  long long kept = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += 32) kept += targets[r] != ignore;
+  for (int s = 16; s >= 1; s >>= 1) kept += __shfl_down_sync(kFullMask, kept, s);
+  if (threadIdx.x == 0) out[0] = total / float(kept);
 }
 
 // d = (exp(x - m) / s - [k == t]) * g[0] / kept; zeros for an ignored row or a bad target.
@@ -89,7 +95,7 @@ __global__ void cross_entropy_grad_kernel(int64_t rows, int64_t v, int64_t ignor
     float* dr = d + r * v;
     const int64_t t = targets[r];
     if (t == ignore || t < 0 || t >= v) {
-      if (t != ignore && lane == 0) atomicOr(error, 1u);
+      if (t != ignore && error && lane == 0) atomicOr(error, 1u);
       for (int64_t k = lane; k < v; k += 32) dr[k] = 0;
       continue;
     }
