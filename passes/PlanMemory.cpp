@@ -5,7 +5,9 @@
 // slot is taken again first-fit; adjacent free slots merge. Updates of
 // parameters and optimizer state are written in place where legal. The split of
 // the fused q/k/v projection and the concat of attention's dq/dk/dv are views
-// where attention alone reads or writes the pieces: no copy, no kernel.
+// where attention alone reads or writes the pieces, and so is a concat of vectors
+// that their kernels compute for it alone (the gradient norm's per-tensor sums): no
+// copy, no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -205,9 +207,31 @@ Value attentionGradPiece(Value v) {
   return reshape.getX();
 }
 
-/// Splits and concats along the last dim that can be views: a split of an op's result
-/// whose pieces only attention reads, a concat whose pieces attention_grad computes for it
-/// alone. Marks them (`gpt.view`).
+/// The value whose storage a concat of `v` can own, its producer writing it straight into
+/// its place, or null: attention_grad's dq, dk or dv in a concat of [B, T, C] along the last
+/// dim (attention writes rows at a pitch); in a concat of vectors, any kernel's result read
+/// by nothing else, through a reshape (a gradient norm's per-tensor sums of squares).
+Value concatPiece(ConcatOp concat, Value v) {
+  if (concat.getType().getRank() == 3 && concat.getDim() == 2)
+    return attentionGradPiece(v);
+  if (concat.getType().getRank() != 1 || !v.hasOneUse())
+    return nullptr;
+  Value root = v;
+  if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    root = reshape.getX();
+    if (!root.hasOneUse())
+      return nullptr;
+  }
+  Operation *producer = root.getDefiningOp();
+  if (!producer || !isa<func::FuncOp>(producer->getParentOp()) ||
+      isa<ConstantOp, ReshapeOp, StopGradientOp, SplitOp, ConcatOp>(producer))
+    return nullptr;
+  return root;
+}
+
+/// Splits and concats that can be views: a split along the last dim of an op's result
+/// whose pieces only attention reads, a concat whose pieces (concatPiece) are computed for
+/// it alone. Marks them (`gpt.view`).
 void markViews(Block &body) {
   for (Operation &op : body) {
     if (auto split = dyn_cast<SplitOp>(op)) {
@@ -220,15 +244,14 @@ void markViews(Block &body) {
           llvm::all_of(split.getResults(), readOnlyByAttention))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
     } else if (auto concat = dyn_cast<ConcatOp>(op)) {
-      if (concat.getType().getRank() == 3 && concat.getDim() == 2 &&
-          llvm::all_of(concat.getInputs(), [](Value v) { return (bool)attentionGradPiece(v); }))
+      if (llvm::all_of(concat.getInputs(), [&](Value v) { return (bool)concatPiece(concat, v); }))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
     }
   }
 }
 
-/// Where each piece of a split or concat along the last dim ([B, T, C_i]) starts within
-/// a row of the whole, in bytes: the widths of the pieces before it.
+/// Where each piece of a split or concat along the last dim ([B, T, C_i], or vectors)
+/// starts within a row of the whole, in bytes: the widths of the pieces before it.
 SmallVector<int64_t> columnOffsets(ValueRange pieces) {
   SmallVector<int64_t> offsets;
   int64_t at = 0;
@@ -272,7 +295,7 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     for (Operation &op : body)
       if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {
         for (auto [v, at] : llvm::zip(concat.getInputs(), columnOffsets(concat.getInputs()))) {
-          Value piece = attentionGradPiece(v);
+          Value piece = concatPiece(concat, v);
           owner[piece] = concat.getResult();
           pieceOffset[piece] = at;
         }

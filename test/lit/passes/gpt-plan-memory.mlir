@@ -158,3 +158,41 @@ func.func @not_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor
   %cat = gpt.concat %dq3, %dk3, %dv3 {dim = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
   return %y, %e, %cat, %dk : tensor<1x4x2x2xf32>, tensor<1x4x4xf32>, tensor<1x4x12xf32>, tensor<1x4x2x2xf32>
 }
+
+// -----
+
+// Tests that a concat of vectors whose pieces their kernels compute for it alone (a
+// gradient norm's per-tensor sums, one through a reshape of a scalar) is a view: each
+// piece written at its place in the concat's slot, taken when the first is computed, and
+// the concat no kernel. A piece read elsewhere too keeps it a copy.
+// CHECK-LABEL: func.func @vector_concat
+// CHECK-SAME: gpt.arena_bytes = 128 : i64
+// CHECK: gpt.reduce_sum %arg0 {{.*}}gpt.offsets = array<i64: 0>
+// CHECK: gpt.reduce_sum %arg1 {{.*}}gpt.offsets = array<i64: 4>
+// CHECK: gpt.exp %arg0 {gpt.offsets = array<i64: 64>}
+// CHECK: gpt.reduce_sum {{.*}}gpt.offsets = array<i64: 8>
+// CHECK: gpt.concat {{.*}} {dim = 0 : i64, gpt.offsets = array<i64: 0>, gpt.view}
+// CHECK: gpt.sqrt {{.*}} {gpt.offsets = array<i64: 64>}
+// COPY-LABEL: func.func @vector_concat
+// COPY-NOT: gpt.view
+func.func @vector_concat(%a: tensor<8xf32>, %b: tensor<4x2xf32>) -> tensor<3xf32> {
+  %0 = gpt.reduce_sum %a {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  %1 = gpt.reduce_sum %b {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x2xf32>) -> tensor<f32>
+  %2 = gpt.reshape %1 : (tensor<f32>) -> tensor<1xf32>
+  %3 = gpt.exp %a : tensor<8xf32>
+  %4 = gpt.reduce_sum %3 {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  %cat = gpt.concat %0, %2, %4 {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<3xf32>
+  %5 = gpt.sqrt %cat : tensor<3xf32>
+  return %5 : tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @vector_concat_read_elsewhere
+// CHECK-NOT: gpt.view
+func.func @vector_concat_read_elsewhere(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2xf32>, tensor<1xf32>) {
+  %0 = gpt.reduce_sum %a {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  %1 = gpt.reduce_sum %b {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
+  %cat = gpt.concat %0, %1 {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+  return %cat, %1 : tensor<2xf32>, tensor<1xf32>
+}
