@@ -110,11 +110,28 @@ __device__ __forceinline__ T warp_max(int64_t n, F elem) {
 // first warp adds column j row by row: partial j, elements j, j + 32, ... in increasing
 // order from T(0), as warp_reduce_sum forms it; then the butterfly. A warp alone would wait
 // on its loads; here 256 threads fetch 4,096 elements at once.
+//
+// Its shared memory is one per element type for a whole kernel, however many sums it has
+// (each call's lambda is a type of its own, and a __shared__ array in the function itself
+// would be one a call): a block's sums run one after another, each behind a barrier, and a
+// launch's blocks each run one member of a group (CudaFlavour::group), so up to a few
+// dozen sums share 16 KB rather than take 16 KB each.
+template <class T>
+struct BlockReduceShared {
+  static constexpr int kRows = 128;
+  T tile[kRows][32];
+  T result;
+};
+template <class T>
+__device__ __forceinline__ BlockReduceShared<T>& block_reduce_shared() {
+  __shared__ BlockReduceShared<T> shared;
+  return shared;
+}
 template <class T, bool Max, class F>
 __device__ T block_reduce(int64_t n, F elem) {
-  constexpr int kRows = 128;
-  __shared__ T tile[kRows][32];
-  __shared__ T result;
+  constexpr int kRows = BlockReduceShared<T>::kRows;
+  auto& tile = block_reduce_shared<T>().tile;
+  T& result = block_reduce_shared<T>().result;
   const int t = (int)threadIdx.x, threads = (int)blockDim.x;
   T p = Max ? gptc::max_identity<T>() : T(0);
   __syncthreads();  // (an earlier call's result read by every thread)

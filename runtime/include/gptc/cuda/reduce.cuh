@@ -103,10 +103,17 @@ __device__ __forceinline__ T warp_broadcast(T v) {
 // columns of a row-major array), a partial's 8 threads read one 32-byte sector and a warp 4
 // of them, where a warp or a block an output would read one element a row's stride from
 // the next. (A [16384, 384] sum is 48 blocks; with 32 outputs a block it was 12.)
+// (Its partials' shared memory is one per element type for a whole kernel, whatever the
+// call: see block_reduce_shared in gptc/cuda/generated.cuh.)
+template <class T>
+__device__ __forceinline__ T (&column_sum_shared())[32][8] {
+  __shared__ T p[32][8];  // a warp's 32 stores and loads in 32 banks
+  return p;
+}
 template <class T, class F>
 __device__ T column_sum(int64_t n, F elem) {
   constexpr int kAhead = 8;
-  __shared__ T p[32][8];  // a warp's 32 stores and loads in 32 banks
+  T (&p)[32][8] = column_sum_shared<T>();
   const int c = (int)threadIdx.x % 8, w = (int)threadIdx.x / 8;
   T acc = T(0);
   int64_t k = w;
