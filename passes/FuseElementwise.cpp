@@ -5,9 +5,9 @@
 // a region never reorders anything against the rest of the function. A
 // reduce_sum joins the run that computes its operand (unless something after
 // the kernel reads the run's values), and the ops right after it of the sum's
-// shape that compute from it join it too (its epilogue: RMSNorm's rsqrt of the
-// mean square, say); after a row's sum, so do the ops of the summed shape that
-// follow and compute from it (RMSNorm's scaling of x by it).
+// shape join it too (its epilogue: RMSNorm's rsqrt of the mean square, say);
+// after a row's sum, so do the ops of the summed shape that follow and read
+// what the run computes (RMSNorm's scaling of x by it).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -95,17 +95,15 @@ bool readsElementOf(Operation *op, ArrayRef<Operation *> run, ReduceSumOp red) {
   return false;
 }
 
-/// Whether `op` reads the sum `red` of `run` or a value computed from it (an op of `run`
-/// after it): only such ops are the sum's epilogue. (An op that reads none of them is a
-/// kernel of its own, even of the sum's shape or its row's: in the run it would wait for
-/// the sum for nothing, and an op that reads it would wait for the sum's whole kernel. The
-/// squares of one gradient after the sum of another's made the gradient norm's sums a
-/// chain of kernels each waiting for the one before.)
-bool readsSum(Operation *op, ArrayRef<Operation *> run, ReduceSumOp red) {
-  for (Operation *after : llvm::make_range(llvm::find(run, red.getOperation()), run.end()))
-    for (Value v : op->getOperands())
-      if (v.getDefiningOp() == after)
-        return true;
+/// Whether `op` reads a value an op of `run` computes. An op of a row's shape after the
+/// row's sum joins the run only then: one that reads nothing of it (the square of another
+/// gradient after the sum of one's squares) is a kernel of its own, else it waits for the
+/// sum for nothing, and a sum of it then waits for this whole kernel: the gradient norm's
+/// sums had become a chain of kernels, each waiting for the one before.
+bool readsRun(Operation *op, ArrayRef<Operation *> run) {
+  for (Value v : op->getOperands())
+    if (v.getDefiningOp() && llvm::is_contained(run, v.getDefiningOp()))
+      return true;
   return false;
 }
 
@@ -164,8 +162,8 @@ struct FuseElementwisePass : gpt::impl::FuseElementwiseBase<FuseElementwisePass>
         bool ofSum = shapeOf(&op) == shapeOf(sum);
         bool ofRow = !ofSum && shapeOf(&op) == sum.getX().getType().getShape() &&
                      FusedOp::sumsRows(sum);
-        if (readsSum(&op, run, sum) &&
-            ((ofSum && !post && !readsElementOf(&op, run, sum)) || ofRow)) {
+        if ((ofSum && !post && !readsElementOf(&op, run, sum)) ||
+            (ofRow && readsRun(&op, run))) {
           post |= ofRow;
           run.push_back(&op);
           continue;

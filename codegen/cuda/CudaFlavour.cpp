@@ -196,18 +196,18 @@ LogicalResult CudaFlavour::group(HorizontalOp op, const std::string &name,
     if (failed(s))
       return failure();
     s->args = m.args;
-    llvm::SetVector<Value> values;
-    if (!used.empty())
-      values = used.back();
-    values.insert(member->operand_begin(), member->operand_end());
-    values.insert(member->result_begin(), member->result_end());
-    if (merged.empty() || values.size() * sizeof(void *) > kParameterBytes) {
+    SmallVector<Value> values(member->getOperands());
+    llvm::append_range(values, member->getResults());
+    const size_t fresh =
+        used.empty() ? values.size() : llvm::count_if(values, [&](Value v) {
+          return !used.back().contains(v);
+        });
+    if (merged.empty() || (used.back().size() + fresh) * sizeof(void *) > kParameterBytes) {
       merged.emplace_back();
       used.emplace_back();
     }
     merged.back().push_back(*s);
-    used.back().insert(member->operand_begin(), member->operand_end());
-    used.back().insert(member->result_begin(), member->result_end());
+    used.back().insert(values.begin(), values.end());
   }
   // A merged launch's parameters: the group's that its members use, in the group's order.
   const std::string pointer = e.aliasing ? "* " : "* __restrict ";

@@ -255,8 +255,8 @@ func.func @element_read_later(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4
 
 // -----
 
-// Tests that an op after a sum that reads nothing computed from it is not its epilogue,
-// even of the row's shape (a vector's sum is a row's): the squares of two gradients, each
+// Tests that an op of the row's shape after a row's sum (a vector's sum is a row's) that
+// reads nothing the run computes is not its epilogue: the squares of two gradients, each
 // summed (a gradient norm's), are two kernels that do not wait for one another, not a
 // kernel that sums the first and squares the second and another that sums those.
 // CHECK-LABEL: func.func @two_sums_of_squares
