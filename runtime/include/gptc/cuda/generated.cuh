@@ -309,10 +309,10 @@ inline bool branches_on() {
 }
 
 // A gpt.horizontal's launches as parallel branches of the step (codegen writes one of these
-// into each group of several, CudaFlavour::group): to(b) sends the launches after it to branch b, 0
-// being the step's stream and the others side streams that first wait for what the step's
-// stream had queued before the group (not the group's own members); at the group's end
-// the step's stream waits for every branch. Captured into the step's graph, the waits are
+// into each group of several launches, CudaFlavour::group): to(b) sends the launches after
+// it to branch b, 0 being the step's stream and the others side streams that first wait
+// for what the step's stream had queued before the group (not the group's own members);
+// at the group's end the step's stream waits for every branch. Captured into the step's graph, the waits are
 // its edges: the branches' kernels may run side by side, and nothing after the group
 // starts before all of them end. Each kernel computes what it computed in turn: the same
 // bits. Off (everything on the step's stream) with GPTC_CUDA_BRANCHES=0, and under
