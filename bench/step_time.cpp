@@ -50,11 +50,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "step_time: error: WARMUP must be >= 0 and STEPS >= 1\n");
     return 2;
   }
-  // Where a GPU step's graph writes its shape when captured (unless the caller asked).
+  // Where a GPU step's graph writes its shape when captured: the caller's file, or one of
+  // ours, removed after.
   const char* asked = std::getenv("GPTC_CUDA_GRAPH_SHAPE");
-  const std::string shape = asked && *asked ? asked
-                                            : "/tmp/step_time_graph_" + std::to_string(getpid()) + ".json";
-  if (!asked || !*asked) setenv("GPTC_CUDA_GRAPH_SHAPE", shape.c_str(), 1);
+  const bool ours = !asked || !*asked;
+  const std::string shape =
+      ours ? "/tmp/step_time_graph_" + std::to_string(getpid()) + ".json" : asked;
+  if (ours) setenv("GPTC_CUDA_GRAPH_SHAPE", shape.c_str(), 1);
   std::remove(shape.c_str());
   try {
     auto m = gptc::rt::Model::load(argv[1]);
@@ -104,12 +106,13 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     const long graph_kernels = json_number(shape, "kernels");
     const long chain = json_number(shape, "longest_kernel_chain");
-    if (!asked || !*asked) std::remove(shape.c_str());
+    if (ours) std::remove(shape.c_str());
     std::printf("{\"artifact\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
                 "\"min_ms\": %.4f, \"max_ms\": %.4f, \"kernels\": %ld, \"kernels_from\": \"%s\", "
                 "\"longest_kernel_chain\": %ld, \"device_bytes\": %zu}\n",
                 argv[1], steps, warmup, ms[ms.size() / 2], ms.front(), ms.back(),
-                graph_kernels >= 0 ? graph_kernels : json_number(std::string(argv[1]) + "/manifest.json", "kernels"),
+                graph_kernels >= 0 ? graph_kernels
+                                   : json_number(std::string(argv[1]) + "/manifest.json", "kernels"),
                 graph_kernels >= 0 ? "graph" : "manifest", chain, device_bytes);
   } catch (const gptc::rt::Error& e) {
     std::fprintf(stderr, "step_time: error: %s\n", e.what());

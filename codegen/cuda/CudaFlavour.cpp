@@ -155,9 +155,8 @@ LogicalResult CudaFlavour::function(const std::string &name, Operation *op, raw_
     s->args.push_back("in" + std::to_string(j));
   for (size_t j = 0; j < op->getNumResults(); ++j)
     s->args.push_back("out" + std::to_string(j));
-  std::string params = e.signature(name, op->getOperands(), op->getResults());
-  params = params.substr(params.find('(') + 1);
-  params.pop_back();  // the parameters alone
+  std::string params = host.substr(host.find('(') + 1);
+  params.pop_back();  // the host function's parameters alone
   const std::string call = launch(name + "_grid", *s, params, os);
   os << host << " {\n  " << call << "(" << llvm::join(s->args, ", ") << ");\n}\n\n";
   return success();

@@ -388,9 +388,9 @@ inline void write_graph_shape(cudaGraph_t graph) {
   auto index = [&](cudaGraphNode_t node) {
     return (size_t)(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
   };
-  // The longest chain ending at each node, counting kernels, in an order that puts each
-  // node after those it waits for (Kahn's).
-  std::vector<size_t> waiting(n, 0), chain(n, 0), ready;
+  // The longest chain ending at each node, counting kernels (`kernel`: 1 for a kernel
+  // node), in an order that puts each node after those it waits for (Kahn's).
+  std::vector<size_t> kernel(n, 0), waiting(n, 0), chain(n, 0), ready;
   std::vector<std::vector<size_t>> next(n);
   for (size_t e = 0; e < m; ++e) {
     next[index(from[e])].push_back(index(to[e]));
@@ -400,7 +400,8 @@ inline void write_graph_shape(cudaGraph_t graph) {
   for (size_t i = 0; i < n; ++i) {
     cudaGraphNodeType type;
     cudaGraphNodeGetType(nodes[i], &type);
-    if (type == cudaGraphNodeTypeKernel) ++kernels, chain[i] = 1;
+    kernel[i] = chain[i] = type == cudaGraphNodeTypeKernel ? 1 : 0;
+    kernels += kernel[i];
     if (!waiting[i]) ready.push_back(i);
   }
   while (!ready.empty()) {
@@ -408,9 +409,7 @@ inline void write_graph_shape(cudaGraph_t graph) {
     ready.pop_back();
     longest = std::max(longest, chain[i]);
     for (size_t j : next[i]) {
-      cudaGraphNodeType type;
-      cudaGraphNodeGetType(nodes[j], &type);
-      chain[j] = std::max(chain[j], chain[i] + (type == cudaGraphNodeTypeKernel ? 1 : 0));
+      chain[j] = std::max(chain[j], chain[i] + kernel[j]);
       if (--waiting[j] == 0) ready.push_back(j);
     }
   }
