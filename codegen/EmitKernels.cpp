@@ -32,13 +32,6 @@ namespace mlir::gpt::emit {
 
 RankedTensorType ttype(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> s(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    s[d] = s[d + 1] * shape[d + 1];
-  return s;
-}
-
 /// " (model.py:42)" for a file location, "" otherwise; it goes into a // comment of the
 /// generated source, so the file name keeps only characters that cannot end the comment
 /// or continue it (a newline in a location's name pasted code into kernels.cpp).
@@ -67,13 +60,31 @@ std::string elementList(DenseElementsAttr value, Type elem) {
   return list;
 }
 
-/// Strides of `operand` (shape `from`) seen through numpy broadcasting to `to`.
-SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  SmallVector<int64_t> own = rowMajorStrides(from), out(to.size(), 0);
+/// Strides `own` of an operand of shape `from` seen through numpy broadcasting to `to`.
+static SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> own,
+                                             ArrayRef<int64_t> to) {
+  SmallVector<int64_t> out(to.size(), 0);
   size_t lead = to.size() - from.size();
   for (size_t d = 0; d < from.size(); ++d)
     out[lead + d] = from[d] == 1 && to[lead + d] != 1 ? 0 : own[d];
   return out;
+}
+
+/// The value that `v` stands for: itself, or for a block argument of a gpt.horizontal the
+/// group's operand.
+static Value outerValue(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto h = dyn_cast<HorizontalOp>(arg.getOwner()->getParentOp()))
+      return h->getOperand(arg.getArgNumber());
+  return v;
+}
+
+Access Emitter::operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape) {
+  ArrayRef<int64_t> from = ttype(v).getShape();
+  std::optional<StridedView> view = stridedView(outerValue(v));
+  if (!view) // gpt-strided-views marks no view that has no strides
+    view = StridedView{v, 0, rowMajorStrides(from)};
+  return {buf.str(), view->base, broadcastStrides(from, view->strides, shape)};
 }
 
 /// Emits, inside a loop over linear index `i` of `shape`, the offsets
@@ -241,8 +252,10 @@ FailureOr<EmittedSource> Emitter::run() {
       }
       continue;
     }
-    if (isa<ReshapeOp, StopGradientOp>(op)) {
-      pointers[op.getResult(0)] = pointerOf(op.getOperand(0));
+    if (isa<ReshapeOp, StopGradientOp>(op) || op.hasAttr(kStridedAttr)) {
+      // Its readers index the operand's buffer (operandAccess).
+      for (Value r : op.getResults())
+        pointers[r] = pointerOf(op.getOperand(0));
       continue;
     }
     if (op.hasAttr(kViewAttr))
@@ -408,7 +421,7 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   ArrayRef<int64_t> shape = ttype(op->getResult(0)).getShape();
   SmallVector<Access> accesses;
   for (auto [j, v] : llvm::enumerate(op->getOperands()))
-    accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
+    accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
   os << "  " << loop("i", ttype(op->getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
   SmallVector<std::string> loads;
@@ -464,7 +477,7 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
     if (isRng(arg) || !read)
       continue;
     loaded.push_back(j);
-    accesses.push_back({"in" + std::to_string(j), 0, broadcastStrides(ttype(v).getShape(), shape)});
+    accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
   }
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
   for (BlockArgument arg : body.getArguments())
@@ -734,6 +747,10 @@ static std::optional<std::string> geluArrayCall(Operation *op) {
 }
 
 LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
+  if (!readsThroughStrides(op))
+    for (Value v : op->getOperands())
+      if (isStrided(outerValue(v)))
+        return op->emitError("internal: reads a strided view, but not through strides");
   if (std::optional<std::string> call =
           flavour->arrayForms() ? geluArrayCall(op) : std::nullopt) {
     // Chunks of 2048 elements over the threads.

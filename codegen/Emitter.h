@@ -27,7 +27,6 @@ namespace mlir::gpt::emit {
 
 /// The tensor type of a value.
 RankedTensorType ttype(Value v);
-SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 /// " (model.py:42)" for a file location, "" otherwise.
 std::string describeLoc(Location loc);
 
@@ -40,9 +39,6 @@ struct Access {
 
 /// A constant's elements as C literals, comma-separated (the flavours' array initialisers).
 std::string elementList(DenseElementsAttr value, Type elem);
-
-/// Strides of an operand of shape `from` seen through numpy broadcasting to `to`.
-SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
 
 /// Emits, inside a loop over linear index `i` of `shape`, the decoding of each access's
 /// offset, and returns the offset expression per access.
@@ -250,6 +246,9 @@ public:
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
+  /// How a kernel over `shape` reads operand `v` (named `buf` in it): numpy broadcasting
+  /// over its dense buffer, or over the buffer a strided view reads in place.
+  Access operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape);
   DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask for element i
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);

@@ -3,6 +3,8 @@
 
 #include "ir/GptDialect.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 #include <algorithm>
 
 using namespace mlir;
@@ -29,4 +31,115 @@ int64_t mlir::gpt::viewRowPitch(Value v) {
       if (auto concat = dyn_cast<ConcatOp>(*r->getUsers().begin()); concat && concat->hasAttr(kViewAttr))
         return concat.getType().getShape().back();
   return 0;
+}
+
+SmallVector<int64_t> mlir::gpt::rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+/// The strides of `to`, the same elements as `from` (with `strides`) in another shape, or
+/// nullopt. Walking both shapes from the innermost dim, `from` splits into runs of dims
+/// each evenly spaced (a dim's stride is the size times the stride of the one after it);
+/// `to`'s dims must tile those runs exactly, each run's dims spaced from its innermost
+/// stride. Dims of size 1 go anywhere.
+static std::optional<SmallVector<int64_t>> reshapeStrides(ArrayRef<int64_t> from,
+                                                         ArrayRef<int64_t> strides,
+                                                         ArrayRef<int64_t> to) {
+  SmallVector<int64_t> out(to.size(), 0);
+  int64_t t = (int64_t)to.size() - 1;
+  int64_t f = (int64_t)from.size() - 1;
+  while (f >= 0) {
+    if (from[f] == 1) {
+      --f;
+      continue;
+    }
+    // A run: from[f] down to from[g], evenly spaced.
+    int64_t step = strides[f], run = from[f];
+    int64_t g = f;
+    while (g > 0 && (from[g - 1] == 1 || strides[g - 1] == run * step)) {
+      --g;
+      run *= from[g];
+    }
+    int64_t made = 1;
+    while (t >= 0 && (made < run || to[t] == 1)) {
+      out[t] = made * step;
+      made *= to[t];
+      --t;
+    }
+    if (made != run)
+      return std::nullopt;
+    f = g - 1;
+  }
+  for (; t >= 0; --t) {
+    if (to[t] != 1)
+      return std::nullopt;
+    out[t] = 1;
+  }
+  return out;
+}
+
+std::optional<StridedView> mlir::gpt::stridedView(Value v) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  Operation *def = v.getDefiningOp();
+  bool through = def && (isa<ReshapeOp, StopGradientOp>(def) || def->hasAttr(kStridedAttr));
+  if (!through)
+    return StridedView{v, 0, rowMajorStrides(shape)};
+  Value x = def->getOperand(0);
+  std::optional<StridedView> view = stridedView(x);
+  if (!view)
+    return std::nullopt;
+  ArrayRef<int64_t> from = cast<RankedTensorType>(x.getType()).getShape();
+  SmallVector<int64_t> &s = view->strides;
+  bool ok = llvm::TypeSwitch<Operation *, bool>(def)
+                .Case([&](ReshapeOp) {
+                  std::optional<SmallVector<int64_t>> r = reshapeStrides(from, s, shape);
+                  if (r)
+                    s = *r;
+                  return r.has_value();
+                })
+                .Case([&](TransposeOp t) {
+                  SmallVector<int64_t> permuted;
+                  for (int64_t p : t.getPerm())
+                    permuted.push_back(s[p]);
+                  s = permuted;
+                  return true;
+                })
+                .Case([&](SplitOp split) {
+                  int64_t dim = split.getDim(), start = 0;
+                  for (Value piece : split.getResults()) {
+                    if (piece == v)
+                      break;
+                    start += cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+                  }
+                  view->base += start * s[dim];
+                  return true;
+                })
+                .Case([&](SliceOp slice) {
+                  int64_t dim = slice.getDim();
+                  view->base += (int64_t)slice.getStart() * s[dim];
+                  s[dim] *= (int64_t)slice.getStep();
+                  return true;
+                })
+                .Default([](Operation *) { return true; }); // stop_gradient
+  if (!ok)
+    return std::nullopt;
+  return view;
+}
+
+bool mlir::gpt::isStrided(Value v) {
+  for (Operation *def = v.getDefiningOp(); def && isa<ReshapeOp, StopGradientOp>(def);
+       def = def->getOperand(0).getDefiningOp())
+    v = def->getOperand(0);
+  Operation *def = v.getDefiningOp();
+  return def && def->hasAttr(kStridedAttr);
+}
+
+bool mlir::gpt::readsThroughStrides(Operation *op) {
+  if (auto fused = dyn_cast<FusedOp>(op))
+    return !fused.getReduction();
+  return isa<ElementwiseOpInterface>(op) &&
+         !isa<DropoutOp, GeluOp, GeluGradOp, GeluKeepErfOp>(op);
 }

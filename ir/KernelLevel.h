@@ -9,6 +9,9 @@
 #define GPTC_IR_KERNELLEVEL_H
 
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
 
 namespace mlir::gpt {
 
@@ -26,6 +29,32 @@ inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
 /// split's results are strided views of its operand's buffer; a concat's operands are
 /// written into its result's buffer by the ops that compute them.
 inline constexpr StringLiteral kViewAttr = "gpt.view";
+
+/// On a gpt.transpose, gpt.split or gpt.slice that is a strided view (gpt-strided-views):
+/// no kernel and no buffer of its own; the elementwise kernels that read its results read
+/// them in place, in its operand's buffer, through strides.
+inline constexpr StringLiteral kStridedAttr = "gpt.strided";
+
+/// The strides of a dense row-major tensor of `shape`, in elements.
+SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
+
+/// Where the elements of a value live: element (i_0, ..., i_n) at `base + sum i_d *
+/// strides[d]` in the buffer of `root`, a value with a dense buffer of its own.
+struct StridedView {
+  Value root;
+  int64_t base = 0;
+  SmallVector<int64_t> strides;
+};
+/// `v` through reshapes, stop_gradients and strided views (kStridedAttr) to the buffer it
+/// lives in; `v` itself, dense, when it has one. nullopt where a reshape of a strided view
+/// has no strides (it merges dims that are not evenly spaced).
+std::optional<StridedView> stridedView(Value v);
+/// Whether `v` is read through a strided view: its elements are not dense in a buffer.
+bool isStrided(Value v);
+/// Whether every operand of `op` is read element by element through a StridedView's
+/// strides: a gpt.fused without a sum, or a lone elementwise op (but for the exact GELU
+/// and its gradient, which have array forms over dense operands, and a dropout).
+bool readsThroughStrides(Operation *op);
 
 /// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
 int64_t elementBytes(Value v);

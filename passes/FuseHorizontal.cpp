@@ -2,7 +2,7 @@
 //
 // Greedy over program order: consecutive kernels none of which reads another's
 // result become one gpt.horizontal op (one parallel region). Views (reshape,
-// stop_gradient) and constants between them move above the group, or below it
+// stop_gradient, strided views) and constants between them move above the group, or below it
 // when they view a member's result; anything else ends the group. Nothing is
 // reordered against a dependency, and each member computes what it computed
 // alone.
@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "ir/GptDialect.h"
+#include "ir/KernelLevel.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -25,8 +26,11 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// Ops that cost no kernel: they alias or are static data.
-bool isView(Operation *op) { return isa<ReshapeOp, StopGradientOp, ConstantOp>(op); }
+/// Ops that cost no kernel: they alias, are read in place (gpt-strided-views), or are
+/// static data.
+bool isView(Operation *op) {
+  return isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op->hasAttr(kStridedAttr);
+}
 
 /// Kernels whose code is only parallel loops over independent outputs (so they can share
 /// a parallel region). Cross-entropy's loss is one serial sum: it stays alone.

@@ -290,6 +290,29 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 
+def StridedViews : Pass<"gpt-strided-views", "mlir::func::FuncOp"> {
+  let summary = "Transposes, splits and slices that elementwise kernels read in place";
+  let description = [{
+    A gpt.transpose, gpt.split or gpt.slice whose results (through reshapes)
+    only elementwise kernels read (a gpt.fused without a sum, or a lone
+    elementwise op other than the exact GELU's and a dropout) becomes a strided
+    view, marked `gpt.strided`: no kernel and no buffer; its readers index its
+    operand's buffer through strides. A reader that needs a dense buffer (a
+    matmul, attention, a copy, the function's return) keeps the op a kernel,
+    and so does a reshape that merges dims the view does not space evenly.
+    Reading the same elements in place changes no bit (gptc compile -O0 skips
+    this pass).
+
+    ```mlir
+    %t = gpt.transpose %x {perm = array<i64: 0, 2, 1, 3>} : ...
+    %a:2 = gpt.split %t {dim = 3 : i64} : ...
+    %r = gpt.fused %a#0, %a#1, %cos : ...
+    ```
+    The transpose and the split get `gpt.strided`; the fused kernel reads x.
+  }];
+  let dependentDialects = ["mlir::gpt::GptDialect"];
+}
+
 def FuseHorizontal : Pass<"gpt-fuse-horizontal", "mlir::func::FuncOp"> {
   let summary = "Group consecutive independent kernels into one gpt.horizontal kernel";
   let description = [{

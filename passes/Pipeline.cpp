@@ -31,7 +31,8 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
     return;
   // An exact GELU keeps its erf for its gradient, or the backward computes the GELU's and
   // the LayerNorms' outputs again (as the target asks). Runs of elementwise ops become one
-  // kernel each; every other op is a kernel. Then consecutive independent kernels share
+  // kernel each, reading the transposes, splits and slices that only they read in place;
+  // every other op is a kernel. Then consecutive independent kernels share
   // one parallel region (for the GPU, each weight gradient first moved beside the next
   // input gradient, so that the two run side by side).
   if (options.fuse) {
@@ -41,6 +42,7 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
       pm.addNestedPass<func::FuncOp>(createRecomputeActivations());
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+    pm.addNestedPass<func::FuncOp>(createStridedViews());
     if (options.pairWeightGradients)
       pm.addNestedPass<func::FuncOp>(createPairWeightGradients());
     pm.addNestedPass<func::FuncOp>(createFuseHorizontal());

@@ -7,7 +7,8 @@
 // the fused q/k/v projection and the concat of attention's dq/dk/dv are views
 // where attention alone reads or writes the pieces, and so is a concat of vectors
 // that their kernels compute for it alone (the gradient norm's per-tensor sums): no
-// copy, no kernel.
+// copy, no kernel. A strided view (gpt-strided-views) lives in its operand's buffer,
+// which lives until the view's last reader has run.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -148,8 +149,8 @@ DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *
     while (!aliases.empty() && !readLater) {
       Value v = aliases.pop_back_val();
       for (Operation *u : v.getUsers()) {
-        if (isa<ReshapeOp, StopGradientOp>(u))
-          aliases.push_back(u->getResult(0));
+        if (isa<ReshapeOp, StopGradientOp>(u) || u->hasAttr(kStridedAttr))
+          llvm::append_range(aliases, u->getResults());
         else if (u != def && !isa<func::ReturnOp>(u) &&
                  position.lookup(u) >= position.lookup(def))
           readLater = true;
@@ -305,7 +306,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     unsigned index = 0;
     for (Operation &op : body) {
       position[&op] = index;
-      if (isa<ReshapeOp, StopGradientOp>(op) || (isa<SplitOp>(op) && op.hasAttr(kViewAttr)))
+      if (isa<ReshapeOp, StopGradientOp>(op) || op.hasAttr(kStridedAttr) ||
+          (isa<SplitOp>(op) && op.hasAttr(kViewAttr)))
         for (Value r : op.getResults())
           owner[r] = ownerOf(op.getOperand(0));
       for (Value operand : op.getOperands())
@@ -318,7 +320,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     FreeList arena(gap);
     DenseMap<Value, int64_t> slot;
     for (Operation &op : body) {
-      if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.getNumResults() == 0) {
+      if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.hasAttr(kStridedAttr) ||
+          op.getNumResults() == 0) {
         // no storage of their own
       } else if (op.hasAttr(kViewAttr)) {
         // A split's pieces at their columns of its operand's slot; a concat in the slot its

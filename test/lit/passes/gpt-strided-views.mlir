@@ -1,0 +1,61 @@
+// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-strided-views))" | FileCheck %s
+
+// Tests rotary embeddings' shape: a transpose split into halves that elementwise kernels
+// alone read (a lone op and a gpt.fused) becomes two strided views.
+// CHECK-LABEL: func.func @rotary
+// CHECK: gpt.transpose %arg0 {gpt.strided,
+// CHECK: gpt.split %{{.*}} {dim = 2 : i64, gpt.strided}
+// CHECK: gpt.mul
+// CHECK: gpt.fused
+func.func @rotary(%x: tensor<2x4x6xf32>, %c: tensor<6x2xf32>) -> (tensor<2x6x2xf32>, tensor<2x6x2xf32>) {
+  %t = gpt.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x4x6xf32>) -> tensor<2x6x4xf32>
+  %h:2 = gpt.split %t {dim = 2 : i64} : (tensor<2x6x4xf32>) -> (tensor<2x6x2xf32>, tensor<2x6x2xf32>)
+  %a = gpt.mul %h#0, %c : (tensor<2x6x2xf32>, tensor<6x2xf32>) -> tensor<2x6x2xf32>
+  %b = gpt.fused %h#1, %c : (tensor<2x6x2xf32>, tensor<6x2xf32>) -> tensor<2x6x2xf32> {
+  ^bb0(%p: tensor<2x6x2xf32>, %q: tensor<6x2xf32>):
+    %0 = gpt.mul %p, %q : (tensor<2x6x2xf32>, tensor<6x2xf32>) -> tensor<2x6x2xf32>
+    %1 = gpt.neg %0 : tensor<2x6x2xf32>
+    gpt.yield %1 : tensor<2x6x2xf32>
+  }
+  return %a, %b : tensor<2x6x2xf32>, tensor<2x6x2xf32>
+}
+
+// -----
+
+// Tests readers that need a dense buffer: a matmul, the function's return, a sum and an
+// exact GELU (its array form) each keep the op they read a kernel; and so does a
+// transpose read only by another transpose that a matmul reads (unmarked in turn).
+// CHECK-LABEL: func.func @dense_readers
+// CHECK-NOT: gpt.strided
+func.func @dense_readers(%x: tensor<4x8xf32>, %w: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8x4xf32>, tensor<4x4xf32>) {
+  %t = gpt.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %m = gpt.matmul %w, %t {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %r = gpt.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %s0 = gpt.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %s = gpt.reduce_sum %s0 {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<8x4xf32>) -> tensor<8xf32>
+  %g0 = gpt.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %g = gpt.gelu %g0 {approximate = #gpt.approximate<none>} : tensor<8x4xf32>
+  %u = gpt.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %v = gpt.transpose %u {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %n = gpt.matmul %v, %t {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  return %m, %r, %s, %g, %n : tensor<4x4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Tests a reshape between a view and its reader: splitting a dim keeps the strides (the
+// transpose is a view); merging two dims that the transpose does not space evenly has
+// none (it stays a kernel).
+// CHECK-LABEL: func.func @reshapes
+// CHECK: gpt.transpose %arg0 {gpt.strided,
+// CHECK: gpt.transpose %arg0 {perm
+// CHECK-NOT: gpt.strided
+func.func @reshapes(%x: tensor<2x3x4xf32>) -> (tensor<3x2x2x2xf32>, tensor<6x4xf32>) {
+  %t = gpt.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %s = gpt.reshape %t : (tensor<3x2x4xf32>) -> tensor<3x2x2x2xf32>
+  %a = gpt.neg %s : tensor<3x2x2x2xf32>
+  %u = gpt.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %m = gpt.reshape %u : (tensor<3x2x4xf32>) -> tensor<6x4xf32>
+  %b = gpt.neg %m : tensor<6x4xf32>
+  return %a, %b : tensor<3x2x2x2xf32>, tensor<6x4xf32>
+}
