@@ -79,6 +79,23 @@ static Value outerValue(Value v) {
   return v;
 }
 
+/// The value that `r`, a result computed inside a gpt.horizontal, is outside it.
+static Value outerResult(Value r) {
+  for (OpOperand &use : r.getUses())
+    if (isa<YieldOp>(use.getOwner()))
+      if (auto h = dyn_cast<HorizontalOp>(use.getOwner()->getParentOp()))
+        return h->getResult(use.getOperandNumber());
+  return r;
+}
+
+Access Emitter::resultAccess(Value r, StringRef buf) {
+  ArrayRef<int64_t> shape = ttype(r).getShape();
+  std::optional<StridedView> view = writtenView(outerResult(r));
+  if (!view) // gpt-strided-views gathers no op whose operands have no strides
+    view = StridedView{r, 0, rowMajorStrides(shape)};
+  return {buf.str(), view->base, view->strides};
+}
+
 Access Emitter::operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape) {
   ArrayRef<int64_t> from = ttype(v).getShape();
   std::optional<StridedView> view = stridedView(outerValue(v));
@@ -258,8 +275,8 @@ FailureOr<EmittedSource> Emitter::run() {
         pointers[r] = pointerOf(op.getOperand(0));
       continue;
     }
-    if (op.hasAttr(kViewAttr))
-      continue; // a split or concat that attention reads or writes in place
+    if (op.hasAttr(kViewAttr) || op.hasAttr(kGatheredAttr))
+      continue; // a split or concat that attention reads or writes in place, or a gather
 
     if (auto c = dyn_cast<ConstantOp>(op)) {
       pointers[c.getResult()] = flavour->constant(c, "c" + std::to_string(numConstants++));
@@ -422,12 +439,13 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   SmallVector<Access> accesses;
   for (auto [j, v] : llvm::enumerate(op->getOperands()))
     accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
+  accesses.push_back(resultAccess(op->getResult(0), "out0"));
   os << "  " << loop("i", ttype(op->getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
   SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
   SmallVector<std::string> loads;
-  for (size_t j = 0; j < accesses.size(); ++j)
+  for (size_t j = 0; j + 1 < accesses.size(); ++j)
     loads.push_back("in" + std::to_string(j) + "[" + offs[j] + "]");
-  os << "    out0[i] = " << substitute(expr.str(), loads) << ";\n  }\n";
+  os << "    out0[" << offs.back() << "] = " << substitute(expr.str(), loads) << ";\n  }\n";
   return success();
 }
 
@@ -530,8 +548,21 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   auto names = emitFusedBody(op, shape, os, indent);
   if (failed(names))
     return failure();
+  // Results gathered into a wider buffer are stored at their offsets there, decoded in a
+  // block of their own.
+  SmallVector<Access> stores;
+  for (auto [j, r] : llvm::enumerate(op.getResults()))
+    stores.push_back(resultAccess(r, "out" + std::to_string(j)));
+  bool gathered = llvm::any_of(op.getResults(), [](Value r) { return isGathered(outerResult(r)); });
+  std::string at = gathered ? indent + "  " : indent;
+  if (gathered)
+    os << indent << "{\n";
+  SmallVector<std::string> offs = gathered ? emitOffsets(os, shape, stores, at)
+                                           : SmallVector<std::string>(stores.size(), "i");
   for (auto [j, v] : llvm::enumerate(yield->getOperands()))
-    os << indent << "out" << j << "[i] = " << names->lookup(v) << ";\n";
+    os << at << "out" << j << "[" << offs[j] << "] = " << names->lookup(v) << ";\n";
+  if (gathered)
+    os << indent << "}\n";
   if (drops.empty())
     os << "  }\n";
   else
@@ -751,6 +782,10 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
     for (Value v : op->getOperands())
       if (isStrided(outerValue(v)))
         return op->emitError("internal: reads a strided view, but not through strides");
+  if (!writesThroughStrides(op))
+    for (Value r : op->getResults())
+      if (isGathered(outerResult(r)))
+        return op->emitError("internal: its result is gathered, but not written through strides");
   if (std::optional<std::string> call =
           flavour->arrayForms() ? geluArrayCall(op) : std::nullopt) {
     // Chunks of 2048 elements over the threads.
@@ -804,7 +839,7 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         SmallVector<int64_t> in = rowMajorStrides(t.getX().getType().getShape()), src;
         for (int64_t p : t.getPerm())
           src.push_back(in[p]);
-        emitCopyLoop(os, shape, {"out0", 0, rowMajorStrides(shape)}, {"in0", 0, src});
+        emitCopyLoop(os, shape, resultAccess(t.getResult(), "out0"), {"in0", 0, src});
         return success();
       })
       .Case([&](SliceOp s) {

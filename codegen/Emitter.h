@@ -249,6 +249,9 @@ public:
   /// How a kernel over `shape` reads operand `v` (named `buf` in it): numpy broadcasting
   /// over its dense buffer, or over the buffer a strided view reads in place.
   Access operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape);
+  /// Where a kernel writes its result `r` (named `buf` in it): its dense buffer, or its
+  /// place in a gathered op's buffer (writtenView).
+  Access resultAccess(Value r, StringRef buf);
   DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask for element i
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);

@@ -93,7 +93,7 @@ void mlir::gpt::printStats(func::FuncOp fn, raw_ostream &os) {
   os << llvm::format("%-6s %-22s %14s %14s  %s\n", "kernel", "op", "FLOPs", "bytes", "source");
   for (Operation &op : fn.getBody().front()) {
     if (isa<ReshapeOp, StopGradientOp, ConstantOp, func::ReturnOp>(op) || op.hasAttr(kViewAttr) ||
-        op.hasAttr(kStridedAttr))
+        op.hasAttr(kStridedAttr) || op.hasAttr(kGatheredAttr))
       continue;
     int64_t f = flopsOf(&op), moved = 0;
     for (Value v : op.getOperands())

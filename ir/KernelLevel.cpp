@@ -143,3 +143,52 @@ bool mlir::gpt::readsThroughStrides(Operation *op) {
   return isa<ElementwiseOpInterface>(op) &&
          !isa<DropoutOp, GeluOp, GeluGradOp, GeluKeepErfOp>(op);
 }
+
+std::optional<StridedView> mlir::gpt::writtenView(Value v) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  StridedView dense{v, 0, rowMajorStrides(shape)};
+  if (!v.hasOneUse())
+    return dense;
+  Operation *user = *v.getUsers().begin();
+  bool reshape = isa<ReshapeOp, StopGradientOp>(user);
+  if (!reshape && !user->hasAttr(kGatheredAttr))
+    return dense;
+  Value whole = user->getResult(0);
+  std::optional<StridedView> view = writtenView(whole);
+  if (!view)
+    return std::nullopt;
+  if (reshape && view->root == whole)
+    return dense; // the reshape aliases v's own buffer
+  ArrayRef<int64_t> to = cast<RankedTensorType>(whole.getType()).getShape();
+  SmallVector<int64_t> &s = view->strides;
+  if (reshape) {
+    std::optional<SmallVector<int64_t>> r = reshapeStrides(to, s, shape);
+    if (!r)
+      return std::nullopt;
+    s = *r;
+  } else if (auto t = dyn_cast<TransposeOp>(user)) {
+    SmallVector<int64_t> in(s.size());
+    for (auto [i, p] : llvm::enumerate(t.getPerm()))
+      in[p] = s[i];
+    s = in;
+  } else {
+    auto concat = cast<ConcatOp>(user);
+    int64_t dim = concat.getDim(), start = 0;
+    for (Value piece : concat.getInputs()) {
+      if (piece == v)
+        break;
+      start += cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+    }
+    view->base += start * s[dim];
+  }
+  return view;
+}
+
+bool mlir::gpt::isGathered(Value v) {
+  std::optional<StridedView> view = writtenView(v);
+  return !view || view->root != v;
+}
+
+bool mlir::gpt::writesThroughStrides(Operation *op) {
+  return isa<TransposeOp>(op) || readsThroughStrides(op);
+}

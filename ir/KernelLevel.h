@@ -35,6 +35,11 @@ inline constexpr StringLiteral kViewAttr = "gpt.view";
 /// them in place, in its operand's buffer, through strides.
 inline constexpr StringLiteral kStridedAttr = "gpt.strided";
 
+/// On a gpt.concat or gpt.transpose whose operands are computed for it alone
+/// (gpt-strided-views): no kernel; the kernels that compute its operands write them in
+/// place, into its result's buffer, through strides.
+inline constexpr StringLiteral kGatheredAttr = "gpt.gathered";
+
 /// The strides of a dense row-major tensor of `shape`, in elements.
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape);
 
@@ -51,10 +56,20 @@ struct StridedView {
 std::optional<StridedView> stridedView(Value v);
 /// Whether `v` is read through a strided view: its elements are not dense in a buffer.
 bool isStrided(Value v);
+/// Where the kernel that computes `v` writes it: into the buffer of the value that gathered
+/// ops (kGatheredAttr) and the reshapes between them make of it, through strides; or `v`
+/// itself, dense, when it is not gathered. nullopt where a reshape on the way has no
+/// strides.
+std::optional<StridedView> writtenView(Value v);
+/// Whether `v` is written into a gathered op's buffer (writtenView) rather than its own.
+bool isGathered(Value v);
 /// Whether every operand of `op` is read element by element through a StridedView's
 /// strides: a gpt.fused without a sum, or a lone elementwise op (but for the exact GELU
 /// and its gradient, which have array forms over dense operands, and a dropout).
 bool readsThroughStrides(Operation *op);
+/// Whether `op` writes each element of its results at an offset of its own: those
+/// elementwise kernels, and a transpose.
+bool writesThroughStrides(Operation *op);
 
 /// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
 int64_t elementBytes(Value v);

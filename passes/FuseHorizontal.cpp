@@ -26,10 +26,11 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// Ops that cost no kernel: they alias, are read in place (gpt-strided-views), or are
-/// static data.
+/// Ops that cost no kernel: they alias, are read or written in place
+/// (gpt-strided-views), or are static data.
 bool isView(Operation *op) {
-  return isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op->hasAttr(kStridedAttr);
+  return isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op->hasAttr(kStridedAttr) ||
+         op->hasAttr(kGatheredAttr);
 }
 
 /// Kernels whose code is only parallel loops over independent outputs (so they can share

@@ -8,7 +8,8 @@
 // where attention alone reads or writes the pieces, and so is a concat of vectors
 // that their kernels compute for it alone (the gradient norm's per-tensor sums): no
 // copy, no kernel. A strided view (gpt-strided-views) lives in its operand's buffer,
-// which lives until the view's last reader has run.
+// which lives until the view's last reader has run; a gathered op's operands live in its
+// result's buffer, taken by the first kernel that writes into it.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -244,7 +245,7 @@ void markViews(Block &body) {
       if (owned && t.getRank() == 3 && split.getDim() == 2 &&
           llvm::all_of(split.getResults(), readOnlyByAttention))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
-    } else if (auto concat = dyn_cast<ConcatOp>(op)) {
+    } else if (auto concat = dyn_cast<ConcatOp>(op); concat && !op.hasAttr(kGatheredAttr)) {
       if (llvm::all_of(concat.getInputs(), [&](Value v) { return (bool)concatPiece(concat, v); }))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
     }
@@ -293,6 +294,22 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     if (views)
       markViews(body);
     DenseMap<Value, int64_t> pieceOffset;
+    // A gathered op's operands, and the results of the kernels that compute them, live in
+    // the buffer of the value the last gathered op makes (written through strides: each
+    // piece at the buffer's start, codegen's writtenView). From the last op back, so that
+    // a gathered op read by another takes that one's buffer.
+    for (Operation &op : llvm::reverse(body)) {
+      if (!op.hasAttr(kGatheredAttr))
+        continue;
+      Value whole = ownerOf(op.getResult(0));
+      for (Value v : op.getOperands()) {
+        while (isa_and_nonnull<ReshapeOp, StopGradientOp>(v.getDefiningOp()))
+          v = v.getDefiningOp()->getOperand(0);
+        owner[v] = whole;
+        if (!v.getDefiningOp()->hasAttr(kGatheredAttr))
+          pieceOffset[v] = 0;
+      }
+    }
     for (Operation &op : body)
       if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {
         for (auto [v, at] : llvm::zip(concat.getInputs(), columnOffsets(concat.getInputs()))) {
@@ -323,6 +340,14 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
       if (isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op.hasAttr(kStridedAttr) ||
           op.getNumResults() == 0) {
         // no storage of their own
+      } else if (op.hasAttr(kGatheredAttr)) {
+        // Its buffer, which the first kernel writing into it took.
+        auto it = slot.find(ownerOf(op.getResult(0)));
+        if (it == slot.end()) {
+          op.emitError("internal: the gathered buffer has no slot");
+          return signalPassFailure();
+        }
+        op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), {it->second}));
       } else if (op.hasAttr(kViewAttr)) {
         // A split's pieces at their columns of its operand's slot; a concat in the slot its
         // first piece took.

@@ -2,11 +2,14 @@
 //
 // A transpose, split or slice whose results only elementwise kernels read costs no
 // kernel and no buffer: those kernels read its elements in place, in its operand's
-// buffer, through strides (ir/KernelLevel.h, stridedView). The rotary embeddings of a
-// LLaMA-style block are the case: a head's halves, split from a transposed projection,
-// are read by the kernel that rotates them, with no copy of either. Marks such ops
-// `gpt.strided`; reading an element through strides is reading the same element, so no
-// bit changes.
+// buffer, through strides (ir/KernelLevel.h, stridedView). Marks such ops `gpt.strided`.
+// Then the other way: a concat or transpose whose operands elementwise kernels (or
+// transposes) compute for it alone costs no kernel either: those kernels write each
+// element into its place in its result's buffer (writtenView). Marks such ops
+// `gpt.gathered`. The rotary embeddings of a LLaMA-style block are the case, both ways:
+// a head's halves, split from a transposed projection, are read by the kernel that
+// rotates them, which writes the rotated halves into their concat. Reading or writing
+// an element in place changes no bit.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -24,8 +27,6 @@ using namespace mlir::gpt;
 
 namespace {
 
-bool isCandidate(Operation &op) { return isa<TransposeOp, SplitOp, SliceOp>(op); }
-
 /// Whether every reader of `v`, through reshapes and stop_gradients, reads it through
 /// strides: an elementwise kernel, or a strided view itself; and every reshape on the way
 /// has strides (stridedView).
@@ -42,27 +43,56 @@ bool readInPlace(Value v) {
   return true;
 }
 
+/// Whether `v`, an operand of a gathered op, can be written in its place: computed (through
+/// reshapes that have strides) for that op alone, by a kernel that writes through strides
+/// or by another gathered op.
+bool writtenInPlace(Value v) {
+  while (true) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !v.hasOneUse() || !isa<func::FuncOp>(def->getParentOp()))
+      return false;
+    if (!isa<ReshapeOp, StopGradientOp>(def))
+      return writtenView(v) && (def->hasAttr(kGatheredAttr) ||
+                                (!def->hasAttr(kStridedAttr) && writesThroughStrides(def)));
+    v = def->getOperand(0);
+  }
+}
+
+/// Marks each op of `ops` with `attr`, then unmarks those for which `keep` fails, until
+/// none is left: unmarking one only takes a reader or writer away from others.
+template <typename Keep>
+void markUntilStable(ArrayRef<Operation *> ops, StringRef attr, Keep keep) {
+  for (Operation *op : ops)
+    op->setAttr(attr, UnitAttr::get(op->getContext()));
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : ops)
+      if (op->hasAttr(attr) && !keep(op)) {
+        op->removeAttr(attr);
+        changed = true;
+      }
+  }
+}
+
 struct StridedViewsPass : gpt::impl::StridedViewsBase<StridedViewsPass> {
   void runOnOperation() override {
     if (getOperation().isExternal())
       return; // a declaration: no body to transform
     Block &body = getOperation().getBody().front();
-    // Mark every candidate, then unmark those with a reader that needs a dense buffer,
-    // until none is left: unmarking one can only take readers away from others.
-    SmallVector<Operation *> marked;
+    // Read views: no reader that needs a dense buffer.
+    SmallVector<Operation *> reads, gathers;
     for (Operation &op : body)
-      if (isCandidate(op)) {
-        op.setAttr(kStridedAttr, UnitAttr::get(op.getContext()));
-        marked.push_back(&op);
-      }
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (Operation *op : marked)
-        if (op->hasAttr(kStridedAttr) && !llvm::all_of(op->getResults(), readInPlace)) {
-          op->removeAttr(kStridedAttr);
-          changed = true;
-        }
-    }
+      if (isa<TransposeOp, SplitOp, SliceOp>(op))
+        reads.push_back(&op);
+    markUntilStable(reads, kStridedAttr,
+                    [](Operation *op) { return llvm::all_of(op->getResults(), readInPlace); });
+    // Gathers: every operand written in its place.
+    for (Operation &op : body)
+      if (isa<ConcatOp, TransposeOp>(op) && !op.hasAttr(kStridedAttr))
+        gathers.push_back(&op);
+    markUntilStable(gathers, kGatheredAttr, [](Operation *op) {
+      return llvm::all_of(op->getOperands(), writtenInPlace);
+    });
   }
 };
 } // namespace

@@ -59,3 +59,53 @@ func.func @reshapes(%x: tensor<2x3x4xf32>) -> (tensor<3x2x2x2xf32>, tensor<6x4xf
   %b = gpt.neg %m : tensor<6x4xf32>
   return %a, %b : tensor<3x2x2x2xf32>, tensor<6x4xf32>
 }
+
+// -----
+
+// Tests the way back: two elementwise results concatenated and transposed, computed for
+// the concat alone, are written in place into the transpose's buffer (both gathered); a
+// transpose kernel (of a matmul's result) writes its piece of a concat in place too, and
+// so does a reshape between a piece and its concat.
+// CHECK-LABEL: func.func @gathered
+// CHECK: gpt.concat %{{.*}}, %{{.*}} {dim = 2 : i64, gpt.gathered}
+// CHECK: gpt.transpose %{{.*}} {gpt.gathered, perm
+// CHECK: gpt.transpose %{{.*}} {perm
+// CHECK: gpt.concat %{{.*}}, %{{.*}} {dim = 1 : i64, gpt.gathered}
+func.func @gathered(%x: tensor<2x6x2xf32>, %y: tensor<2x6x2xf32>, %a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %z: tensor<4x2x2xf32>) -> (tensor<2x4x6xf32>, tensor<4x8xf32>) {
+  %0 = gpt.neg %x : tensor<2x6x2xf32>
+  %1 = gpt.add %x, %y : (tensor<2x6x2xf32>, tensor<2x6x2xf32>) -> tensor<2x6x2xf32>
+  %c = gpt.concat %0, %1 {dim = 2 : i64} : (tensor<2x6x2xf32>, tensor<2x6x2xf32>) -> tensor<2x6x4xf32>
+  %t = gpt.transpose %c {perm = array<i64: 0, 2, 1>} : (tensor<2x6x4xf32>) -> tensor<2x4x6xf32>
+  %m = gpt.matmul %a, %b {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %mt = gpt.transpose %m {perm = array<i64: 1, 0>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e = gpt.exp %z : tensor<4x2x2xf32>
+  %r = gpt.reshape %e : (tensor<4x2x2xf32>) -> tensor<4x4xf32>
+  %g = gpt.concat %mt, %r {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  return %t, %g : tensor<2x4x6xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests pieces that cannot be written in place: a function argument, a result read by
+// another op too, a matmul's result, a sum's, and a reshape that merges dims the concat
+// does not space evenly (a [2, 8] piece of [4, 8] columns 4 wide); none is gathered.
+// CHECK-LABEL: func.func @not_gathered
+// CHECK-NOT: gpt.gathered
+func.func @not_gathered(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %y: tensor<2x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) {
+  %0 = gpt.neg %x : tensor<4x4xf32>
+  %a = gpt.concat %x, %0 {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  %1 = gpt.exp %x : tensor<4x4xf32>
+  %2 = gpt.tanh %x : tensor<4x4xf32>
+  %b = gpt.concat %1, %2 {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  %m = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %3 = gpt.sigmoid %x : tensor<4x4xf32>
+  %c = gpt.concat %m, %3 {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  %s = gpt.reduce_sum %x {dims = array<i64: 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x4xf32>) -> tensor<4xf32>
+  %n = gpt.neg %s : tensor<4xf32>
+  %d = gpt.concat %s, %n {dim = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  %4 = gpt.exp %y : tensor<2x8xf32>
+  %5 = gpt.reshape %4 : (tensor<2x8xf32>) -> tensor<4x4xf32>
+  %6 = gpt.neg %x : tensor<4x4xf32>
+  %e = gpt.concat %6, %5 {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  return %a, %b, %2, %c, %d, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
+}
