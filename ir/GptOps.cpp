@@ -506,6 +506,40 @@ void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRCont
   results.add<KeepReducedDims>(ctx);
 }
 
+namespace {
+/// embedding(w, arange(start, step 1)) whose rows are all within w is slice(w): the same
+/// rows copied, and a slice's gradient pads instead of scattering one row at a time.
+struct EmbeddingOfArange : OpRewritePattern<EmbeddingOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(EmbeddingOp op, PatternRewriter &rewriter) const override {
+    auto arange = op.getIndices().getDefiningOp<ArangeOp>();
+    if (!arange || arange.getStep() != 1 || arange.getType().getRank() != 1)
+      return failure();
+    int64_t start = arange.getStart(), n = arange.getType().getDimSize(0);
+    if (start < 0 || start + n > op.getWeight().getType().getDimSize(0))
+      return failure(); // the kernel reports the index out of range
+    rewriter.replaceOpWithNewOp<SliceOp>(op, op.getType(), op.getWeight(),
+                                         rewriter.getI64IntegerAttr(0),
+                                         rewriter.getI64IntegerAttr(start),
+                                         rewriter.getI64IntegerAttr(start + n),
+                                         rewriter.getI64IntegerAttr(1));
+    return success();
+  }
+};
+} // namespace
+
+void EmbeddingOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<EmbeddingOfArange>(ctx);
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getStart() == 0 && getStep() == 1 && getEnd() == getX().getType().getDimSize(getDim()) &&
+      getType() == getX().getType())
+    return getX();
+  return {};
+}
+
 LogicalResult TransposeOp::verify() {
   auto x = getX().getType(), r = getType();
   ArrayRef<int64_t> perm = getPerm();

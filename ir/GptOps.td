@@ -249,6 +249,9 @@ def Gpt_StopGradientOp : Gpt_Op<"stop_gradient", [SameOperandsAndResultType]> {
 def Gpt_EmbeddingOp : Gpt_Op<"embedding"> {
   let summary = "Row lookup: result[..., :] = weight[indices[...], :]";
   let description = [{
+    Canonicalization: the rows of a gpt.arange with step 1 within the weight
+    (nanoGPT's position embedding, `wpe(arange(t))`) are a gpt.slice of it.
+
     ```mlir
     %e = gpt.embedding %wte, %idx : (tensor<65x64xf32>, tensor<2x32xi64>) -> tensor<2x32x64xf32>
     ```
@@ -257,6 +260,7 @@ def Gpt_EmbeddingOp : Gpt_Op<"embedding"> {
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat = "$weight `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpt_MatmulOp : Gpt_Op<"matmul", [AttrSizedOperandSegments]> {
@@ -461,11 +465,13 @@ def Gpt_SliceOp : Gpt_Op<"slice"> {
     ```mlir
     %s = gpt.slice %x {dim = 2 : i64, start = 64 : i64, end = 128 : i64, step = 1 : i64} : (tensor<2x32x192xf32>) -> tensor<2x32x64xf32>
     ```
+    A slice of every element folds to its operand.
   }];
   let arguments = (ins Gpt_Tensor:$x, I64Attr:$dim, I64Attr:$start, I64Attr:$end, I64Attr:$step);
   let results = (outs Gpt_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Gpt_SplitOp : Gpt_Op<"split"> {

@@ -291,7 +291,7 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
 }
 
 def StridedViews : Pass<"gpt-strided-views", "mlir::func::FuncOp"> {
-  let summary = "Transposes, splits and slices that elementwise kernels read in place";
+  let summary = "Transposes, splits, slices and concats that elementwise kernels read or write in place";
   let description = [{
     A gpt.transpose, gpt.split or gpt.slice whose results (through reshapes)
     only elementwise kernels read (a gpt.fused without a sum, or a lone
@@ -300,15 +300,22 @@ def StridedViews : Pass<"gpt-strided-views", "mlir::func::FuncOp"> {
     operand's buffer through strides. A reader that needs a dense buffer (a
     matmul, attention, a copy, the function's return) keeps the op a kernel,
     and so does a reshape that merges dims the view does not space evenly.
-    Reading the same elements in place changes no bit (gptc compile -O0 skips
-    this pass).
+
+    Then a gpt.concat or gpt.transpose each of whose operands (through
+    reshapes) such an elementwise kernel, a transpose kernel or another such op
+    computes for it alone is marked `gpt.gathered`: no kernel; the kernels that
+    compute its operands store each element at its place in its result's
+    buffer. Reading or writing the same elements in place changes no bit
+    (gptc compile -O0 skips this pass).
 
     ```mlir
     %t = gpt.transpose %x {perm = array<i64: 0, 2, 1, 3>} : ...
     %a:2 = gpt.split %t {dim = 3 : i64} : ...
-    %r = gpt.fused %a#0, %a#1, %cos : ...
+    %r:2 = gpt.fused %a#0, %a#1, %cos, %sin : ...
+    %c = gpt.concat %r#0, %r#1 {dim = 3 : i64} : ...
     ```
-    The transpose and the split get `gpt.strided`; the fused kernel reads x.
+    The transpose and the split get `gpt.strided`, the concat `gpt.gathered`:
+    the fused kernel reads x and writes c.
   }];
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }

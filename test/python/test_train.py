@@ -396,7 +396,8 @@ def test_a_llama_style_relative_trains_as_eager_does(tmp_path):
 
 def test_the_bench_llama_style_model_trains_as_eager_does(tmp_path):
     """gptc.testing.llama_style (bench/run.py --model llama): 5 AdamW steps beside eager's,
-    every parameter reached by a gradient, RMSNorm's sums fused with their epilogues."""
+    every parameter reached by a gradient, RMSNorm's sums fused with their epilogues, the
+    rotary embeddings' transposes, splits and concats no kernels."""
     from gptc.testing.llama_style import LlamaConfig, LlamaStyle as BenchLlama
     torch.manual_seed(0)
     model = BenchLlama(LlamaConfig(block_size=TinyGPTConfig().block_size, vocab_size=11))
@@ -407,7 +408,9 @@ def test_the_bench_llama_style_model_trains_as_eager_does(tmp_path):
     # At lr 1e-2 an AdamW step moves a parameter by up to 1e-2 whatever its gradient's
     # size, so rounding differences in a near-zero gradient show at ~1e-4 after 5 steps.
     assert worst <= 1e-3
-    assert step.num_kernels <= 100, step.num_kernels  # 96 at the bench's tiny size
+    # 67 at the bench's tiny size: the rotary embeddings read and write their heads in
+    # place (gpt-strided-views), 93 without.
+    assert step.num_kernels <= 70, step.num_kernels
 
 
 def test_nanogpts_manual_attention_is_the_flash_kernel(tmp_path):

@@ -51,3 +51,23 @@ func.func @keep_reduced_dims(%x: tensor<4x8xf32>) -> (tensor<4x1xf32>, tensor<4x
   %5 = gpt.reshape %4 : (tensor<8xf32>) -> tensor<2x4xf32>
   return %1, %3, %2, %5 : tensor<4x1xf32>, tensor<4x1xf32>, tensor<4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests nanoGPT's position embedding: the rows of an arange within the weight are a slice
+// of it (rows 2 to 5 of 8), and a slice of every row is the weight itself; an arange
+// past the weight's rows stays an embedding (its kernel reports the index).
+// CHECK-LABEL: func.func @embedding_of_arange
+// CHECK-NEXT: %[[S:.*]] = gpt.slice %arg0 {dim = 0 : i64, end = 6 : i64, start = 2 : i64, step = 1 : i64} : (tensor<8x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[P:.*]] = gpt.arange {start = 6 : i64, step = 1 : i64} : tensor<4xi64>
+// CHECK-NEXT: %[[E:.*]] = gpt.embedding %arg0, %[[P]]
+// CHECK-NEXT: return %[[S]], %arg0, %[[E]]
+func.func @embedding_of_arange(%w: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>) {
+  %p = gpt.arange {start = 2 : i64, step = 1 : i64} : tensor<4xi64>
+  %e = gpt.embedding %w, %p : (tensor<8x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+  %q = gpt.arange {start = 0 : i64, step = 1 : i64} : tensor<8xi64>
+  %f = gpt.embedding %w, %q : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<8x4xf32>
+  %r = gpt.arange {start = 6 : i64, step = 1 : i64} : tensor<4xi64>
+  %g = gpt.embedding %w, %r : (tensor<8x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+  return %e, %f, %g : tensor<4x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>
+}
