@@ -200,6 +200,26 @@ LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
   return success();
 }
 
+/// narrow(self, dim, start, length) = slice(self, dim, start, start + length).
+LogicalResult convertNarrow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Value x = op.operand("self");
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
+  if (failed(dimOr))
+    return failure();
+  int64_t dim = *dimOr, size = xt.getDimSize(dim);
+  int64_t start = op.getInt("start").value_or(0), length = op.getInt("length").value_or(0);
+  if (start < 0)
+    start += size;
+  if (start < 0 || length < 0 || start + length > size)
+    return op.unsupported("narrow of " + Twine(length) + " from " + Twine(start) +
+                          " out of range for a dim of " + Twine(size));
+  out.push_back(buildSlice(b, op.loc(), op.resultType(), x, dim, start, start + length, 1));
+  return success();
+}
+
 /// select(self, dim, index) = reshape(slice(self, dim, index, index + 1)).
 LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
@@ -366,6 +386,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   for (StringRef n : {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default"})
     t[n] = convertSplit;
   t["aten.slice.Tensor"] = convertSlice;
+  t["aten.narrow.default"] = convertNarrow;
   t["aten.select.int"] = convertSelect;
   t["aten.cat.default"] = convertCat<false>;
   t["aten.stack.default"] = convertCat<true>;

@@ -99,6 +99,8 @@ CASES = {
                              lambda r: (torch.randn(rand_shape(r, 4, hi=7)),)),
     "slice_select": (lambda x: x[:, 1::2] + x[0, 1::2] + x[:, -1:],
                      lambda r: (torch.randn(r.randint(1, 9), r.randint(2, 30)),)),
+    "narrow": (lambda x: x.narrow(1, 1, x.shape[1] - 2) * 2.0 + x.narrow(-1, -2, 2).sum(),
+               lambda r: (torch.randn(r.randint(1, 9), r.randint(3, 30), r.randint(2, 9)),)),
     "tril_triu": (lambda x: (x.tril() + 2 * x.triu(1) + 3 * x.tril(-2) + torch.ones(x.shape[-2:]).tril()
                              + x.triu(-2**63) + x.tril(-2**63) + x.tril(2**63 - 1)),
                   lambda r: (torch.randn(rand_shape(r, 3, hi=12)),)),
