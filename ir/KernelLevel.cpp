@@ -81,6 +81,17 @@ static std::optional<SmallVector<int64_t>> reshapeStrides(ArrayRef<int64_t> from
   return out;
 }
 
+/// Where `piece`, one of `pieces` along `dim`, starts along it: the sizes of those before.
+static int64_t startOf(ValueRange pieces, Value piece, int64_t dim) {
+  int64_t start = 0;
+  for (Value p : pieces) {
+    if (p == piece)
+      break;
+    start += cast<RankedTensorType>(p.getType()).getDimSize(dim);
+  }
+  return start;
+}
+
 std::optional<StridedView> mlir::gpt::stridedView(Value v) {
   ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
   Operation *def = v.getDefiningOp();
@@ -108,13 +119,8 @@ std::optional<StridedView> mlir::gpt::stridedView(Value v) {
                   return true;
                 })
                 .Case([&](SplitOp split) {
-                  int64_t dim = split.getDim(), start = 0;
-                  for (Value piece : split.getResults()) {
-                    if (piece == v)
-                      break;
-                    start += cast<RankedTensorType>(piece.getType()).getDimSize(dim);
-                  }
-                  view->base += start * s[dim];
+                  int64_t dim = split.getDim();
+                  view->base += startOf(split.getResults(), v, dim) * s[dim];
                   return true;
                 })
                 .Case([&](SliceOp slice) {
@@ -173,13 +179,8 @@ std::optional<StridedView> mlir::gpt::writtenView(Value v) {
     s = in;
   } else {
     auto concat = cast<ConcatOp>(user);
-    int64_t dim = concat.getDim(), start = 0;
-    for (Value piece : concat.getInputs()) {
-      if (piece == v)
-        break;
-      start += cast<RankedTensorType>(piece.getType()).getDimSize(dim);
-    }
-    view->base += start * s[dim];
+    int64_t dim = concat.getDim();
+    view->base += startOf(concat.getInputs(), v, dim) * s[dim];
   }
   return view;
 }

@@ -144,17 +144,21 @@ DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *
     if (!elementwiseReader(r, arg))
       continue;
     // The old value must be dead once the kernel has run (read by nothing after it,
-    // directly or through a view).
-    SmallVector<Value> aliases{arg};
+    // directly or through a view), and the kernel must read it only at the index it
+    // writes (not through a strided view, which reads other elements).
+    SmallVector<std::pair<Value, bool>> aliases{{arg, false}}; // and whether through strides
     bool readLater = false;
     while (!aliases.empty() && !readLater) {
-      Value v = aliases.pop_back_val();
+      auto [v, strided] = aliases.pop_back_val();
       for (Operation *u : v.getUsers()) {
-        if (isa<ReshapeOp, StopGradientOp>(u) || u->hasAttr(kStridedAttr))
-          llvm::append_range(aliases, u->getResults());
-        else if (u != def && !isa<func::ReturnOp>(u) &&
-                 position.lookup(u) >= position.lookup(def))
+        if (isa<ReshapeOp, StopGradientOp>(u) || u->hasAttr(kStridedAttr)) {
+          for (Value r : u->getResults())
+            aliases.push_back({r, strided || u->hasAttr(kStridedAttr)});
+        } else if (u == def ? strided
+                            : !isa<func::ReturnOp>(u) &&
+                                  position.lookup(u) >= position.lookup(def)) {
           readLater = true;
+        }
       }
     }
     if (!readLater)

@@ -103,6 +103,24 @@ func.func @updates(%p: tensor<8xf32> {gpt.kind = "param", gpt.name = "p"}, %m: t
 
 // -----
 
+// Tests that an update that also reads its parameter through a strided view (here its
+// transpose, gpt-strided-views' mark) is not written in place: it reads elements other
+// than the one it writes, which an in-place update would have overwritten.
+// CHECK-LABEL: func.func @update_reads_a_view
+// CHECK: gpt.fused %arg0, %arg1, %{{.*}} {gpt.offsets = array<i64: 0>}
+func.func @update_reads_a_view(%p: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "p"}, %g: tensor<4x4xf32>) -> (tensor<4x4xf32> {gpt.name = "p", gpt.updates = "p"}) {
+  %t = gpt.transpose %p {gpt.strided, perm = array<i64: 1, 0>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = gpt.fused %p, %g, %t : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %c: tensor<4x4xf32>):
+    %x = gpt.sub %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %y = gpt.add %x, %c : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    gpt.yield %y : tensor<4x4xf32>
+  }
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
 // Tests that the split of a fused q/k/v projection is a view when attention alone reads
 // its pieces: no slot of their own, their offsets the columns of the operand's slot (0,
 // then 4 and 8 floats on), which stays live until the gradient's last read. And that
