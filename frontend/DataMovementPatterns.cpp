@@ -154,16 +154,24 @@ template <bool Lower> LogicalResult convertTriangle(AtenOp &op, OpBuilder &b, Sm
   return success();
 }
 
-/// split/split_with_sizes/chunk: the traced result types give the pieces.
-LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+/// The `self` operand and the `dim` it is taken along (split, slice, narrow, select).
+FailureOr<std::pair<Value, int64_t>> selfAlongDim(AtenOp &op) {
   if (failed(op.require({"self"})))
     return failure();
   Value x = op.operand("self");
-  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), rank);
+  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0),
+                           cast<RankedTensorType>(x.getType()).getRank());
   if (failed(dimOr))
     return failure();
-  int64_t dim = *dimOr;
+  return std::make_pair(x, *dimOr);
+}
+
+/// split/split_with_sizes/chunk: the traced result types give the pieces.
+LogicalResult convertSplit(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  auto selfDim = selfAlongDim(op);
+  if (failed(selfDim))
+    return failure();
+  auto [x, dim] = *selfDim;
   SmallVector<Type> types(op.raw()->getResultTypes());
   auto split = SplitOp::create(b, op.loc(), types, x, b.getI64IntegerAttr(dim));
   llvm::append_range(out, split.getResults());
@@ -177,14 +185,11 @@ Value buildSlice(OpBuilder &b, Location loc, RankedTensorType type, Value x, int
 }
 
 LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto selfDim = selfAlongDim(op);
+  if (failed(selfDim))
     return failure();
-  Value x = op.operand("self");
+  auto [x, dim] = *selfDim;
   auto xt = cast<RankedTensorType>(x.getType());
-  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
-  if (failed(dimOr))
-    return failure();
-  int64_t dim = *dimOr;
   int64_t size = xt.getDimSize(dim);
   auto clampIndex = [&](int64_t i) {
     if (i < 0)
@@ -202,14 +207,11 @@ LogicalResult convertSlice(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
 
 /// narrow(self, dim, start, length) = slice(self, dim, start, start + length).
 LogicalResult convertNarrow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto selfDim = selfAlongDim(op);
+  if (failed(selfDim))
     return failure();
-  Value x = op.operand("self");
-  auto xt = cast<RankedTensorType>(x.getType());
-  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
-  if (failed(dimOr))
-    return failure();
-  int64_t dim = *dimOr, size = xt.getDimSize(dim);
+  auto [x, dim] = *selfDim;
+  int64_t size = cast<RankedTensorType>(x.getType()).getDimSize(dim);
   int64_t start = op.getInt("start").value_or(0), length = op.getInt("length").value_or(0);
   if (start < 0)
     start += size;
@@ -222,14 +224,11 @@ LogicalResult convertNarrow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
 
 /// select(self, dim, index) = reshape(slice(self, dim, index, index + 1)).
 LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self"})))
+  auto selfDim = selfAlongDim(op);
+  if (failed(selfDim))
     return failure();
-  Value x = op.operand("self");
+  auto [x, dim] = *selfDim;
   auto xt = cast<RankedTensorType>(x.getType());
-  auto dimOr = op.dimIndex(op.getInt("dim").value_or(0), xt.getRank());
-  if (failed(dimOr))
-    return failure();
-  int64_t dim = *dimOr;
   int64_t index = op.getInt("index").value_or(0);
   if (index < -xt.getDimSize(dim) || index >= xt.getDimSize(dim))
     return op.unsupported("index " + Twine(index) + " out of range for a dim of " +
