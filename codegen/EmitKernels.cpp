@@ -320,13 +320,12 @@ FailureOr<EmittedSource> Emitter::run() {
 static BlockArgument functionArgument(Value v) {
   while (true) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
-      Operation *owner = arg.getOwner()->getParentOp();
-      if (isa<func::FuncOp>(owner))
+      if (isa<func::FuncOp>(arg.getOwner()->getParentOp()))
         return arg;
-      auto h = dyn_cast<HorizontalOp>(owner);
-      if (!h || arg.getArgNumber() >= h->getNumOperands())
+      Value outer = outerValue(arg);
+      if (outer == v) // a block argument of neither the function nor a group
         return nullptr;
-      v = h->getOperand(arg.getArgNumber());
+      v = outer;
     } else if (isa_and_nonnull<ReshapeOp, StopGradientOp>(v.getDefiningOp())) {
       v = v.getDefiningOp()->getOperand(0);
     } else {
@@ -549,16 +548,17 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   if (failed(names))
     return failure();
   // Results gathered into a wider buffer are stored at their offsets there, decoded in a
-  // block of their own.
+  // block of their own (emitOffsets writes nothing where every store is dense, at `i`).
   SmallVector<Access> stores;
   for (auto [j, r] : llvm::enumerate(op.getResults()))
     stores.push_back(resultAccess(r, "out" + std::to_string(j)));
-  bool gathered = llvm::any_of(op.getResults(), [](Value r) { return isGathered(outerResult(r)); });
-  std::string at = gathered ? indent + "  " : indent;
+  std::string decode;
+  llvm::raw_string_ostream ds(decode);
+  SmallVector<std::string> offs = emitOffsets(ds, shape, stores, indent + "  ");
+  const bool gathered = !decode.empty();
+  const std::string at = gathered ? indent + "  " : indent;
   if (gathered)
-    os << indent << "{\n";
-  SmallVector<std::string> offs = gathered ? emitOffsets(os, shape, stores, at)
-                                           : SmallVector<std::string>(stores.size(), "i");
+    os << indent << "{\n" << decode;
   for (auto [j, v] : llvm::enumerate(yield->getOperands()))
     os << at << "out" << j << "[" << offs[j] << "] = " << names->lookup(v) << ";\n";
   if (gathered)

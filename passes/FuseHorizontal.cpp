@@ -2,10 +2,9 @@
 //
 // Greedy over program order: consecutive kernels none of which reads another's
 // result become one gpt.horizontal op (one parallel region). Views (reshape,
-// stop_gradient, strided views) and constants between them move above the group, or below it
-// when they view a member's result; anything else ends the group. Nothing is
-// reordered against a dependency, and each member computes what it computed
-// alone.
+// stop_gradient, strided views) and constants between them move above the group, or
+// below it when they view a member's result; anything else ends the group. Nothing is
+// reordered against a dependency, and each member computes what it computed alone.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

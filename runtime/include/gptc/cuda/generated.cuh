@@ -312,12 +312,12 @@ inline bool branches_on() {
 // into each group of several launches, CudaFlavour::group): to(b) sends the launches after
 // it to branch b, 0 being the step's stream and the others side streams that first wait
 // for what the step's stream had queued before the group (not the group's own members);
-// at the group's end the step's stream waits for every branch. Captured into the step's graph, the waits are
-// its edges: the branches' kernels may run side by side, and nothing after the group
-// starts before all of them end. Each kernel computes what it computed in turn: the same
-// bits. Off (everything on the step's stream) with GPTC_CUDA_BRANCHES=0, and under
-// GPTC_CUDA_DEBUG and GPTC_CUDA_PROFILE, which take one kernel at a time. A failed call is
-// the step's error.
+// at the group's end the step's stream waits for every branch. Captured into the step's
+// graph, the waits are its edges: the branches' kernels may run side by side, and nothing
+// after the group starts before all of them end. Each kernel computes what it computed in
+// turn: the same bits. Off (everything on the step's stream) with GPTC_CUDA_BRANCHES=0,
+// and under GPTC_CUDA_DEBUG and GPTC_CUDA_PROFILE, which take one kernel at a time. A
+// failed call is the step's error.
 class Branches {
  public:
   static constexpr int kBranches = 8;  // past that, the last branch takes the rest
