@@ -135,11 +135,14 @@ std::optional<StridedView> mlir::gpt::stridedView(Value v) {
   return view;
 }
 
+Value mlir::gpt::beneathReshapes(Value v) {
+  while (isa_and_nonnull<ReshapeOp, StopGradientOp>(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
+  return v;
+}
+
 bool mlir::gpt::isStrided(Value v) {
-  for (Operation *def = v.getDefiningOp(); def && isa<ReshapeOp, StopGradientOp>(def);
-       def = def->getOperand(0).getDefiningOp())
-    v = def->getOperand(0);
-  Operation *def = v.getDefiningOp();
+  Operation *def = beneathReshapes(v).getDefiningOp();
   return def && def->hasAttr(kStridedAttr);
 }
 

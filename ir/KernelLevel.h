@@ -54,6 +54,8 @@ struct StridedView {
 /// lives in; `v` itself, dense, when it has one. nullopt where a reshape of a strided view
 /// has no strides (it merges dims that are not evenly spaced).
 std::optional<StridedView> stridedView(Value v);
+/// The value `v` reshapes (through reshapes and stop_gradients), or `v` itself.
+Value beneathReshapes(Value v);
 /// Whether `v` is read through a strided view: its elements are not dense in a buffer.
 bool isStrided(Value v);
 /// Where the kernel that computes `v` writes it: into the buffer of the value that gathered

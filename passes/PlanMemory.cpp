@@ -306,9 +306,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
       if (!op.hasAttr(kGatheredAttr))
         continue;
       Value whole = ownerOf(op.getResult(0));
-      for (Value v : op.getOperands()) {
-        while (isa_and_nonnull<ReshapeOp, StopGradientOp>(v.getDefiningOp()))
-          v = v.getDefiningOp()->getOperand(0);
+      for (Value operand : op.getOperands()) {
+        Value v = beneathReshapes(operand);
         owner[v] = whole;
         if (!v.getDefiningOp()->hasAttr(kGatheredAttr))
           pieceOffset[v] = 0;
