@@ -141,6 +141,27 @@ Value mlir::gpt::beneathReshapes(Value v) {
   return v;
 }
 
+Value mlir::gpt::vectorConcatPiece(ConcatOp concat, Value v) {
+  if (concat.getType().getRank() != 1 || !v.hasOneUse())
+    return nullptr;
+  Value root = v;
+  if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+    root = reshape.getX();
+    if (!root.hasOneUse())
+      return nullptr;
+  }
+  Operation *producer = root.getDefiningOp();
+  if (!producer || producer->getBlock() != concat->getBlock() ||
+      isa<ConstantOp, ReshapeOp, StopGradientOp, SplitOp, ConcatOp>(producer))
+    return nullptr;
+  return root;
+}
+
+bool mlir::gpt::concatsVectorsInPlace(ConcatOp concat) {
+  return llvm::all_of(concat.getInputs(),
+                      [&](Value v) { return (bool)vectorConcatPiece(concat, v); });
+}
+
 bool mlir::gpt::isStrided(Value v) {
   Operation *def = beneathReshapes(v).getDefiningOp();
   return def && def->hasAttr(kStridedAttr);

@@ -73,6 +73,16 @@ bool readsThroughStrides(Operation *op);
 /// elementwise kernels, and a transpose.
 bool writesThroughStrides(Operation *op);
 
+class ConcatOp;
+/// The kernel result that a concat of vectors can hold in its place, its producer writing
+/// it there, when `v` is that piece: the result of a kernel beside the concat (or its
+/// reshape) read by nothing else, as a gradient norm's per-tensor sums; else null. The
+/// memory plan makes a concat whose every piece has one a view; gpt-fuse-horizontal
+/// leaves it out of groups.
+Value vectorConcatPiece(ConcatOp concat, Value v);
+/// Whether every operand of `concat` is a vectorConcatPiece.
+bool concatsVectorsInPlace(ConcatOp concat);
+
 /// The bytes of one element of tensor `v` in a buffer (an i1 takes a byte).
 int64_t elementBytes(Value v);
 /// The bytes of tensor `v`'s buffer (at least 1, so that an empty tensor has an address).

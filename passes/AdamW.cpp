@@ -51,16 +51,17 @@ struct Builder {
       return x;
     return ConvertOp::create(b, loc, tt(x).clone(elem), x);
   }
-  /// Sum of x*x over every element (canonical order, row-major).
-  Value sumOfSquares(Value x) {
+  /// Sum over every element (canonical order, row-major).
+  Value sum(Value x) {
     auto t = tt(x);
     SmallVector<int64_t> dims;
     for (int64_t d = 0; d < t.getRank(); ++d)
       dims.push_back(d);
-    return ReduceSumOp::create(b, loc, RankedTensorType::get({}, t.getElementType()), mul(x, x),
+    return ReduceSumOp::create(b, loc, RankedTensorType::get({}, t.getElementType()), x,
                                b.getDenseI64ArrayAttr(dims), b.getBoolAttr(false),
                                ReductionOrderAttr::get(b.getContext(), ReductionOrder::Canonical));
   }
+  Value sumOfSquares(Value x) { return sum(mul(x, x)); }
 };
 
 struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
@@ -139,18 +140,23 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
 
     OpBuilder b(ret);
     Builder B{b, fn.getLoc()};
-    // Gradient norms, before clipping: reported and used for the total. The squared sums
-    // are gathered first so that one kernel takes all the square roots.
-    SmallVector<Value> sq;
-    for (Param &p : params)
-      sq.push_back(ReshapeOp::create(b, B.loc, RankedTensorType::get({1}, elem),
-                                     B.sumOfSquares(p.grad)));
-    Value normVec = B.sqrt(ConcatOp::create(
-        b, B.loc, RankedTensorType::get({(int64_t)params.size()}, elem), sq, b.getI64IntegerAttr(0)));
+    // Gradient norms, before clipping: reported and used for the total. Each tensor's norm
+    // and its square are taken right after its sum (so they join the sum's kernel), then
+    // gathered: the total's sum reads the squares in parameter order, as
+    // sumOfSquares(norms) would.
+    auto vec = RankedTensorType::get({(int64_t)params.size()}, elem);
+    auto piece = RankedTensorType::get({1}, elem);
+    SmallVector<Value> norms, squares;
+    for (Param &p : params) {
+      Value norm = B.sqrt(B.sumOfSquares(p.grad)), square = B.mul(norm, norm);
+      norms.push_back(ReshapeOp::create(b, B.loc, piece, norm));
+      squares.push_back(ReshapeOp::create(b, B.loc, piece, square));
+    }
+    Value normVec = ConcatOp::create(b, B.loc, vec, norms, b.getI64IntegerAttr(0));
     Value clamped;
     if (gradClip > 0.0) {
       // total = ||(norm_1, ..., norm_P)||, tensors in parameter order.
-      Value total = B.sqrt(B.sumOfSquares(normVec));
+      Value total = B.sqrt(B.sum(ConcatOp::create(b, B.loc, vec, squares, b.getI64IntegerAttr(0))));
       Value coef = B.div(B.scalar(gradClip, elem), B.add(total, B.scalar(1e-6, elem)));
       clamped = B.min(coef, B.scalar(1.0, elem));
     }

@@ -26,10 +26,12 @@ using namespace mlir::gpt;
 namespace {
 
 /// Ops that cost no kernel: they alias, are read or written in place
-/// (gpt-strided-views), or are static data.
+/// (gpt-strided-views; a concat of vectors the memory plan will make a view), or are
+/// static data.
 bool isView(Operation *op) {
+  auto concat = dyn_cast<ConcatOp>(op);
   return isa<ReshapeOp, StopGradientOp, ConstantOp>(op) || op->hasAttr(kStridedAttr) ||
-         op->hasAttr(kGatheredAttr);
+         op->hasAttr(kGatheredAttr) || (concat && concatsVectorsInPlace(concat));
 }
 
 /// Kernels whose code is only parallel loops over independent outputs (so they can share

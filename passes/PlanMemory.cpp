@@ -215,24 +215,11 @@ Value attentionGradPiece(Value v) {
 
 /// The value whose storage a concat of `v` can own, its producer writing it straight into
 /// its place, or null: attention_grad's dq, dk or dv in a concat of [B, T, C] along the last
-/// dim (attention writes rows at a pitch); in a concat of vectors, any kernel's result read
-/// by nothing else, through a reshape (a gradient norm's per-tensor sums of squares).
+/// dim (attention writes rows at a pitch); in a concat of vectors, vectorConcatPiece.
 Value concatPiece(ConcatOp concat, Value v) {
   if (concat.getType().getRank() == 3 && concat.getDim() == 2)
     return attentionGradPiece(v);
-  if (concat.getType().getRank() != 1 || !v.hasOneUse())
-    return nullptr;
-  Value root = v;
-  if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
-    root = reshape.getX();
-    if (!root.hasOneUse())
-      return nullptr;
-  }
-  Operation *producer = root.getDefiningOp();
-  if (!producer || !isa<func::FuncOp>(producer->getParentOp()) ||
-      isa<ConstantOp, ReshapeOp, StopGradientOp, SplitOp, ConcatOp>(producer))
-    return nullptr;
-  return root;
+  return vectorConcatPiece(concat, v);
 }
 
 /// Splits and concats that can be views: a split along the last dim of an op's result

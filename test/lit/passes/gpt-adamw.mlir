@@ -12,9 +12,17 @@
 // CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg.b"}
 // CHECK-SAME: {gpt.kind = "state", gpt.name = "exp_avg_sq.b"}
 // CHECK-SAME: -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.name = "w", gpt.updates = "w"}, tensor<4x4xf32> {gpt.name = "exp_avg.w", gpt.updates = "exp_avg.w"}, tensor<4x4xf32> {gpt.name = "exp_avg_sq.w", gpt.updates = "exp_avg_sq.w"}, tensor<4xf32> {gpt.name = "b", gpt.updates = "b"}, tensor<4xf32> {gpt.name = "exp_avg.b", gpt.updates = "exp_avg.b"}, tensor<4xf32> {gpt.name = "exp_avg_sq.b", gpt.updates = "exp_avg_sq.b"}, tensor<2xf32> {gpt.name = "grad_norms"})
-// Norms, clipping coefficient min(1 / (total + 1e-6), 1):
+// Each tensor's norm and its square right after its sum, gathered; the total from the
+// squares; the clipping coefficient min(1 / (total + 1e-6), 1):
+// CHECK: %[[SW:.*]] = gpt.reduce_sum %{{.*}} {dims = array<i64: 0, 1>
+// CHECK: %[[NW:.*]] = gpt.sqrt %[[SW]] : tensor<f32>
+// CHECK: %[[QW:.*]] = gpt.mul %[[NW]], %[[NW]]
+// CHECK: %[[SB:.*]] = gpt.reduce_sum %{{.*}} {dims = array<i64: 0>
+// CHECK: %[[NB:.*]] = gpt.sqrt %[[SB]] : tensor<f32>
+// CHECK: %[[QB:.*]] = gpt.mul %[[NB]], %[[NB]]
+// CHECK: %[[NORMS:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
 // CHECK: %[[SQ:.*]] = gpt.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
-// CHECK: %[[NORMS:.*]] = gpt.sqrt %[[SQ]] : tensor<2xf32>
+// CHECK: gpt.reduce_sum %[[SQ]] {dims = array<i64: 0>
 // CHECK: gpt.constant dense<9.99999997E-7> : tensor<f32>
 // CHECK: gpt.min
 // Bias corrections in f64:

@@ -62,3 +62,36 @@ func.func @norms(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf32>, %l: 
   %8 = gpt.cross_entropy %l, %t {ignore_index = -100 : i64, order = #gpt.order<canonical>} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
   return %6, %7, %8 : tensor<3xf32>, tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that concats of vectors whose pieces are kernel results read by nothing else
+// (the gradient norm's norms and their squares, which the memory plan makes views)
+// stay out of groups: they move below it, after the sums' reshapes. A concat of
+// arguments is a copy, a member like any other kernel.
+// CHECK-LABEL: func.func @vector_concats
+// CHECK: %[[H:.*]]:6 = gpt.horizontal
+// CHECK-COUNT-4: gpt.reduce_sum
+// CHECK-NEXT: gpt.concat %arg10, %arg11
+// CHECK-NEXT: gpt.exp
+// CHECK-NEXT: gpt.yield
+// CHECK-NEXT: }
+// CHECK-COUNT-4: gpt.reshape
+// CHECK-NEXT: gpt.concat
+// CHECK-NEXT: gpt.concat
+// CHECK-NEXT: return
+func.func @vector_concats(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf32>, %d: tensor<5xf32>, %x: tensor<2xf32>, %y: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<4xf32>, tensor<5xf32>) {
+  %0 = gpt.reduce_sum %a {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<f32>
+  %1 = gpt.reshape %0 : (tensor<f32>) -> tensor<1xf32>
+  %2 = gpt.reduce_sum %b {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x4xf32>) -> tensor<f32>
+  %3 = gpt.reshape %2 : (tensor<f32>) -> tensor<1xf32>
+  %4 = gpt.reduce_sum %c {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<3xf32>) -> tensor<f32>
+  %5 = gpt.reshape %4 : (tensor<f32>) -> tensor<1xf32>
+  %6 = gpt.reduce_sum %d {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<5xf32>) -> tensor<f32>
+  %7 = gpt.reshape %6 : (tensor<f32>) -> tensor<1xf32>
+  %8 = gpt.concat %1, %3 {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+  %9 = gpt.concat %5, %7 {dim = 0 : i64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+  %10 = gpt.concat %x, %y {dim = 0 : i64} : (tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>
+  %11 = gpt.exp %d : tensor<5xf32>
+  return %8, %9, %10, %11 : tensor<2xf32>, tensor<2xf32>, tensor<4xf32>, tensor<5xf32>
+}
