@@ -912,6 +912,7 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
     };
     std::string bias = operand(op.getBias()), rng = operand(op.getRng());
     std::string addend = operand(op.getAddend());
+    std::string geluX = operand(op.getGeluX()), geluErf = operand(op.getGeluErf());
     std::string T = elemType(op.getResult());
     os << ", gptc::MatmulEpilogue<" << T << ">{" << addend << ", " << bias << ", " << rng;
     if (op.getRng()) {
@@ -919,7 +920,12 @@ LogicalResult Emitter::emitMatmul(MatmulOp op, raw_ostream &os) {
       DropoutLiterals lit = dropoutLiterals(op.getDropoutP()->convertToDouble(),
                                             op.getType().getElementType());
       os << ", " << *op.getDropoutId() << ", " << lit.p << ", " << lit.scale;
+    } else if (op.getGeluX()) {
+      os << ", 0, 0, 1";
     }
+    if (op.getGeluX())
+      os << ", " << geluX << ", " << geluErf << ", "
+         << (*op.getGeluApproximate() == GeluApproximation::tanh ? "true" : "false");
     os << "}";
   }
   os << ");\n";

@@ -29,7 +29,8 @@ int64_t flopsOf(Operation *op) {
       .Case([](MatmulOp m) {
         auto a = m.getLhs().getType();
         int64_t k = m.getTransposeLhs() ? a.getDimSize(a.getRank() - 2) : a.getShape().back();
-        int64_t epilogue = (m.getBias() ? 1 : 0) + (m.getRng() ? 1 : 0) + (m.getAddend() ? 1 : 0);
+        int64_t epilogue = (m.getBias() ? 1 : 0) + (m.getRng() ? 1 : 0) + (m.getAddend() ? 1 : 0) +
+                           (m.getGeluX() ? 1 : 0);
         return (2 * k + epilogue) * elements(m.getResult());
       })
       .Case([](AttentionOp a) {

@@ -218,6 +218,13 @@ LogicalResult MatmulOp::verify() {
     if (bt.getRank() != 1 || bt.getDimSize(0) != n || bt.getElementType() != r.getElementType())
       return emitOpError("bias must be [") << n << "] of the result's element type";
   }
+  if (getGeluX() && getGeluX().getType() != r)
+    return emitOpError("gelu_grad's x must have the result's type");
+  if (getGeluApproximate().has_value() != (bool)getGeluX())
+    return emitOpError("gelu_grad needs both x and gelu_approximate");
+  if (getGeluErf() && (getGeluErf().getType() != r || !getGeluX() ||
+                       *getGeluApproximate() != GeluApproximation::none))
+    return emitOpError("erf takes an exact gelu_grad's x, of the result's type");
   if (getDropoutP().has_value() != (bool)getRng() || getDropoutId().has_value() != (bool)getRng())
     return emitOpError("dropout needs all of rng, dropout_p and dropout_id");
   if (getRng()) {

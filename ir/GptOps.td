@@ -277,7 +277,11 @@ def Gpt_MatmulOp : Gpt_Op<"matmul", [AttrSizedOperandSegments]> {
     - `bias %b` ([N]): product + b[n], a linear layer's bias add;
     - `dropout %rng` (with `dropout_p` and `dropout_id`): gpt.dropout of that
       value, element i of the result drawing as gpt.dropout's element i;
-    - `plus %addend` (the result's type): addend + that value, a residual add.
+    - `plus %addend` (the result's type): addend + that value, a residual add;
+    - `gelu_grad %x` (the result's type; `erf %e` where gpt-keep-gelu-erf kept
+      it; with `gelu_approximate`): gpt.gelu_grad of that value as its
+      incoming gradient, at x (a GELU's input gradient, whose incoming
+      gradient is this product).
 
     ```mlir
     %y = gpt.matmul %x, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = true} : (tensor<2x32x64xf32>, tensor<192x64xf32>) -> tensor<2x32x192xf32>
@@ -286,25 +290,27 @@ def Gpt_MatmulOp : Gpt_Op<"matmul", [AttrSizedOperandSegments]> {
   }];
   let arguments = (ins Gpt_FloatTensor:$lhs, Gpt_FloatTensor:$rhs,
                    Optional<Gpt_FloatTensor>:$bias, Optional<Gpt_IndexTensor>:$rng,
-                   Optional<Gpt_FloatTensor>:$addend,
+                   Optional<Gpt_FloatTensor>:$addend, Optional<Gpt_FloatTensor>:$gelu_x,
+                   Optional<Gpt_FloatTensor>:$gelu_erf,
                    BoolAttr:$transpose_lhs, BoolAttr:$transpose_rhs, Gpt_ReductionOrderAttr:$order,
-                   OptionalAttr<F64Attr>:$dropout_p, OptionalAttr<I64Attr>:$dropout_id);
+                   OptionalAttr<F64Attr>:$dropout_p, OptionalAttr<I64Attr>:$dropout_id,
+                   OptionalAttr<Gpt_GeluApproximationAttr>:$gelu_approximate);
   let results = (outs Gpt_FloatTensor:$result);
   let assemblyFormat =
-      "$lhs `,` $rhs (`bias` $bias^)? (`dropout` $rng^)? (`plus` $addend^)? attr-dict `:` functional-type(operands, results)";
+      "$lhs `,` $rhs (`bias` $bias^)? (`dropout` $rng^)? (`plus` $addend^)? (`gelu_grad` $gelu_x^)? (`erf` $gelu_erf^)? attr-dict `:` functional-type(operands, results)";
   let builders = [
     // A plain product (no epilogue).
     OpBuilder<(ins "Type":$type, "Value":$lhs, "Value":$rhs, "bool":$transposeLhs,
                    "bool":$transposeRhs), [{
-      build($_builder, $_state, type, lhs, rhs, Value(), Value(), Value(),
+      build($_builder, $_state, type, lhs, rhs, Value(), Value(), Value(), Value(), Value(),
             $_builder.getBoolAttr(transposeLhs), $_builder.getBoolAttr(transposeRhs),
             ReductionOrderAttr::get($_builder.getContext(), ReductionOrder::Sequential),
-            FloatAttr(), IntegerAttr());
+            FloatAttr(), IntegerAttr(), GeluApproximationAttr());
     }]>
   ];
   let extraClassDeclaration = [{
-    /// Whether an epilogue follows the product (bias, dropout or addend).
-    bool hasEpilogue() { return getBias() || getRng() || getAddend(); }
+    /// Whether an epilogue follows the product (bias, dropout, addend or GELU gradient).
+    bool hasEpilogue() { return getBias() || getRng() || getAddend() || getGeluX(); }
   }];
   let hasVerifier = 1;
 }

@@ -7,6 +7,8 @@
 //   add(matmul, b) with b [N] (a linear layer's bias)  -> matmul bias %b
 //   dropout(that) in training (a residual branch)       -> ... dropout %rng
 //   add(that, r) with r of the result's type (residual) -> ... plus %r
+//   gelu_grad(that, x) with x of the result's type       -> ... gelu_grad %x
+//     (a GELU's input gradient: the product is its incoming gradient)
 //
 // in that order only, each op folded when the matmul (or the matmul it was
 // folded into) is its only use. The epilogue computes each op's own expression
@@ -29,28 +31,37 @@ using namespace mlir::gpt;
 namespace {
 
 /// The steps of the epilogue, in the order it applies them.
-enum class Step { Bias, Dropout, Addend };
+enum class Step { Bias, Dropout, Addend, GeluGrad };
 
 /// The matmul defining `v` if `step` can be appended to its epilogue: `v` has no other
 /// use, and the epilogue has no step at or after `step` yet.
 MatmulOp foldable(Value v, Step step) {
   auto mm = v.getDefiningOp<MatmulOp>();
-  if (!mm || !mm->hasOneUse() || mm.getAddend() || (step <= Step::Dropout && mm.getRng()) ||
-      (step == Step::Bias && mm.getBias()))
+  if (!mm || !mm->hasOneUse() || mm.getGeluX() || (step <= Step::Addend && mm.getAddend()) ||
+      (step <= Step::Dropout && mm.getRng()) || (step == Step::Bias && mm.getBias()))
     return {};
   return mm;
 }
 
 /// `mm` with the epilogue step that `op` is (the arguments not null), in op's place.
-void fold(Operation *op, MatmulOp mm, Value bias, DropoutOp drop, Value addend) {
-  OpBuilder b(op); // every operand of op and of mm is defined by then
+void fold(Operation *op, MatmulOp mm, Value bias, DropoutOp drop, Value addend,
+          GeluGradOp gelu = {}) {
+  // In op's place, where every operand of op and of mm is defined; a GELU's gradient in
+  // the product's place where its x and erf are defined by then (a forward's values), so
+  // that the products keep their order (gpt-pair-weight-gradients pairs by it).
+  auto before = [&](Value v) {
+    Operation *def = v ? v.getDefiningOp() : nullptr;
+    return !def || def->getBlock() != mm->getBlock() || def->isBeforeInBlock(mm);
+  };
+  OpBuilder b(gelu && before(gelu.getX()) && before(gelu.getErf()) ? mm.getOperation() : op);
   Value rng = drop ? drop.getRng() : mm.getRng();
   FloatAttr p = drop ? drop.getPAttr() : mm.getDropoutPAttr();
   IntegerAttr id = drop ? drop.getIdAttr() : mm.getDropoutIdAttr();
-  auto fused = MatmulOp::create(b, op->getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(),
-                                bias ? bias : mm.getBias(), rng, addend,
-                                mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr(),
-                                mm.getOrderAttr(), p, id);
+  auto fused = MatmulOp::create(
+      b, op->getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(), bias ? bias : mm.getBias(), rng,
+      addend ? addend : mm.getAddend(), gelu ? gelu.getX() : Value(),
+      gelu ? gelu.getErf() : Value(), mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr(),
+      mm.getOrderAttr(), p, id, gelu ? gelu.getApproximateAttr() : GeluApproximationAttr());
   op->getResult(0).replaceAllUsesWith(fused.getResult());
   op->erase();
   mm.erase();
@@ -89,10 +100,19 @@ struct FuseMatmulEpiloguePass
     // In program order, so that a chain folds step by step into one matmul.
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<AddOp, DropoutOp>(op))
+      if (isa<AddOp, DropoutOp, GeluGradOp>(op))
         ops.push_back(op);
     });
     for (Operation *op : ops) {
+      if (auto gelu = dyn_cast<GeluGradOp>(op)) {
+        // The product is the incoming gradient, x (and a kept erf) elements of its own.
+        MatmulOp mm = foldable(gelu.getG(), Step::GeluGrad);
+        auto ofResult = [&](Value v) { return !v || v.getType() == mm.getType(); };
+        if (mm && gelu.getType() == mm.getType() && ofResult(gelu.getX()) &&
+            ofResult(gelu.getErf()))
+          fold(gelu, mm, {}, {}, {}, gelu);
+        continue;
+      }
       if (auto add = dyn_cast<AddOp>(op)) {
         if (!foldAdd(add, Step::Bias))
           foldAdd(add, Step::Addend);

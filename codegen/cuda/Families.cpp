@@ -115,6 +115,12 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
         }
         if (m.getAddend())
           os << "  ep.addend = in" << next++ << ";\n";
+        if (m.getGeluX())
+          os << "  ep.gelu_x = in" << next++ << ";\n";
+        if (m.getGeluErf())
+          os << "  ep.gelu_erf = in" << next++ << ";\n";
+        if (m.getGeluX() && *m.getGeluApproximate() == GeluApproximation::tanh)
+          os << "  ep.gelu_tanh = true;\n";
         os << "  gptc::cuda::matmul(gptc::cuda::stream(), s, in0, in1, out0, ep);\n";
         return success();
       })

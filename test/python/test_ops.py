@@ -3,6 +3,7 @@
 Each case builds a one-op module, compiles it with gptc and compares the
 result; shapes are drawn from a seeded generator so a failure reproduces.
 """
+import os
 import random
 
 import numpy as np
@@ -412,3 +413,41 @@ def test_sums_with_an_epilogue_are_bitwise_the_unfused_ones(tmp_path):
     loss = model(x)
     loss.backward()
     assert torch.allclose(torch.from_numpy(out3["grad.w"]), model.w.grad, rtol=1e-4, atol=1e-4)
+
+
+class GeluMlp(torch.nn.Module):
+    """Linear -> GELU -> linear: the GELU's input gradient takes the second layer's input
+    gradient (a product) as its incoming gradient."""
+
+    def __init__(self, approximate):
+        super().__init__()
+        self.approximate = approximate
+        self.fc, self.proj = torch.nn.Linear(24, 40), torch.nn.Linear(40, 24)
+
+    def forward(self, x):
+        return (self.proj(F.gelu(self.fc(x), approximate=self.approximate)) ** 2).sum()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_gelu_gradient_as_a_product_epilogue_is_bitwise_the_unfused_one(approximate, target, tmp_path):
+    """gpt-fuse-matmul-epilogue makes a GELU's input gradient the epilogue of the product
+    that computes its incoming gradient (with the forward's kept erf on the CPU, the erf
+    computed again on the GPU); -O3 gives -O0's gradients bit for bit, with a kernel
+    less, and they are PyTorch's to rounding."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(0)
+    model, x = GeluMlp(approximate), torch.randn(3, 7, 24) * 2
+    runs = {}
+    for opt in ("-O0", "-O3"):
+        c = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / opt), "gelu-mm-", opt,
+                                               "--grad", f"--target={target}"))
+        source = open(os.path.join(c.artifact_dir, "kernels.cu" if "cuda" in target else "kernels.cpp")).read()
+        runs[opt] = (c.num_kernels, "// gpt.gelu_grad " in source,
+                     dict(zip([r[0] for r in c.runtime.results], c.runtime.run([c.input_array("x", x)]))))
+    (k0, lone0, out0), (k3, lone3, out3) = runs["-O0"], runs["-O3"]
+    assert lone0 and not lone3 and k3 < k0
+    for name, value in out0.items():
+        assert np.array_equal(value, out3[name]), name
+    model(x).backward()
+    assert torch.allclose(torch.from_numpy(out3["grad.fc.weight"]), model.fc.weight.grad, rtol=1e-4, atol=1e-3)

@@ -392,3 +392,27 @@ func.func @fused_epilogue_after_post(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, t
   }
   return %y#0, %y#1 : tensor<4x8xf32>, tensor<4x1xf32>
 }
+
+// -----
+
+func.func @matmul_gelu_x(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %x: tensor<5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{gelu_grad's x must have the result's type}}
+  %0 = gpt.matmul %a, %b gelu_grad %x {gelu_approximate = #gpt.approximate<none>, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul_gelu_erf_tanh(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{erf takes an exact gelu_grad's x, of the result's type}}
+  %0 = gpt.matmul %a, %b gelu_grad %x erf %x {gelu_approximate = #gpt.approximate<tanh>, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul_gelu_attr(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{gelu_grad needs both x and gelu_approximate}}
+  %0 = gpt.matmul %a, %b gelu_grad %x {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}

@@ -80,3 +80,32 @@ func.func @out_of_order(%r: tensor<8x4xf32>, %x: tensor<8x16xf32>, %w: tensor<4x
   %7 = gpt.dropout %6 {id = 1 : i64, p = 1.000000e-01 : f64, train = false} : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %2, %4, %5, %7 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
 }
+
+// -----
+
+// Tests a GELU's input gradient whose incoming gradient is a product (dY W in an MLP's
+// backward): it becomes the product's last epilogue step at x, with the kept erf where
+// there is one, in the tanh form too, and in the product's place (its x is defined
+// before it), so the products keep their order. It stays a kernel of its own where the
+// product has another user, or where the product is x rather than the gradient.
+// CHECK-LABEL: func.func @gelu_grad
+// CHECK-NEXT: %[[A:.*]] = gpt.matmul %arg2, %arg3 gelu_grad %arg0 erf %arg1 {gelu_approximate = #gpt.approximate<none>, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: %[[B:.*]] = gpt.matmul %arg2, %arg3 gelu_grad %arg0 {gelu_approximate = #gpt.approximate<tanh>, {{.*}}} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: %[[W:.*]] = gpt.matmul %arg2, %arg2 {{{.*}}transpose_lhs = true
+// CHECK-NEXT: %[[C:.*]] = gpt.matmul %arg2, %arg3 {{{.*}}} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: gpt.gelu_grad %[[C]], %arg0
+// CHECK-NEXT: %[[D:.*]] = gpt.matmul %arg2, %arg3 {{{.*}}} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: gpt.gelu_grad %arg0, %[[D]]
+// CHECK-NEXT: return %[[A]], %[[B]], %[[W]]
+func.func @gelu_grad(%x: tensor<8x16xf32>, %e: tensor<8x16xf32>, %dy: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<4x4xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  %0 = gpt.matmul %dy, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %1 = gpt.matmul %dy, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %2 = gpt.matmul %dy, %dy {order = #gpt.order<sequential>, transpose_lhs = true, transpose_rhs = false} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %3 = gpt.gelu_grad %0, %x erf %e {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %4 = gpt.gelu_grad %1, %x {approximate = #gpt.approximate<tanh>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %5 = gpt.matmul %dy, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %6 = gpt.gelu_grad %5, %x {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %7 = gpt.matmul %dy, %w {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %8 = gpt.gelu_grad %x, %7 {approximate = #gpt.approximate<none>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %3, %4, %2, %6, %5, %8 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<4x4xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}

@@ -26,7 +26,8 @@ namespace gptc {
 // What a matmul applies to each finished product before storing it (gpt.matmul's
 // epilogue, gpt-fuse-matmul-epilogue), in this order: + bias[n]; gpt.dropout's inverted
 // dropout of result element i (its index in C, batch members one after another: the same
-// draw and the same scaling); then addend[i] + that value. A null pointer skips its step.
+// draw and the same scaling); then addend[i] + that value; then gpt.gelu_grad of that
+// value at gelu_x[i] (given gelu_erf[i] where it was kept). A null pointer skips its step.
 // Each step is the unfused op's expression, so the bits are the unfused program's.
 template <class T>
 struct MatmulEpilogue {
@@ -36,8 +37,11 @@ struct MatmulEpilogue {
   int64_t dropout_id = 0;
   float dropout_p = 0;
   T dropout_scale = 1;
+  const T* gelu_x = nullptr;     // like C: the GELU's input
+  const T* gelu_erf = nullptr;   // like C: erf(gelu_x / sqrt 2), kept (the exact form only)
+  bool gelu_tanh = false;        // the tanh-approximated GELU's gradient, else the exact one
 
-  GPTC_HD bool any() const { return addend || bias || rng; }
+  GPTC_HD bool any() const { return addend || bias || rng || gelu_x; }
   // The same steps for one product v of C's element i, in column col: the form a GPU
   // thread applies to each element it owns (gptc/cuda/matmul.cuh).
   GPTC_HD T apply_one(int64_t i, int64_t col, T v) const {
@@ -48,6 +52,10 @@ struct MatmulEpilogue {
               ? v * dropout_scale
               : T(0);
     if (addend) v = addend[i] + v;
+    if (gelu_x)
+      v = gelu_tanh  ? gelu_tanh_grad(v, gelu_x[i])
+          : gelu_erf ? gelu_erf_grad_given(v, gelu_x[i], gelu_erf[i])
+                     : gelu_erf_grad(v, gelu_x[i]);
     return v;
   }
   // v[r * ldv + j] holds the product of C's element i0 + r * ldc + j, in column col0 + j,
@@ -92,6 +100,25 @@ struct MatmulEpilogue {
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
           v[r * ldv + j] = addend[i0 + r * ldc + j] + v[r * ldv + j];
+    if (gelu_x)
+      for (int64_t r = 0; r < rows; ++r) {
+        // In place (each element read before it is written); the exact form's array forms,
+        // as the lone gpt.gelu_grad kernel takes, with the per-element form's bits.
+        T* y = v + r * ldv;
+        const T* x = gelu_x + i0 + r * ldc;
+        const T* e = gelu_erf ? gelu_erf + i0 + r * ldc : nullptr;
+        if constexpr (std::is_same_v<T, float>) {
+          if (!gelu_tanh) {
+            if (e) gelu_erf_grad_given_n(n, y, x, e, y);
+            else gelu_erf_grad_n(n, y, x, y);
+            continue;
+          }
+        }
+        for (int64_t j = 0; j < n; ++j)
+          y[j] = gelu_tanh ? gelu_tanh_grad(y[j], x[j])
+                 : e       ? gelu_erf_grad_given(y[j], x[j], e[j])
+                           : gelu_erf_grad(y[j], x[j]);
+      }
 #endif
   }
 };
