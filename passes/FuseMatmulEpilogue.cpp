@@ -8,7 +8,9 @@
 //   dropout(that) in training (a residual branch)       -> ... dropout %rng
 //   add(that, r) with r of the result's type (residual) -> ... plus %r
 //   gelu_grad(that, x) with x of the result's type       -> ... gelu_grad %x
-//     (a GELU's input gradient: the product is its incoming gradient)
+//     (a GELU's input gradient: the product is its incoming gradient; with gelu-grad,
+//     which the GPU targets set: on the CPU the fused product was slower than the two
+//     kernels, bench/NOTES.md "Fusion and kernel count")
 //
 // in that order only, each op folded when the matmul (or the matmul it was
 // folded into) is its only use. The epilogue computes each op's own expression
@@ -94,6 +96,7 @@ bool foldAdd(AddOp add, Step step) {
 
 struct FuseMatmulEpiloguePass
     : public gpt::impl::FuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
+  using FuseMatmulEpilogueBase::FuseMatmulEpilogueBase;
   void runOnOperation() override {
     if (getOperation().isExternal())
       return; // a declaration: no body to transform
@@ -105,6 +108,8 @@ struct FuseMatmulEpiloguePass
     });
     for (Operation *op : ops) {
       if (auto gelu = dyn_cast<GeluGradOp>(op)) {
+        if (!geluGrad)
+          continue;
         // The product is the incoming gradient, x (and a kept erf) elements of its own.
         MatmulOp mm = foldable(gelu.getG(), Step::GeluGrad);
         auto ofResult = [&](Value v) { return !v || v.getType() == mm.getType(); };

@@ -36,6 +36,9 @@ struct PipelineOptions {
   // gpt-pair-weight-gradients: each weight gradient grouped with the next input gradient,
   // for targets that run a group's products side by side (the GPU's).
   bool pairWeightGradients = false;
+  // gpt-fuse-matmul-epilogue's gelu-grad: a GELU's input gradient in the epilogue of the
+  // product that computes its incoming gradient (the GPU's; slower on the CPU).
+  bool geluGradEpilogue = false;
   int64_t redzone = 0;     // bytes between arena buffers, none reused (gptc compile --sanitize)
   AdamWOptions adamw;
 };

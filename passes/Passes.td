@@ -237,8 +237,10 @@ def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> 
     A chain that follows a gpt.matmul, each op the only user of the one before,
     folds into the matmul, step by step and in this order only:
     `gpt.add` of a [N] vector (a linear layer's bias) becomes `bias`, a training
-    `gpt.dropout` becomes `dropout` (its rng, p and id), and `gpt.add` of a
-    tensor of the result's type (a residual connection) becomes `plus`. The
+    `gpt.dropout` becomes `dropout` (its rng, p and id), `gpt.add` of a
+    tensor of the result's type (a residual connection) becomes `plus`, and
+    with gelu-grad a `gpt.gelu_grad` whose incoming gradient is the product
+    becomes `gelu_grad` (its x, and erf where kept). The
     code generator applies them to each finished product before the store,
     with the ops' own expressions (the same dropout draw for element i;
     addition commutes exactly): one kernel, the unfused bits. Runs after
@@ -256,6 +258,10 @@ def FuseMatmulEpilogue : Pass<"gpt-fuse-matmul-epilogue", "mlir::func::FuncOp"> 
     %y = gpt.matmul %x, %w bias %b dropout %rng plus %r {dropout_id = 3 : i64, dropout_p = 1.000000e-01 : f64, ...} : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<2xi64>, tensor<8x4xf32>) -> tensor<8x4xf32>
     ```
   }];
+  let options = [
+    Option<"geluGrad", "gelu-grad", "bool", "false",
+           "also fold a GELU's input gradient into the product that computes its incoming gradient (the GPU targets)">,
+  ];
   let dependentDialects = ["mlir::gpt::GptDialect"];
 }
 

@@ -40,7 +40,8 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
       pm.addNestedPass<func::FuncOp>(createKeepGeluErf());
     else
       pm.addNestedPass<func::FuncOp>(createRecomputeActivations());
-    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
+    pm.addNestedPass<func::FuncOp>(
+        createFuseMatmulEpilogue(FuseMatmulEpilogueOptions{options.geluGradEpilogue}));
     pm.addNestedPass<func::FuncOp>(createFuseElementwise());
     pm.addNestedPass<func::FuncOp>(createStridedViews());
     if (options.pairWeightGradients)

@@ -431,10 +431,10 @@ class GeluMlp(torch.nn.Module):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
 def test_gelu_gradient_as_a_product_epilogue_is_bitwise_the_unfused_one(approximate, target, tmp_path):
-    """gpt-fuse-matmul-epilogue makes a GELU's input gradient the epilogue of the product
-    that computes its incoming gradient (with the forward's kept erf on the CPU, the erf
-    computed again on the GPU); -O3 gives -O0's gradients bit for bit, with a kernel
-    less, and they are PyTorch's to rounding."""
+    """On the GPU targets gpt-fuse-matmul-epilogue makes a GELU's input gradient the
+    epilogue of the product that computes its incoming gradient (a kernel less); the CPU
+    keeps it a kernel of its own (reading the forward's kept erf). Either way -O3 gives
+    -O0's gradients bit for bit, and they are PyTorch's to rounding."""
     from gptc.compiler import CompiledModel, capture_and_compile
     torch.manual_seed(0)
     model, x = GeluMlp(approximate), torch.randn(3, 7, 24) * 2
@@ -446,7 +446,7 @@ def test_gelu_gradient_as_a_product_epilogue_is_bitwise_the_unfused_one(approxim
         runs[opt] = (c.num_kernels, "// gpt.gelu_grad " in source,
                      dict(zip([r[0] for r in c.runtime.results], c.runtime.run([c.input_array("x", x)]))))
     (k0, lone0, out0), (k3, lone3, out3) = runs["-O0"], runs["-O3"]
-    assert lone0 and not lone3 and k3 < k0
+    assert lone0 and lone3 == (target == "cpu") and k3 < k0
     for name, value in out0.items():
         assert np.array_equal(value, out3[name]), name
     model(x).backward()

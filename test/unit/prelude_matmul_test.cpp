@@ -152,15 +152,21 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
     EXPECT_EQ(0, std::memcmp(tiled.data(), ref.data(), tiled.size() * sizeof(float)))
         << "batch " << c.batch << " M " << c.M << " N " << c.N << " K " << c.K;
     // With epilogues (gpt-fuse-matmul-epilogue): each element is the unfused ops'
-    // expressions applied to the same product: + bias[n], dropout of element i, addend +.
-    std::vector<float> E(tiled.size()), bias(c.N);
+    // expressions applied to the same product: + bias[n], dropout of element i, addend +,
+    // the GELU's gradient at X[i] (exact, given its kept erf, or tanh).
+    std::vector<float> E(tiled.size()), bias(c.N), X(tiled.size()), erfX(tiled.size());
     for (float& v : E) v = normal(rng);
     for (float& v : bias) v = normal(rng);
+    for (float& v : X) v = 3 * normal(rng);
+    for (size_t i = 0; i < X.size(); ++i) erfX[i] = gptc::gelu_erf_of(X[i]);
     const int64_t seedStep[2] = {1234567, 89};
     const float p = 0.25f, scale = float(1.0 / (1.0 - 0.25));
     const gptc::MatmulEpilogue<float> epilogues[] = {
         {E.data()}, {nullptr, bias.data()}, {nullptr, nullptr, seedStep, 5, p, scale},
-        {E.data(), bias.data(), seedStep, 6, p, scale}};
+        {E.data(), bias.data(), seedStep, 6, p, scale},
+        {nullptr, nullptr, nullptr, 0, 0, 1, X.data()},
+        {nullptr, nullptr, nullptr, 0, 0, 1, X.data(), erfX.data()},
+        {E.data(), bias.data(), nullptr, 0, 0, 1, X.data(), nullptr, true}};
     for (const auto& ep : epilogues) {
       std::vector<float> withEp(tiled.size()), refEp(tiled.size());
       gptc::matmul(c.batch, c.M, c.N, c.K, A.data(), sab, sam, sak, B.data(), sbb, sbk, sbn,
@@ -177,6 +183,10 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
           v = keep ? v * scale : 0.0f;
         }
         if (ep.addend) v = E[i] + v;
+        if (ep.gelu_x)
+          v = ep.gelu_tanh ? gptc::gelu_tanh_grad(v, X[i])
+              : ep.gelu_erf ? gptc::gelu_erf_grad_given(v, X[i], erfX[i])
+                            : gptc::gelu_erf_grad(v, X[i]);
         ASSERT_EQ(bits(withEp[i]), bits(v)) << "tiled, epilogue, at " << i;
         ASSERT_EQ(bits(refEp[i]), bits(v)) << "reference, epilogue, at " << i;
       }

@@ -249,6 +249,7 @@ void gptc::setTargetPipeline(mlir::gpt::PipelineOptions &options, bool gpu) {
   using Activations = mlir::gpt::PipelineOptions::Activations;
   options.activations = gpu ? Activations::Recompute : Activations::Keep;
   options.pairWeightGradients = gpu;
+  options.geluGradEpilogue = gpu;
 }
 
 int gptc::fail(const char *tool, const std::string &message) {

@@ -1,4 +1,5 @@
-// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-fuse-matmul-epilogue))" | gptc-opt -split-input-file | FileCheck %s
+// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-fuse-matmul-epilogue{gelu-grad=true}))" | gptc-opt -split-input-file | FileCheck %s
+// RUN: gptc-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(gpt-fuse-matmul-epilogue))" | FileCheck %s --check-prefix=NOGELU
 
 // Tests that a residual add of a matmul's only use becomes the matmul's addend,
 // whichever side of the add the matmul is on, and that the printed form
@@ -84,10 +85,14 @@ func.func @out_of_order(%r: tensor<8x4xf32>, %x: tensor<8x16xf32>, %w: tensor<4x
 // -----
 
 // Tests a GELU's input gradient whose incoming gradient is a product (dY W in an MLP's
-// backward): it becomes the product's last epilogue step at x, with the kept erf where
-// there is one, in the tanh form too, and in the product's place (its x is defined
-// before it), so the products keep their order. It stays a kernel of its own where the
-// product has another user, or where the product is x rather than the gradient.
+// backward), with gelu-grad (the GPU targets): it becomes the product's last epilogue
+// step at x, with the kept erf where there is one, in the tanh form too, and in the
+// product's place (its x is defined before it), so the products keep their order. It
+// stays a kernel of its own where the product has another user, or where the product is
+// x rather than the gradient; and without gelu-grad (the CPU's pipeline).
+// NOGELU-LABEL: func.func @gelu_grad
+// NOGELU-NOT:   gpt.matmul {{.*}}gelu_grad
+// NOGELU:       return
 // CHECK-LABEL: func.func @gelu_grad
 // CHECK-NEXT: %[[A:.*]] = gpt.matmul %arg2, %arg3 gelu_grad %arg0 erf %arg1 {gelu_approximate = #gpt.approximate<none>, order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK-NEXT: %[[B:.*]] = gpt.matmul %arg2, %arg3 gelu_grad %arg0 {gelu_approximate = #gpt.approximate<tanh>, {{.*}}} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>

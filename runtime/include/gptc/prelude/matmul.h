@@ -52,11 +52,14 @@ struct MatmulEpilogue {
               ? v * dropout_scale
               : T(0);
     if (addend) v = addend[i] + v;
-    if (gelu_x)
-      v = gelu_tanh  ? gelu_tanh_grad(v, gelu_x[i])
-          : gelu_erf ? gelu_erf_grad_given(v, gelu_x[i], gelu_erf[i])
-                     : gelu_erf_grad(v, gelu_x[i]);
+    if (gelu_x) v = apply_gelu(i, v);
     return v;
+  }
+  // The GELU's gradient step for C's element i, v its incoming gradient.
+  GPTC_HD T apply_gelu(int64_t i, T v) const {
+    return gelu_tanh  ? gelu_tanh_grad(v, gelu_x[i])
+           : gelu_erf ? gelu_erf_grad_given(v, gelu_x[i], gelu_erf[i])
+                      : gelu_erf_grad(v, gelu_x[i]);
   }
   // v[r * ldv + j] holds the product of C's element i0 + r * ldc + j, in column col0 + j,
   // for r < rows and j < n (a run of a row each). The masks of several rows are drawn
@@ -100,25 +103,10 @@ struct MatmulEpilogue {
       for (int64_t r = 0; r < rows; ++r)
         GPTC_SIMD for (int64_t j = 0; j < n; ++j)
           v[r * ldv + j] = addend[i0 + r * ldc + j] + v[r * ldv + j];
-    if (gelu_x)
-      for (int64_t r = 0; r < rows; ++r) {
-        // In place (each element read before it is written); the exact form's array forms,
-        // as the lone gpt.gelu_grad kernel takes, with the per-element form's bits.
-        T* y = v + r * ldv;
-        const T* x = gelu_x + i0 + r * ldc;
-        const T* e = gelu_erf ? gelu_erf + i0 + r * ldc : nullptr;
-        if constexpr (std::is_same_v<T, float>) {
-          if (!gelu_tanh) {
-            if (e) gelu_erf_grad_given_n(n, y, x, e, y);
-            else gelu_erf_grad_n(n, y, x, y);
-            continue;
-          }
-        }
+    if (gelu_x)  // the GPU targets' (the CPU's pipeline keeps the GELU's gradient apart)
+      for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < n; ++j)
-          y[j] = gelu_tanh ? gelu_tanh_grad(y[j], x[j])
-                 : e       ? gelu_erf_grad_given(y[j], x[j], e[j])
-                           : gelu_erf_grad(y[j], x[j]);
-      }
+          v[r * ldv + j] = apply_gelu(i0 + r * ldc + j, v[r * ldv + j]);
 #endif
   }
 };
