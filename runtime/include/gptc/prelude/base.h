@@ -100,6 +100,13 @@ inline __m128 gptc_emu_mask3_fmadd_ps(__m128 a, __m128 b, __m128 c, __mmask8 k) 
 #else
 #define GPTC_INLINE inline
 #endif
+// GPTC_OUTLINE: a device function kept a call, where inlining would copy a long body into
+// each of a thread's unrolled outputs (the matmul epilogue's GELU gradient).
+#if defined(__CUDACC__)
+#define GPTC_OUTLINE __noinline__
+#else
+#define GPTC_OUTLINE
+#endif
 
 // GPTC_FOR(i, n): a loop of int64_t i over [0, n) whose iterations are independent. Built
 // with OpenMP (generated kernels are), it is split statically over gptc::thread_count()

@@ -55,8 +55,10 @@ struct MatmulEpilogue {
     if (gelu_x) v = apply_gelu(i, v);
     return v;
   }
-  // The GELU's gradient step for C's element i, v its incoming gradient.
-  GPTC_HD T apply_gelu(int64_t i, T v) const {
+  // The GELU's gradient step for C's element i, v its incoming gradient: a call on the GPU,
+  // as store_outputs unrolls a thread's outputs and erf and exp inlined into each of them
+  // swell every matmul kernel (bench/NOTES.md, "GPU: the generated step").
+  GPTC_HD GPTC_OUTLINE T apply_gelu(int64_t i, T v) const {
     return gelu_tanh  ? gelu_tanh_grad(v, gelu_x[i])
            : gelu_erf ? gelu_erf_grad_given(v, gelu_x[i], gelu_erf[i])
                       : gelu_erf_grad(v, gelu_x[i]);
