@@ -52,7 +52,10 @@ std::string substitute(std::string expr, ArrayRef<std::string> names);
 struct AttentionShape {
   std::string elem, scale;
   int64_t H, T, D, S, Dv;
-  bool bthd; // operands laid out [B, T, H, D] rather than [B, H, T, D]
+  /// q (and dq), k (dk), v (dv) and the output (the gradient's g), each laid out
+  /// [B, T, H, D] or [B, H, T, D] (bthd[Q], bthd[K], ...: the op's `bthd`).
+  enum Operand { Q, K, V, Y };
+  bool bthd[4];
   bool causal, dropout;
   int64_t id;
   std::string dropP, dropScale;
@@ -69,17 +72,17 @@ struct AttentionShape {
   /// builds take: float only; other builds, and f64, the rows in blocks of 4. The same
   /// arithmetic in the same order.
   bool laneRows() const { return elem == "float"; }
-  /// Where head `bh` (= b*H + h) of a tensor with `rows` rows of `width` starts, in either
-  /// layout, its rows `pitch` apart (bthd; default: rowStride(width)).
-  std::string headBase(int64_t rows, int64_t width, int64_t pitch = 0) const {
-    if (!bthd)
+  /// Where head `bh` (= b*H + h) of operand `o` starts, a tensor with `rows` rows of
+  /// `width` in o's layout, its rows `pitch` apart (bthd; default: rowStride(o, width)).
+  std::string headBase(Operand o, int64_t rows, int64_t width, int64_t pitch = 0) const {
+    if (!bthd[o])
       return "bh * " + std::to_string(rows * width);
     return "(bh / " + std::to_string(H) + ") * " +
-           std::to_string(rows * (pitch ? pitch : rowStride(width))) + " + (bh % " +
+           std::to_string(rows * (pitch ? pitch : rowStride(o, width))) + " + (bh % " +
            std::to_string(H) + ") * " + std::to_string(width);
   }
-  /// The distance between rows of a tensor of its own of `width` columns.
-  int64_t rowStride(int64_t width) const { return bthd ? H * width : width; }
+  /// The distance between rows of operand `o` in a tensor of its own of `width` columns.
+  int64_t rowStride(Operand o, int64_t width) const { return bthd[o] ? H * width : width; }
   std::string keys() const {
     if (!causal)
       return std::to_string(S);
@@ -112,8 +115,8 @@ MatmulDims matmulDims(MatmulOp op);
 
 /// `grads`: attention_grad's dq, dk, dv (none for the forward).
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
-                              int64_t id, int64_t rngOperand, bool bthd,
-                              ValueRange grads = {});
+                              int64_t id, int64_t rngOperand,
+                              std::optional<ArrayRef<bool>> bthd, ValueRange grads = {});
 
 class Emitter;
 

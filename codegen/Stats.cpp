@@ -35,13 +35,13 @@ int64_t flopsOf(Operation *op) {
       })
       .Case([](AttentionOp a) {
         auto q = a.getQ().getType();
-        int64_t keys = a.getK().getType().getDimSize(a.getBthd() ? 1 : 2);
+        int64_t keys = a.getK().getType().getDimSize(a.bthdAt(1) ? 1 : 2);
         int64_t pairs = q.getNumElements() / q.getDimSize(3) * (a.getIsCausal() ? (keys + 1) / 2 : keys);
         return pairs * (2 * q.getDimSize(3) + 2 * a.getV().getType().getDimSize(3) + 4);
       })
       .Case([](AttentionGradOp a) {
         auto q = a.getQ().getType();
-        int64_t keys = a.getK().getType().getDimSize(a.getBthd() ? 1 : 2);
+        int64_t keys = a.getK().getType().getDimSize(a.bthdAt(1) ? 1 : 2);
         int64_t pairs = q.getNumElements() / q.getDimSize(3) * (a.getIsCausal() ? (keys + 1) / 2 : keys);
         return pairs * (8 * q.getDimSize(3) + 4 * a.getV().getType().getDimSize(3) + 8);
       })

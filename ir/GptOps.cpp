@@ -287,28 +287,42 @@ static LogicalResult verifyStats(Operation *op, RankedTensorType stats, RankedTe
   return success();
 }
 
+/// q, k and v of an attention (or its gradient) heads outer, whatever each one's layout
+/// (`bthd`: 4 entries, q, k, v and the result, when present); failure, reported, when
+/// their ranks or shapes do not agree.
+static FailureOr<std::array<SmallVector<int64_t>, 3>>
+attentionHeadsOuter(Operation *op, std::optional<ArrayRef<bool>> bthd, Value q, Value k,
+                    Value v) {
+  if (bthd && bthd->size() != 4)
+    return op->emitOpError("bthd must have 4 entries: q, k, v and the result");
+  std::array<Value, 3> in = {q, k, v};
+  std::array<SmallVector<int64_t>, 3> s;
+  for (int i = 0; i < 3; ++i) {
+    auto t = cast<RankedTensorType>(in[i].getType());
+    if (t.getRank() != 4)
+      return op->emitOpError("q, k and v must be 4-D [B, H, T, D]");
+    s[i] = headsOuter(t.getShape(), bthd && (*bthd)[i]);
+  }
+  if (ArrayRef(s[0]).take_front(2) != ArrayRef(s[1]).take_front(2) ||
+      ArrayRef(s[1]).take_front(3) != ArrayRef(s[2]).take_front(3) || s[0][3] != s[1][3])
+    return op->emitOpError("q, k, v shapes (heads outer) ")
+           << shapeStr(s[0]) << ", " << shapeStr(s[1]) << ", " << shapeStr(s[2])
+           << " do not agree";
+  return s;
+}
+
 LogicalResult AttentionOp::verify() {
-  auto q = getQ().getType(), k = getK().getType(), v = getV().getType(), r = getResult().getType();
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return emitOpError("q, k and v must be 4-D [B, H, T, D]");
-  bool bthd = getBthd();
-  q = q.clone(headsOuter(q.getShape(), bthd));
-  k = k.clone(headsOuter(k.getShape(), bthd));
-  v = v.clone(headsOuter(v.getShape(), bthd));
-  r = r.clone(headsOuter(r.getShape(), bthd));
+  auto s = attentionHeadsOuter(*this, getBthd(), getQ(), getK(), getV());
+  if (failed(s))
+    return failure();
+  auto &[q, k, v] = *s;
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
     return failure();
-  if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
-      k.getShape().take_front(3) != v.getShape().take_front(3) ||
-      q.getDimSize(3) != k.getDimSize(3))
-    return emitOpError("q, k, v shapes ") << shapeStr(q.getShape()) << ", "
-                                          << shapeStr(k.getShape()) << ", "
-                                          << shapeStr(v.getShape()) << " do not agree";
-  SmallVector<int64_t> expect(q.getShape().take_front(3));
-  expect.push_back(v.getDimSize(3));
-  if (r.getShape() != ArrayRef<int64_t>(expect))
-    return emitOpError("result must be ") << shapeStr(expect);
-  if (failed(verifyStats(*this, getStats().getType(), q)))
+  SmallVector<int64_t> expect(ArrayRef<int64_t>(q).take_front(3));
+  expect.push_back(v[3]);
+  if (headsOuter(getResult().getType().getShape(), bthdAt(3)) != expect)
+    return emitOpError("result must be ") << shapeStr(headsOuter(expect, bthdAt(3)));
+  if (failed(verifyStats(*this, getStats().getType(), getQ().getType().clone(q))))
     return failure();
   double p = getDropoutP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
@@ -317,8 +331,10 @@ LogicalResult AttentionOp::verify() {
 }
 
 namespace {
-/// transpose(attention(transpose(q), transpose(k), transpose(v))), each transpose
-/// swapping dims 1 and 2, is attention in the `bthd` layout: the copies go.
+/// A transpose swapping dims 1 and 2 into attention (of q, k or v) or out of it (its
+/// result's one reader) is that operand or the result in the `bthd` layout: the
+/// transpose's copy goes. Each operand on its own: nanoGPT transposes all four, a LLaMA
+/// block computes q and k by its rotary embeddings and transposes only v and the result.
 struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -327,19 +343,34 @@ struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
   }
 
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
-    if (op.getBthd() || !op.getResult().hasOneUse())
+    SmallVector<bool> layout;
+    for (unsigned i = 0; i < 4; ++i)
+      layout.push_back(op.bthdAt(i));
+    SmallVector<Value> in = {op.getQ(), op.getK(), op.getV()};
+    bool folded = false;
+    for (unsigned i = 0; i < 3; ++i)
+      if (auto t = in[i].getDefiningOp<TransposeOp>(); !layout[i] && swaps12(t)) {
+        in[i] = t.getX();
+        layout[i] = folded = true;
+      }
+    TransposeOp out;
+    if (!layout[3] && op.getResult().hasOneUse())
+      if (auto t = dyn_cast<TransposeOp>(*op.getResult().getUsers().begin()); swaps12(t)) {
+        out = t;
+        layout[3] = folded = true;
+      }
+    if (!folded)
       return failure();
-    auto out = dyn_cast<TransposeOp>(*op.getResult().getUsers().begin());
-    auto q = op.getQ().getDefiningOp<TransposeOp>(), k = op.getK().getDefiningOp<TransposeOp>(),
-         v = op.getV().getDefiningOp<TransposeOp>();
-    if (!swaps12(out) || !swaps12(q) || !swaps12(k) || !swaps12(v))
-      return failure();
-    auto folded = AttentionOp::create(
-        rewriter, op.getLoc(), out.getType(), op.getStats().getType(), q.getX(), k.getX(),
-        v.getX(), op.getRng(), op.getIsCausalAttr(), op.getDropoutPAttr(), op.getScaleAttr(),
-        op.getIdAttr(), op.getOrderAttr(), rewriter.getUnitAttr());
-    rewriter.replaceOp(out, folded.getResult());
-    rewriter.replaceAllUsesWith(op.getStats(), folded.getStats());
+    auto attention = AttentionOp::create(
+        rewriter, op.getLoc(), out ? out.getType() : op.getResult().getType(),
+        op.getStats().getType(), in[0], in[1], in[2], op.getRng(), op.getIsCausalAttr(),
+        op.getDropoutPAttr(), op.getScaleAttr(), op.getIdAttr(), op.getOrderAttr(),
+        rewriter.getDenseBoolArrayAttr(layout));
+    if (out)
+      rewriter.replaceOp(out, attention.getResult());
+    else
+      rewriter.replaceAllUsesWith(op.getResult(), attention.getResult());
+    rewriter.replaceAllUsesWith(op.getStats(), attention.getStats());
     rewriter.eraseOp(op);
     return success();
   }
@@ -378,25 +409,18 @@ LogicalResult LayerNormGradOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
     return failure();
-  auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
-  if (getDq().getType() != q || getDk().getType() != k || getDv().getType() != v)
+  if (getDq().getType() != getQ().getType() || getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
     return emitOpError("gradients must have the types of q, k and v");
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return emitOpError("q, k and v must be 4-D");
-  {
-    auto qh = headsOuter(q.getShape(), getBthd()), kh = headsOuter(k.getShape(), getBthd()),
-         vh = headsOuter(v.getShape(), getBthd());
-    if (ArrayRef(qh).take_front(2) != ArrayRef(kh).take_front(2) ||
-        ArrayRef(kh).take_front(3) != ArrayRef(vh).take_front(3) || qh[3] != kh[3])
-      return emitOpError("q, k, v shapes ") << shapeStr(q.getShape()) << ", "
-                                            << shapeStr(k.getShape()) << ", "
-                                            << shapeStr(v.getShape()) << " do not agree";
-  }
-  SmallVector<int64_t> out(q.getShape().take_front(3));
-  out.push_back(v.getShape().back());
-  if (getG().getType().getShape() != ArrayRef<int64_t>(out))
+  auto s = attentionHeadsOuter(*this, getBthd(), getQ(), getK(), getV());
+  if (failed(s))
+    return failure();
+  auto &[q, k, v] = *s;
+  SmallVector<int64_t> out(ArrayRef<int64_t>(q).take_front(3));
+  out.push_back(v[3]);
+  if (headsOuter(getG().getType().getShape(), bthdAt(3)) != out)
     return emitOpError("g must have the attention output's shape");
-  if (failed(verifyStats(*this, getStats().getType(), q.clone(headsOuter(q.getShape(), getBthd())))))
+  if (failed(verifyStats(*this, getStats().getType(), getQ().getType().clone(q))))
     return failure();
   return verifyRng(*this, getRng(), getDropoutP().convertToDouble() > 0.0);
 }

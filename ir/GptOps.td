@@ -363,10 +363,11 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     for key j is dropped by the Philox draw for element ((b*H + h)*T + i)*S + j
     of random op `id`, as gpt.dropout does.
 
-    With `bthd`, every operand and the result are laid out [B, T, H, D]
-    instead (the layout of nanoGPT's q, k, v before their transpose(1, 2)); the
-    values, the order of every sum and the dropout draws are the same. The
-    canonicalizer folds transposes into and out of attention into this form.
+    `bthd` (q, k, v, result) says which of them are laid out [B, T, H, D]
+    instead (the layout of nanoGPT's q, k, v before their transpose(1, 2));
+    absent, none is. The values, the order of every sum and the dropout draws
+    are the same in any layout. The canonicalizer folds a transpose(1, 2) into
+    or out of attention into this form, one operand at a time.
 
     `stats` [B, H, T, 2] (whatever the layout) holds each query row's final
     running max and running sum, which gpt.attention_grad reads instead of
@@ -379,7 +380,7 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal, F64Attr:$dropout_p,
                    F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order,
-                   UnitAttr:$bthd);
+                   OptionalAttr<DenseBoolArrayAttr>:$bthd);
   let results = (outs Gpt_FloatTensor:$result, Gpt_FloatTensor:$stats);
   let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -387,6 +388,8 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
   let extraClassDeclaration = [{
     /// The type of `stats` for q laid out heads outer ([B, H, T, D]): [B, H, T, 2].
     static ::mlir::RankedTensorType statsType(::mlir::RankedTensorType qHeadsOuter);
+    /// Whether q (0), k (1), v (2) or the result (3) is laid out [B, T, H, D].
+    bool bthdAt(unsigned i) { return getBthd() && (*getBthd())[i]; }
   }];
 }
 
@@ -586,7 +589,8 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     dq_i = scale * sum_j ds_ij k_j (keys in increasing order),
     dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
     sequential with fma. Dropout masks are regenerated from rng and id.
-    `bthd` as for gpt.attention (g and the gradients in that layout too).
+    `bthd` as for gpt.attention (g in the result's layout, dq, dk and dv in
+    q's, k's and v's).
 
     ```mlir
     %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g, %stats {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
@@ -595,10 +599,14 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Gpt_FloatTensor:$g, Gpt_FloatTensor:$stats, Optional<Gpt_IndexTensor>:$rng,
                    BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
-                   Gpt_ReductionOrderAttr:$order, UnitAttr:$bthd);
+                   Gpt_ReductionOrderAttr:$order, OptionalAttr<DenseBoolArrayAttr>:$bthd);
   let results = (outs Gpt_FloatTensor:$dq, Gpt_FloatTensor:$dk, Gpt_FloatTensor:$dv);
   let assemblyFormat = "$q `,` $k `,` $v `,` $g `,` $stats (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether q and dq (0), k and dk (1), v and dv (2) or g (3) are laid out [B, T, H, D].
+    bool bthdAt(unsigned i) { return getBthd() && (*getBthd())[i]; }
+  }];
 }
 
 def Gpt_CrossEntropyGradOp : Gpt_Op<"cross_entropy_grad"> {

@@ -187,12 +187,13 @@ bool readOnlyByAttention(Value v) {
       return false;
     for (OpOperand &use : reshape->getUses()) {
       Operation *u = use.getOwner();
+      unsigned i = use.getOperandNumber();
       bool asInput = false;
       if (auto a = dyn_cast<AttentionOp>(u))
-        asInput = a.getBthd();
+        asInput = i < 3 && a.bthdAt(i);
       else if (auto g = dyn_cast<AttentionGradOp>(u))
-        asInput = g.getBthd();
-      if (!asInput || use.getOperandNumber() >= 3 || !isa<func::FuncOp>(u->getParentOp()))
+        asInput = i < 3 && g.bthdAt(i);
+      if (!asInput || !isa<func::FuncOp>(u->getParentOp()))
         return false;
     }
   }
@@ -207,7 +208,8 @@ Value attentionGradPiece(Value v) {
   if (!reshape || !v.hasOneUse() || !reshape.getX().hasOneUse())
     return nullptr;
   auto grad = reshape.getX().getDefiningOp<AttentionGradOp>();
-  if (!grad || !grad.getBthd() || !isa<func::FuncOp>(grad->getParentOp()) ||
+  if (!grad || !grad.bthdAt(cast<OpResult>(reshape.getX()).getResultNumber()) ||
+      !isa<func::FuncOp>(grad->getParentOp()) ||
       !isHeadsReshape(reshape))
     return nullptr;
   return reshape.getX();

@@ -25,13 +25,14 @@ LogicalResult needF32(Operation *op) {
   return success();
 }
 
-/// The strides (batch, head, row) of a [B, H, T, W]-or-[B, T, H, W] operand of an
-/// attention, its rows `pitch` apart in the bthd layout.
+/// The strides (batch, head, row) of attention's operand `o`, [B, H, T, W] or
+/// [B, T, H, W] as its layout says, its rows `pitch` apart in the bthd layout.
 struct HeadStrides {
   int64_t b, h, t;
 };
-HeadStrides headStrides(const AttentionShape &a, int64_t rows, int64_t width, int64_t pitch) {
-  if (a.bthd)
+HeadStrides headStrides(const AttentionShape &a, AttentionShape::Operand o, int64_t rows,
+                        int64_t width, int64_t pitch) {
+  if (a.bthd[o])
     return {rows * pitch, width, pitch};
   return {a.H * rows * width, rows * width, width};
 }
@@ -40,9 +41,10 @@ HeadStrides headStrides(const AttentionShape &a, int64_t rows, int64_t width, in
 /// statistics `stats` (the forward's out1, the gradient's input).
 std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string &stats,
                           const std::string &out, const std::string &rng) {
-  HeadStrides q = headStrides(a, a.T, a.D, a.qPitch), k = headStrides(a, a.S, a.D, a.kPitch),
-              v = headStrides(a, a.S, a.Dv, a.vPitch),
-              y = headStrides(a, a.T, a.Dv, a.rowStride(a.Dv));
+  HeadStrides q = headStrides(a, a.Q, a.T, a.D, a.qPitch),
+              k = headStrides(a, a.K, a.S, a.D, a.kPitch),
+              v = headStrides(a, a.V, a.S, a.Dv, a.vPitch),
+              y = headStrides(a, a.Y, a.T, a.Dv, a.rowStride(a.Y, a.Dv));
   auto three = [](HeadStrides s) {
     return std::to_string(s.b) + ", " + std::to_string(s.h) + ", " + std::to_string(s.t);
   };

@@ -220,6 +220,53 @@ def test_attention_on_bthd_layout_is_bitwise_the_same(causal, tmp_path):
     assert torch.allclose(got, bthd(q, k, v), rtol=2e-5, atol=2e-6)
 
 
+class AttentionLayouts(torch.nn.Module):
+    """sdpa on q, k, v parameters and a weighted sum of its output. `mixed`: q heads outer
+    (as a LLaMA block's rotary embeddings leave it), k and v [B, T, H, D] transposed in,
+    the output transposed out (each folded on its own into attention's layout); else all
+    heads outer, no transposes."""
+
+    def __init__(self, mixed, q, k, v, c):
+        super().__init__()
+        self.mixed = mixed
+        t = (lambda x: x) if mixed else (lambda x: x.transpose(1, 2).contiguous())
+        self.q, self.k, self.v = (torch.nn.Parameter(x.clone()) for x in (q, t(k), t(v)))
+        self.register_buffer("c", t(c))
+
+    def forward(self, x):
+        if self.mixed:
+            y = F.scaled_dot_product_attention(self.q, self.k.transpose(1, 2), self.v.transpose(1, 2),
+                                               is_causal=True)
+            return (y.transpose(1, 2) * self.c).sum() + x.sum()
+        return (F.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=True) * self.c).sum() + x.sum()
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_attention_layouts_fold_one_operand_at_a_time_with_the_same_bits(target, tmp_path):
+    """With q heads outer and only k, v and the output transposed, each transpose folds
+    into attention's layout on its own (no copy kernel), and the gradients of q, k and v
+    are the all-heads-outer kernels' bit for bit, on the CPU and the emulated GPU."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(4)
+    b, t, h, d = 2, 37, 3, 8
+    q, k, v, c = torch.randn(b, h, t, d), torch.randn(b, t, h, d), torch.randn(b, t, h, d), torch.randn(b, t, h, d)
+    runs = {}
+    for mixed in (True, False):
+        model, x = AttentionLayouts(mixed, q, k, v, c), torch.zeros(1)
+        cm = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / str(mixed)), "layouts-", "--grad",
+                                                f"--target={target}"))
+        runs[mixed] = cm.num_kernels, dict(zip([r[0] for r in cm.runtime.results],
+                                               cm.runtime.run([cm.input_array("x", x)])))
+    (k_mixed, mixed), (k_plain, plain) = runs[True], runs[False]
+    assert k_mixed == k_plain  # no transpose left a kernel
+    assert np.array_equal(mixed["grad.q"], plain["grad.q"])
+    for name in ("grad.k", "grad.v"):
+        assert np.array_equal(mixed[name], plain[name].transpose(0, 2, 1, 3)), name
+    model = AttentionLayouts(True, q, k, v, c)
+    model(torch.zeros(1)).backward()
+    assert torch.allclose(torch.from_numpy(mixed["grad.k"]), model.k.grad, rtol=1e-4, atol=1e-5)
+
+
 class ScalarForms(torch.nn.Module):
     """`2 / w` (aten.reciprocal), `2 ** w` (aten.pow.Scalar) and torch.where with scalar
     branches (where.ScalarOther, where.ScalarSelf): their gradients, by gradcheck in f64."""

@@ -4,7 +4,7 @@
 // the op's bthd layout: one kernel, no copies.
 // CHECK-LABEL: func.func @attention_bthd
 // The per-row stats keep their [B, H, T, 2] layout, and their users follow the fold.
-// CHECK-NEXT: %[[Y:.*]], %[[S:.*]] = gpt.attention %arg0, %arg1, %arg2 {bthd, {{.*}}} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>)
+// CHECK-NEXT: %[[Y:.*]], %[[S:.*]] = gpt.attention %arg0, %arg1, %arg2 {bthd = array<i1: true, true, true, true>, {{.*}}} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>)
 // CHECK-NEXT: return %[[Y]], %[[S]]
 func.func @attention_bthd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>) {
   %0 = gpt.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
@@ -17,18 +17,34 @@ func.func @attention_bthd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: 
 
 // -----
 
-// Tests that the fold needs all four transposes: an attention result that is
-// used as it is keeps the [B, H, T, D] layout.
+// Tests that each operand folds on its own: q, k and v read in place, the
+// result, used as it is, keeps the [B, H, T, D] layout.
 // CHECK-LABEL: func.func @attention_result_used_directly
-// CHECK-COUNT-3: gpt.transpose
-// CHECK-NEXT: gpt.attention
-// CHECK-NOT: bthd
+// CHECK-NEXT: %[[Y:.*]], %{{.*}} = gpt.attention %arg0, %arg1, %arg2 {bthd = array<i1: true, true, true, false>, {{.*}}} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
+// CHECK-NEXT: return %[[Y]]
 func.func @attention_result_used_directly(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32> {
   %0 = gpt.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %1 = gpt.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %2 = gpt.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
   %3:2 = gpt.attention %0, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
   return %3#0 : tensor<2x3x5x4xf32>
+}
+
+// -----
+
+// Tests a LLaMA block's shape: q computed heads outer (by its rotary embeddings, here
+// an argument), k and v transposed in, the result transposed out: q stays, the rest
+// fold; k's transpose, which something else also reads, stays for that reader.
+// CHECK-LABEL: func.func @attention_some_transposed
+// CHECK-NEXT: %[[K:.*]] = gpt.transpose %arg1
+// CHECK-NEXT: %[[Y:.*]], %{{.*}} = gpt.attention %arg0, %arg1, %arg2 {bthd = array<i1: false, true, true, true>, {{.*}}} : (tensor<2x3x5x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x2xf32>)
+// CHECK-NEXT: return %[[Y]], %[[K]]
+func.func @attention_some_transposed(%q: tensor<2x3x5x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>) {
+  %1 = gpt.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %2 = gpt.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %3:2 = gpt.attention %q, %1, %2 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x2xf32>)
+  %4 = gpt.transpose %3#0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  return %4, %1 : tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>
 }
 
 // -----

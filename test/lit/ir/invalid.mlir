@@ -115,6 +115,34 @@ func.func @attention_shapes(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x8xf32>)
 
 // -----
 
+// A layout for each of q, k, v and the result: four entries.
+func.func @attention_layouts(%q: tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32> {
+  // expected-error @+1 {{bthd must have 4 entries: q, k, v and the result}}
+  %0:2 = gpt.attention %q, %q, %q {bthd = array<i1: true, true, true>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x2xf32>)
+  return %0#0 : tensor<2x2x32x16xf32>
+}
+
+// -----
+
+// k laid out [B, T, H, D] is [2, 5, 3, 16] heads outer, q's [2, 3, 5, 16]: the keys' count
+// (5 against 3 heads) does not agree with v's, read heads outer.
+func.func @attention_layout_shapes(%q: tensor<2x3x5x16xf32>) -> tensor<2x3x5x16xf32> {
+  // expected-error @+1 {{q, k, v shapes (heads outer) [2x3x5x16], [2x5x3x16], [2x3x5x16] do not agree}}
+  %0:2 = gpt.attention %q, %q, %q {bthd = array<i1: false, true, false, false>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>) -> (tensor<2x3x5x16xf32>, tensor<2x3x5x2xf32>)
+  return %0#0 : tensor<2x3x5x16xf32>
+}
+
+// -----
+
+// The result in the bthd layout is [B, T, H, Dv].
+func.func @attention_result_layout(%q: tensor<2x3x5x16xf32>) -> tensor<2x3x5x16xf32> {
+  // expected-error @+1 {{result must be [2x5x3x16]}}
+  %0:2 = gpt.attention %q, %q, %q {bthd = array<i1: false, false, false, true>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>, tensor<2x3x5x16xf32>) -> (tensor<2x3x5x16xf32>, tensor<2x3x5x2xf32>)
+  return %0#0 : tensor<2x3x5x16xf32>
+}
+
+// -----
+
 func.func @attention_stats(%q: tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32> {
   // expected-error @+1 {{stats must be [2x2x32x2] of q's element type}}
   %0:2 = gpt.attention %q, %q, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x1xf32>)
@@ -277,7 +305,7 @@ func.func @layer_norm_grad_scalar(%g: tensor<f32>, %x: tensor<f32>) -> tensor<f3
 // -----
 
 func.func @attention_grad_keys(%q: tensor<1x1x4x8xf32>, %k: tensor<3x7x100x2xf32>, %st: tensor<1x1x4x2xf32>) -> tensor<1x1x4x8xf32> {
-  // expected-error @+1 {{q, k, v shapes [1x1x4x8], [3x7x100x2], [1x1x4x8] do not agree}}
+  // expected-error @+1 {{q, k, v shapes (heads outer) [1x1x4x8], [3x7x100x2], [1x1x4x8] do not agree}}
   %dq, %dk, %dv = gpt.attention_grad %q, %k, %q, %q, %st {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x1x4x8xf32>, tensor<3x7x100x2xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x1x4x8xf32>, tensor<3x7x100x2xf32>, tensor<1x1x4x8xf32>)
   return %dq : tensor<1x1x4x8xf32>
 }
