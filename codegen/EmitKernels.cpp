@@ -72,7 +72,7 @@ static SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> from, ArrayRef<in
 
 /// The value that `v` stands for: itself, or for a block argument of a gpt.horizontal the
 /// group's operand.
-static Value outerValue(Value v) {
+Value outerValue(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v))
     if (auto h = dyn_cast<HorizontalOp>(arg.getOwner()->getParentOp()))
       return h->getOperand(arg.getArgNumber());
@@ -80,7 +80,7 @@ static Value outerValue(Value v) {
 }
 
 /// The value that `r`, a result computed inside a gpt.horizontal, is outside it.
-static Value outerResult(Value r) {
+Value outerResult(Value r) {
   for (OpOperand &use : r.getUses())
     if (isa<YieldOp>(use.getOwner()))
       if (auto h = dyn_cast<HorizontalOp>(use.getOwner()->getParentOp()))
@@ -778,10 +778,9 @@ static std::optional<std::string> geluArrayCall(Operation *op) {
 }
 
 LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
-  if (!readsThroughStrides(op))
-    for (Value v : op->getOperands())
-      if (isStrided(outerValue(v)))
-        return op->emitError("internal: reads a strided view, but not through strides");
+  for (OpOperand &use : op->getOpOperands())
+    if (!readsOperandThroughStrides(op, use.getOperandNumber()) && isStrided(outerValue(use.get())))
+      return op->emitError("internal: reads a strided view, but not through strides");
   if (!writesThroughStrides(op))
     for (Value r : op->getResults())
       if (isGathered(outerResult(r)))

@@ -20,17 +20,17 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
                               ValueRange grads) {
   auto qt = ttype(q), kt = ttype(k), vt = ttype(v);
   Type e = qt.getElementType();
+  using O = AttentionShape::Operand;
+  auto layout = [&](O o) { return bthd && (*bthd)[o]; };
   AttentionShape a;
   a.elem = *cType(e);
   a.scale = literal(scale, e);
-  for (int o = 0; o < 4; ++o)
-    a.bthd[o] = bthd && (*bthd)[o];
-  using O = AttentionShape::Operand;
-  a.H = qt.getDimSize(a.bthd[O::Q] ? 2 : 1);
-  a.T = qt.getDimSize(a.bthd[O::Q] ? 1 : 2);
+  a.H = qt.getDimSize(layout(O::Q) ? 2 : 1);
+  a.T = qt.getDimSize(layout(O::Q) ? 1 : 2);
   a.D = qt.getDimSize(3);
-  a.S = kt.getDimSize(a.bthd[O::K] ? 1 : 2);
+  a.S = kt.getDimSize(layout(O::K) ? 1 : 2);
   a.Dv = vt.getDimSize(3);
+  a.G = a.H / kt.getDimSize(layout(O::K) ? 2 : 1);
   a.causal = causal;
   a.dropout = p > 0.0;
   a.id = id;
@@ -38,16 +38,40 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.dropP = lit.p;
   a.dropScale = lit.scale;
   a.rngOperand = rngOperand;
-  auto pitch = [&](Value x, O o, int64_t width) {
-    int64_t view = a.bthd[o] ? viewRowPitch(x) : 0;
-    return view ? view : a.rowStride(o, width);
+  // Operand x of `heads` heads of `rows` rows of `width`, in its layout: read in place
+  // through a strided view (gpt-strided-views), or a tensor of its own, its rows wider
+  // where gpt-plan-memory made it a view of the fused projection's buffer or of the
+  // gradients' concat.
+  auto strides = [&](Value x, O o, int64_t heads, int64_t rows, int64_t width) {
+    bool tokensOuter = layout(O(o >= O::DQ ? o - O::DQ : o));
+    if (x) // the op may be a member of a gpt.horizontal
+      x = o >= O::DQ ? outerResult(x) : outerValue(x);
+    if (x && isStrided(x)) {
+      std::optional<StridedView> view = stridedView(x);
+      ArrayRef<int64_t> s = view->strides;
+      return tokensOuter ? AttentionShape::Strides{s[0], s[2], s[1], view->base}
+                         : AttentionShape::Strides{s[0], s[1], s[2], view->base};
+    }
+    if (!tokensOuter)
+      return AttentionShape::Strides{heads * rows * width, rows * width, width};
+    int64_t pitch = x ? viewRowPitch(x) : 0;
+    pitch = pitch ? pitch : heads * width;
+    return AttentionShape::Strides{rows * pitch, width, pitch};
   };
-  a.qPitch = pitch(q, O::Q, a.D);
-  a.kPitch = pitch(k, O::K, a.D);
-  a.vPitch = pitch(v, O::V, a.Dv);
-  a.dqPitch = grads.empty() ? a.qPitch : pitch(grads[0], O::Q, a.D);
-  a.dkPitch = grads.empty() ? a.kPitch : pitch(grads[1], O::K, a.D);
-  a.dvPitch = grads.empty() ? a.vPitch : pitch(grads[2], O::V, a.Dv);
+  a.at[O::Q] = strides(q, O::Q, a.H, a.T, a.D);
+  a.at[O::K] = strides(k, O::K, a.H / a.G, a.S, a.D);
+  a.at[O::V] = strides(v, O::V, a.H / a.G, a.S, a.Dv);
+  a.at[O::Y] = strides(Value(), O::Y, a.H, a.T, a.Dv);
+  for (int i = 0; i < 3; ++i)
+    a.at[O::DQ + i] = grads.empty() ? a.at[O::Q + i]
+                                    : strides(grads[i], O(O::DQ + i), a.H, i ? a.S : a.T,
+                                              i == 2 ? a.Dv : a.D);
+  a.qPitch = a.at[O::Q].t;
+  a.kPitch = a.at[O::K].t;
+  a.vPitch = a.at[O::V].t;
+  a.dqPitch = a.at[O::DQ].t;
+  a.dkPitch = a.at[O::DK].t;
+  a.dvPitch = a.at[O::DV].t;
   return a;
 }
 
@@ -194,10 +218,10 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
 /// The head's keys (operand 1), transposed into scratch for gptc::block_dots.
 static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
   os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
-     << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.K, a.S, a.D, a.kPitch) << ";\n"
+     << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.K) << ";\n"
      << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", kb, "
      << a.kPitch << ", " << a.Sp() << ", kt);\n"
-     << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.V, a.S, a.Dv, a.vPitch) << ";\n";
+     << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.V) << ";\n";
 }
 
 /// Opens the loop over blocks of (up to) 4 query rows, t0..t0+nr-1, from row `first` to
@@ -216,7 +240,7 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << "      { const int64_t t = t0 + nr - 1; kmax = " << a.keys() << "; }\n"
      << "      " << a.elem << " " << scores << "[4][" << Sp << "];\n"
      << "      gptc::block_dots_rows<" << a.elem << ">(nr, " << a.D << ", " << q << " + "
-     << a.headBase(a.Q, a.T, a.D, a.qPitch) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
+     << a.headBase(a.Q) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
 }
 
@@ -251,10 +275,10 @@ static void emitAttentionLaneRows(raw_ostream &os, const AttentionShape &a) {
      << " - t0 : gptc::kAttentionRows;\n";
   emitLaneRowsSeen(os, a, false);
   os << "      gptc::attention_rows(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
-     << a.scale << ", in0 + " << a.headBase(a.Q, a.T, a.D, a.qPitch) << " + t0 * " << a.qPitch << ", "
-     << a.qPitch << ", in1 + " << a.headBase(a.K, a.S, a.D, a.kPitch) << ", " << a.kPitch << ", in2 + "
-     << a.headBase(a.V, a.S, a.Dv, a.vPitch) << ", " << a.vPitch << ", out0 + " << a.headBase(a.Y, a.T, a.Dv)
-     << " + t0 * " << a.rowStride(a.Y, a.Dv) << ", " << a.rowStride(a.Y, a.Dv) << ", out1 + (bh * " << a.T
+     << a.scale << ", in0 + " << a.headBase(a.Q) << " + t0 * " << a.qPitch << ", "
+     << a.qPitch << ", in1 + " << a.headBase(a.K) << ", " << a.kPitch << ", in2 + "
+     << a.headBase(a.V) << ", " << a.vPitch << ", out0 + " << a.headBase(a.Y)
+     << " + t0 * " << a.at[a.Y].t << ", " << a.at[a.Y].t << ", out1 + (bh * " << a.T
      << " + t0) * 2";
   emitLaneRowsKeep(os, a);
   os << "    }\n"
@@ -277,8 +301,8 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   emitOnlineBlock(os, a);
   // The output, and each row's final max and sum (out1, [B, H, T, 2]) for the gradient.
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
-     << "        " << a.elem << "* y = out0 + " << a.headBase(a.Y, a.T, a.Dv) << " + (t0 + rr) * "
-     << a.rowStride(a.Y, a.Dv) << ";\n"
+     << "        " << a.elem << "* y = out0 + " << a.headBase(a.Y) << " + (t0 + rr) * "
+     << a.at[a.Y].t << ";\n"
      << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
      << "        " << a.elem << "* st = out1 + (bh * " << a.T << " + t0 + rr) * 2;\n"
      << "        st[0] = m[rr];\n"
@@ -298,7 +322,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
 static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transposed) {
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.qPitch),
-              gs = std::to_string(a.rowStride(a.Y, a.Dv)), dks = std::to_string(a.dkPitch),
+              gs = std::to_string(a.at[a.Y].t), dks = std::to_string(a.dkPitch),
               dvs = std::to_string(a.dvPitch);
   os << "    const int64_t kend = visg[n1 - 1];\n"
      << "    int64_t j = 0, first = 0;\n"
@@ -346,7 +370,7 @@ static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transpose
 /// of gptc::kAttentionRows (gptc::attention_grad_rows, which leaves dS and P * keep
 /// transposed), then the key loop on them; then `#else` for the other builds' code.
 static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) {
-  std::string gs = std::to_string(a.rowStride(a.Y, a.Dv));
+  std::string gs = std::to_string(a.at[a.Y].t);
   os << "#if defined(GPTC_VECTOR_FORMS)\n"
      << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
      << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
@@ -380,21 +404,21 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   std::string Sp = std::to_string(a.Sp());
   // Row strides: k's (width D), v's and g's (width Dv), dq's, dk's and dv's.
   std::string ks = std::to_string(a.kPitch), vs = std::to_string(a.vPitch),
-              gs = std::to_string(a.rowStride(a.Y, a.Dv)), dqs = std::to_string(a.dqPitch),
+              gs = std::to_string(a.at[a.Y].t), dqs = std::to_string(a.dqPitch),
               dks = std::to_string(a.dkPitch), dvs = std::to_string(a.dvPitch);
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n"
-     << "    const " << E << "* kb = in1 + " << a.headBase(a.K, a.S, a.D, a.kPitch) << ";\n"
-     << "    const " << E << "* vb = in2 + " << a.headBase(a.V, a.S, a.Dv, a.vPitch) << ";\n"
-     << "    " << E << "* dk = out1 + " << a.headBase(a.K, a.S, a.D, a.dkPitch) << ";\n"
-     << "    " << E << "* dv = out2 + " << a.headBase(a.V, a.S, a.Dv, a.dvPitch) << ";\n"
+     << "    const " << E << "* kb = in1 + " << a.headBase(a.K) << ";\n"
+     << "    const " << E << "* vb = in2 + " << a.headBase(a.V) << ";\n"
+     << "    " << E << "* dk = out1 + " << a.headBase(a.DK) << ";\n"
+     << "    " << E << "* dv = out2 + " << a.headBase(a.DV) << ";\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = 0;\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << dvs << " + c] = 0;\n"
      << "    }\n"
-     << "    const " << E << "* qh = in0 + " << a.headBase(a.Q, a.T, a.D, a.qPitch) << ";\n"
-     << "    const " << E << "* gh = in3 + " << a.headBase(a.Y, a.T, a.Dv) << ";\n"
-     << "    " << E << "* dqh = out0 + " << a.headBase(a.Q, a.T, a.D, a.dqPitch) << ";\n";
+     << "    const " << E << "* qh = in0 + " << a.headBase(a.Q) << ";\n"
+     << "    const " << E << "* gh = in3 + " << a.headBase(a.Y) << ";\n"
+     << "    " << E << "* dqh = out0 + " << a.headBase(a.DQ) << ";\n";
   // Queries in groups of 32 rows, each in blocks of 4 (of 16 or 8 lanes on AVX-512 or
   // AVX2, float): the block's q.k and g.v dots first, then each row's p and ds (kept for the
   // group), and the block's dq. Then every key's dk and dv take the group's rows in

@@ -48,22 +48,34 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
 /// `$j` in `expr` replaced by names[j].
 std::string substitute(std::string expr, ArrayRef<std::string> names);
 
+/// The value that `v` stands for: itself, or for a block argument of a gpt.horizontal the
+/// group's operand.
+Value outerValue(Value v);
+/// The value that `r`, a result computed inside a gpt.horizontal, is outside it.
+Value outerResult(Value r);
+
 /// What attention and its gradient kernels need to know of their shapes.
 struct AttentionShape {
   std::string elem, scale;
   int64_t H, T, D, S, Dv;
-  /// q (and dq), k (dk), v (dv) and the output (the gradient's g), each laid out
-  /// [B, T, H, D] or [B, H, T, D] (bthd[Q], bthd[K], ...: the op's `bthd`).
-  enum Operand { Q, K, V, Y };
-  bool bthd[4];
+  /// Query heads a key/value head serves (grouped-query attention): query head h reads
+  /// k's and v's head h / G, of H / G.
+  int64_t G = 1;
+  /// An operand's element strides (batch, head, row; its D or Dv columns contiguous) and
+  /// where its first element is, in the buffer the kernel is given.
+  struct Strides {
+    int64_t b, h, t, base = 0;
+  };
+  /// q, k and v as read, the output (the gradient's g), and the gradient's dq, dk and dv
+  /// as written (dk and dv of H heads: each query head's part).
+  enum Operand { Q, K, V, Y, DQ, DK, DV };
+  Strides at[7];
   bool causal, dropout;
   int64_t id;
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
 
-  /// The distance between rows of q, k, v and of the gradient's dq, dk, dv: rowStride's,
-  /// or wider where one is a view into the fused projection's buffer or the concat of the
-  /// gradients (gpt-plan-memory's views, [B, T, H, D] only).
+  /// The distance between rows of q, k, v and of the gradient's dq, dk, dv.
   int64_t qPitch, kPitch, vPitch, dqPitch, dkPitch, dvPitch;
 
   int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
@@ -72,17 +84,19 @@ struct AttentionShape {
   /// builds take: float only; other builds, and f64, the rows in blocks of 4. The same
   /// arithmetic in the same order.
   bool laneRows() const { return elem == "float"; }
-  /// Where head `bh` (= b*H + h) of operand `o` starts, a tensor with `rows` rows of
-  /// `width` in o's layout, its rows `pitch` apart (bthd; default: rowStride(o, width)).
-  std::string headBase(Operand o, int64_t rows, int64_t width, int64_t pitch = 0) const {
-    if (!bthd[o])
-      return "bh * " + std::to_string(rows * width);
-    return "(bh / " + std::to_string(H) + ") * " +
-           std::to_string(rows * (pitch ? pitch : rowStride(o, width))) + " + (bh % " +
-           std::to_string(H) + ") * " + std::to_string(width);
+  /// Where head `bh` (= b*H + h) of operand `o` starts (k's and v's: head h / G).
+  std::string headBase(Operand o) const {
+    const Strides &s = at[o];
+    bool shared = (o == K || o == V) && G > 1;
+    std::string text;
+    if (!shared && s.b == H * s.h)
+      text = "bh * " + std::to_string(s.h); // one head after another
+    else
+      text = "(bh / " + std::to_string(H) + ") * " + std::to_string(s.b) + " + (bh % " +
+             std::to_string(H) + (shared ? " / " + std::to_string(G) : "") + ") * " +
+             std::to_string(s.h);
+    return s.base ? text + " + " + std::to_string(s.base) : text;
   }
-  /// The distance between rows of operand `o` in a tensor of its own of `width` columns.
-  int64_t rowStride(Operand o, int64_t width) const { return bthd[o] ? H * width : width; }
   std::string keys() const {
     if (!causal)
       return std::to_string(S);

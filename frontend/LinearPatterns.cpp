@@ -71,16 +71,16 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   auto qt = cast<RankedTensorType>(q.getType());
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
-  if (op.getBool("enable_gqa").value_or(false)) {
-    // Grouped-query attention: each key/value head serves H / Hkv query heads, as
-    // PyTorch's repeat_interleave of k and v along the heads.
-    for (Value *kv : {&k, &v}) {
-      auto t = cast<RankedTensorType>(kv->getType());
-      int64_t heads = qt.getDimSize(1), kvHeads = t.getRank() == 4 ? t.getDimSize(1) : 0;
-      if (kvHeads < 1 || heads % kvHeads != 0)
-        return op.unsupported("enable_gqa needs the query heads a multiple of the key/value heads");
-      *kv = repeatInterleave(b, op.loc(), *kv, 1, heads / kvHeads);
-    }
+  // Grouped-query attention: each key/value head serves H / Hkv query heads (gpt.attention
+  // reads k and v as they are; without enable_gqa their heads must be q's).
+  for (Value kv : {k, v}) {
+    auto t = cast<RankedTensorType>(kv.getType());
+    int64_t heads = qt.getDimSize(1), kvHeads = t.getRank() == 4 ? t.getDimSize(1) : 0;
+    if (kvHeads != heads && !op.getBool("enable_gqa").value_or(false))
+      return op.unsupported("q has " + std::to_string(heads) + " heads and k, v " +
+                            std::to_string(kvHeads) + ": pass enable_gqa=True");
+    if (kvHeads < 1 || heads % kvHeads != 0)
+      return op.unsupported("enable_gqa needs the query heads a multiple of the key/value heads");
   }
   double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
   double dropout = op.getFloat("dropout_p").value_or(0.0);

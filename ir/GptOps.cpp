@@ -303,7 +303,8 @@ attentionHeadsOuter(Operation *op, std::optional<ArrayRef<bool>> bthd, Value q, 
       return op->emitOpError("q, k and v must be 4-D [B, H, T, D]");
     s[i] = headsOuter(t.getShape(), bthd && (*bthd)[i]);
   }
-  if (ArrayRef(s[0]).take_front(2) != ArrayRef(s[1]).take_front(2) ||
+  // k and v share their heads, Hkv of them, which divide q's H (grouped-query attention).
+  if (s[0][0] != s[1][0] || s[1][1] < 1 || s[0][1] % s[1][1] != 0 ||
       ArrayRef(s[1]).take_front(3) != ArrayRef(s[2]).take_front(3) || s[0][3] != s[1][3])
     return op->emitOpError("q, k, v shapes (heads outer) ")
            << shapeStr(s[0]) << ", " << shapeStr(s[1]) << ", " << shapeStr(s[2])
@@ -406,16 +407,23 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
+RankedTensorType AttentionGradOp::perQueryHead(RankedTensorType kv, bool bthd, int64_t heads) {
+  SmallVector<int64_t> shape(kv.getShape());
+  shape[bthd ? 2 : 1] = heads;
+  return kv.clone(shape);
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
     return failure();
-  if (getDq().getType() != getQ().getType() || getDk().getType() != getK().getType() ||
-      getDv().getType() != getV().getType())
-    return emitOpError("gradients must have the types of q, k and v");
   auto s = attentionHeadsOuter(*this, getBthd(), getQ(), getK(), getV());
   if (failed(s))
     return failure();
   auto &[q, k, v] = *s;
+  if (getDq().getType() != getQ().getType() ||
+      getDk().getType() != perQueryHead(getK().getType(), bthdAt(1), q[1]) ||
+      getDv().getType() != perQueryHead(getV().getType(), bthdAt(2), q[1]))
+    return emitOpError("gradients must have the types of q, k and v (of q's heads)");
   SmallVector<int64_t> out(ArrayRef<int64_t>(q).take_front(3));
   out.push_back(v[3]);
   if (headsOuter(getG().getType().getShape(), bthdAt(3)) != out)

@@ -354,7 +354,9 @@ def Gpt_LogSoftmaxOp : Gpt_SoftmaxLikeOp<"log_softmax", "x - max - log(sum(exp(x
 def Gpt_AttentionOp : Gpt_Op<"attention"> {
   let summary = "Scaled dot-product attention, optionally causal, with dropout";
   let description = [{
-    q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] -> [B, H, T, Dv].
+    q [B, H, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] -> [B, H, T, Dv], where
+    Hkv divides H: query head h reads key/value head h / (H / Hkv) (grouped-query
+    attention, PyTorch's enable_gqa; Hkv = H is plain multi-head attention).
     Defined as the online-softmax algorithm over key blocks of 32
     (`order = #gpt.order<online_block32>`): for each query row, blocks of keys
     in increasing order update a running max, a running sum and the output
@@ -590,7 +592,10 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
     sequential with fma. Dropout masks are regenerated from rng and id.
     `bthd` as for gpt.attention (g in the result's layout, dq, dk and dv in
-    q's, k's and v's).
+    q's, k's and v's). With grouped heads (Hkv < H), dk and dv hold each query
+    head's part, of H heads ([B, H, S, D] and [B, H, S, Dv] heads outer): k's
+    and v's gradients sum each group's H / Hkv parts, which the caller does
+    (autodiff: a canonical reduce_sum, the gradient of repeating the heads).
 
     ```mlir
     %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g, %stats {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
@@ -606,6 +611,9 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   let extraClassDeclaration = [{
     /// Whether q and dq (0), k and dk (1), v and dv (2) or g (3) are laid out [B, T, H, D].
     bool bthdAt(unsigned i) { return getBthd() && (*getBthd())[i]; }
+    /// The type of dk (dv) for k (v) of type `kv`: each of `heads` query heads' part.
+    static ::mlir::RankedTensorType perQueryHead(::mlir::RankedTensorType kv, bool bthd,
+                                                 int64_t heads);
   }];
 }
 

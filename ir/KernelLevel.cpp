@@ -167,6 +167,10 @@ bool mlir::gpt::isStrided(Value v) {
   return def && def->hasAttr(kStridedAttr);
 }
 
+bool mlir::gpt::readsOperandThroughStrides(Operation *op, unsigned i) {
+  return readsThroughStrides(op) || (isa<AttentionOp, AttentionGradOp>(op) && i < 3);
+}
+
 bool mlir::gpt::readsThroughStrides(Operation *op) {
   if (auto fused = dyn_cast<FusedOp>(op))
     return !fused.getReduction();

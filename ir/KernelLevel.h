@@ -69,6 +69,9 @@ bool isGathered(Value v);
 /// strides: a gpt.fused without a sum, or a lone elementwise op (but for the exact GELU
 /// and its gradient, which have array forms over dense operands, and a dropout).
 bool readsThroughStrides(Operation *op);
+/// Whether `op` reads its operand `i` through strides: readsThroughStrides, or attention's
+/// (or its gradient's) q, k and v, a head's rows at any distance (each row contiguous).
+bool readsOperandThroughStrides(Operation *op, unsigned i);
 /// Whether `op` writes each element of its results at an offset of its own: those
 /// elementwise kernels, and a transpose.
 bool writesThroughStrides(Operation *op);

@@ -9,7 +9,8 @@
 // `gpt.gathered`. The rotary embeddings of a LLaMA-style block are the case, both ways:
 // a head's halves, split from a transposed projection, are read by the kernel that
 // rotates them, which writes the rotated halves into their concat. Reading or writing
-// an element in place changes no bit.
+// an element in place changes no bit. Attention reads its q, k and v through strides
+// too (each row contiguous): a LLaMA block's v, a piece of the k/v projection's split.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -27,15 +28,27 @@ using namespace mlir::gpt;
 
 namespace {
 
+/// Whether `user` reads `v` as attention's (or its gradient's) q, k or v, which it takes
+/// through strides (a head's rows at any distance, each row's elements contiguous).
+bool attentionReadsInPlace(Operation *user, Value v) {
+  if (!isa<AttentionOp, AttentionGradOp>(user) || !isa<func::FuncOp>(user->getParentOp()))
+    return false;
+  for (OpOperand &use : user->getOpOperands())
+    if (use.get() == v && !readsOperandThroughStrides(user, use.getOperandNumber()))
+      return false;
+  std::optional<StridedView> view = stridedView(v);
+  return view && view->strides.back() == 1;
+}
+
 /// Whether every reader of `v`, through reshapes and stop_gradients, reads it through
-/// strides: an elementwise kernel, or a strided view itself; and every reshape on the way
-/// has strides (stridedView).
+/// strides: an elementwise kernel, attention's operands, or a strided view itself; and
+/// every reshape on the way has strides (stridedView).
 bool readInPlace(Value v) {
   for (Operation *user : v.getUsers()) {
     if (isa<ReshapeOp, StopGradientOp>(user)) {
       if (!stridedView(user->getResult(0)) || !readInPlace(user->getResult(0)))
         return false;
-    } else if (!user->hasAttr(kStridedAttr) &&
+    } else if (!user->hasAttr(kStridedAttr) && !attentionReadsInPlace(user, v) &&
                !(readsThroughStrides(user) && isa<func::FuncOp>(user->getParentOp()))) {
       return false;
     }

@@ -25,38 +25,42 @@ LogicalResult needF32(Operation *op) {
   return success();
 }
 
-/// The strides (batch, head, row) of attention's operand `o`, [B, H, T, W] or
-/// [B, T, H, W] as its layout says, its rows `pitch` apart in the bthd layout.
-struct HeadStrides {
-  int64_t b, h, t;
-};
-HeadStrides headStrides(const AttentionShape &a, AttentionShape::Operand o, int64_t rows,
-                        int64_t width, int64_t pitch) {
-  if (a.bthd[o])
-    return {rows * pitch, width, pitch};
-  return {a.H * rows * width, rows * width, width};
-}
-
 /// `gptc::cuda::AttentionArgs` for q, k, v = in0, in1, in2, the output out0 and the
-/// statistics `stats` (the forward's out1, the gradient's input).
+/// statistics `stats` (the forward's out1, the gradient's input), as `f`.
 std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string &stats,
                           const std::string &out, const std::string &rng) {
-  HeadStrides q = headStrides(a, a.Q, a.T, a.D, a.qPitch),
-              k = headStrides(a, a.K, a.S, a.D, a.kPitch),
-              v = headStrides(a, a.V, a.S, a.Dv, a.vPitch),
-              y = headStrides(a, a.Y, a.T, a.Dv, a.rowStride(a.Y, a.Dv));
-  auto three = [](HeadStrides s) {
-    return std::to_string(s.b) + ", " + std::to_string(s.h) + ", " + std::to_string(s.t);
+  auto operand = [&](const std::string &ptr, AttentionShape::Operand o) {
+    const AttentionShape::Strides &s = a.at[o];
+    return ptr + (s.base ? " + " + std::to_string(s.base) : "") + ", " + std::to_string(s.b) +
+           ", " + std::to_string(s.h) + ", " + std::to_string(s.t);
   };
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "  " << (out == "nullptr" ? "const " : "") << "gptc::cuda::AttentionArgs f{" << B << ", " << a.H << ", " << a.T << ", " << a.S
+  os << "  gptc::cuda::AttentionArgs f{" << B << ", " << a.H << ", " << a.T << ", " << a.S
      << ", " << a.D << ", " << a.Dv << ", " << (a.causal ? "true" : "false") << ", " << a.scale
-     << ",\n      in0, " << three(q) << ", in1, " << three(k) << ", in2, " << three(v)
-     << ",\n      " << out << ", " << three(y) << ", " << stats;
+     << ",\n      " << operand("in0", a.Q) << ", " << operand("in1", a.K) << ", "
+     << operand("in2", a.V) << ",\n      " << operand(out, a.Y) << ", " << stats;
   if (a.dropout)
     os << ", (const int64_t*)" << rng << ", " << a.id << ", " << a.dropP << ", " << a.dropScale;
   os << "};\n";
+  if (a.G > 1)
+    os << "  f.kv_group = " << a.G << ";\n";
+  return text;
+}
+
+/// The gradient's dq, dk and dv strides where they are not q's, k's and v's (dk and dv
+/// with grouped heads, each query head's part; a gradient written into a view).
+std::string gradientStrides(const AttentionShape &a) {
+  std::string text;
+  const char *names[] = {"dq", "dk", "dv"}, *rows[] = {"t", "s", "s"};
+  for (int i = 0; i < 3; ++i) {
+    const AttentionShape::Strides &in = a.at[a.Q + i], &d = a.at[a.DQ + i];
+    if (d.b == in.b && d.h == in.h && d.t == in.t && (i == 0 || a.G == 1))
+      continue;
+    text += "  ga." + std::string(names[i]) + "_b = " + std::to_string(d.b) + ", ga." +
+            names[i] + "_h = " + std::to_string(d.h) + ", ga." + names[i] + "_" + rows[i] +
+            " = " + std::to_string(d.t) + ";\n";
+  }
   return text;
 }
 } // namespace
@@ -158,10 +162,6 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
         if (a.D > 256 || a.Dv > 256)
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << std::max(a.D, a.Dv);
-        // The family writes dq, dk and dv with q's, k's and v's strides.
-        if (a.dqPitch != a.qPitch || a.dkPitch != a.kPitch || a.dvPitch != a.vPitch)
-          return at.emitError("the CUDA target does not yet run an attention gradient whose "
-                              "dq, dk, dv are laid out unlike q, k, v");
         int64_t B = at.getDq().getType().getNumElements() / (a.H * a.T * a.D);
         // The family's scratch, 2 T S floats a head, for groups of heads of at most 32 MiB
         // (one head at least): every head at once took 192 MiB at shakespeare_char size, on
@@ -171,8 +171,9 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
         needScratch(group * perHead * (int64_t)sizeof(float));
         // (g, the output's gradient, is laid out as the forward's output: y's strides)
         os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
-           << "  const gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, "
+           << "  gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, "
               "(float*)gptc_scratch, " << group * perHead << "};\n"
+           << gradientStrides(a)
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();
       })

@@ -140,20 +140,25 @@ TEST(EmulatedFamilies, AttentionAndGradient) {
   struct Case {
     int64_t B, H, T, S, D, Dv;
     bool causal, bthd, dropout;
+    int64_t kv_group = 1;  // query heads a key/value head serves
   };
   std::mt19937_64 rng(5);
   for (const Case c : {Case{1, 2, 40, 40, 16, 16, true, false, false},
                        Case{1, 2, 9, 37, 8, 40, false, true, false},
                        Case{1, 1, 36, 36, 8, 8, true, true, true},
-                       Case{3, 1, 20, 20, 8, 8, true, false, true}}) {  // 3 heads: groups 2 + 1
+                       Case{3, 1, 20, 20, 8, 8, true, false, true},  // 3 heads: groups 2 + 1
+                       Case{2, 4, 33, 33, 8, 8, true, false, true, 2},
+                       Case{1, 6, 9, 35, 8, 12, false, true, false, 3}}) {
+    const int64_t kvHeads = c.H / c.kv_group;
     const std::vector<float> q = normal(c.B * c.H * c.T * c.D, rng),
-                             k = normal(c.B * c.H * c.S * c.D, rng),
-                             v = normal(c.B * c.H * c.S * c.Dv, rng);
+                             k = normal(c.B * kvHeads * c.S * c.D, rng),
+                             v = normal(c.B * kvHeads * c.S * c.Dv, rng);
     const int64_t rows = c.B * c.H * c.T;
     const std::vector<int64_t> words = {987654321, 17};
     std::vector<float> y = poisoned(rows * c.Dv), stats = poisoned(rows * 2);
     gptc::cuda::AttentionArgs a =
-        ref::attention_args(c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout);
+        ref::attention_args(c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout,
+                            c.kv_group);
     a.q = q.data(), a.k = k.data(), a.v = v.data(), a.y = y.data(), a.stats = stats.data();
     if (c.dropout) a.rng = words.data();
     gptc::cuda::attention(nullptr, a);
@@ -165,14 +170,22 @@ TEST(EmulatedFamilies, AttentionAndGradient) {
 
     // The gradient, from the forward's stats and a random output gradient g (laid out as y).
     const std::vector<float> g = normal(rows * c.Dv, rng);
-    std::vector<float> dq = poisoned(q.size()), dk = poisoned(k.size()), dv = poisoned(v.size()),
+    // dk and dv: each query head's part with grouped heads, laid out as k and v but of H heads.
+    const int64_t dkSize = k.size() * c.kv_group, dvSize = v.size() * c.kv_group;
+    std::vector<float> dq = poisoned(q.size()), dk = poisoned(dkSize), dv = poisoned(dvSize),
                        scratch(gptc::cuda::attention_grad_scratch_floats(a));
     gptc::cuda::AttentionGradArgs ga{a, g.data(), dq.data(), dk.data(), dv.data(),
                                      scratch.data()};
+    if (c.kv_group > 1) {
+      const gptc::cuda::AttentionArgs per = ref::attention_args(
+          c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout);
+      ga.dk_b = per.k_b, ga.dk_h = per.k_h, ga.dk_s = per.k_s;
+      ga.dv_b = per.v_b, ga.dv_h = per.v_h, ga.dv_s = per.v_s;
+    }
     gptc::cuda::attention_grad(nullptr, ga);
-    std::vector<float> want_dq(q.size()), want_dk(k.size()), want_dv(v.size());
+    std::vector<float> want_dq(q.size()), want_dk(dkSize), want_dv(dvSize);
     ref::attention_grad(host, g.data(), want_stats.data(), want_dq.data(), want_dk.data(),
-                        want_dv.data());
+                        want_dv.data(), &ga);
     expect_same_bits(dq, want_dq, "attention dq");
     expect_same_bits(dk, want_dk, "attention dk");
     expect_same_bits(dv, want_dv, "attention dv");

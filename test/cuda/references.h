@@ -87,22 +87,25 @@ inline void embedding_grad(int64_t n, int64_t vocab, int64_t cols, const float* 
 
 // The arguments of an attention over contiguous [B, H, T, W] (bhtd) or [B, T, H, W] (bthd)
 // tensors, no pointers yet: scale 1/sqrt(D), dropout on the weights (p 0.1, id 4) if asked.
+// With kv_group > 1, k and v have H / kv_group heads (grouped-query attention).
 inline gptc::cuda::AttentionArgs attention_args(int64_t B, int64_t H, int64_t T, int64_t S,
                                                 int64_t D, int64_t Dv, bool causal, bool bthd,
-                                                bool dropout) {
-  auto strides = [&](int64_t rows, int64_t W, int64_t& sb, int64_t& sh, int64_t& st) {
-    sb = rows * H * W;
+                                                bool dropout, int64_t kv_group = 1) {
+  auto strides = [&](int64_t heads, int64_t rows, int64_t W, int64_t& sb, int64_t& sh,
+                     int64_t& st) {
+    sb = rows * heads * W;
     sh = bthd ? W : rows * W;
-    st = bthd ? H * W : W;
+    st = bthd ? heads * W : W;
   };
   gptc::cuda::AttentionArgs a{};
   a.B = B, a.H = H, a.T = T, a.S = S, a.D = D, a.Dv = Dv;
   a.causal = causal;
   a.scale = 1.0f / std::sqrt((float)D);
-  strides(T, D, a.q_b, a.q_h, a.q_t);
-  strides(S, D, a.k_b, a.k_h, a.k_s);
-  strides(S, Dv, a.v_b, a.v_h, a.v_s);
-  strides(T, Dv, a.y_b, a.y_h, a.y_t);
+  a.kv_group = kv_group;
+  strides(H, T, D, a.q_b, a.q_h, a.q_t);
+  strides(H / kv_group, S, D, a.k_b, a.k_h, a.k_s);
+  strides(H / kv_group, S, Dv, a.v_b, a.v_h, a.v_s);
+  strides(H, T, Dv, a.y_b, a.y_h, a.y_t);
   if (dropout) a.dropout_id = 4, a.dropout_p = 0.1f, a.dropout_scale = 1.0f / 0.9f;
   return a;
 }
@@ -114,8 +117,8 @@ inline void attention_row(const gptc::cuda::AttentionArgs& a, int64_t r, float* 
                           float* stats) {
   const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
   const float* q = a.q + b * a.q_b + h * a.q_h + t * a.q_t;
-  const float* kb = a.k + b * a.k_b + h * a.k_h;
-  const float* vb = a.v + b * a.v_b + h * a.v_h;
+  const float* kb = a.k + b * a.k_b + h / a.kv_group * a.k_h;
+  const float* vb = a.v + b * a.v_b + h / a.kv_group * a.v_h;
   const int64_t vis = a.causal ? std::min(t + 1, a.S) : a.S;
   float m = -INFINITY, l = 0;
   std::vector<float> acc(a.Dv, 0.0f), sacc(a.Dv);
@@ -166,9 +169,15 @@ inline void attention(const gptc::cuda::AttentionArgs& a, float* y, float* stats
 }
 
 // Attention's gradient (emitAttentionGrad's scalar path; attention_grad_rows gives its bits):
-// dq like q, dk like k, dv like v; g laid out as y, stats as the forward's.
+// dq like q, dk like k, dv like v, or dk and dv by `own`'s strides where they are set (with
+// grouped heads, each query head's part); g laid out as y, stats as the forward's.
 inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
-                           const float* stats, float* dq, float* dk, float* dv) {
+                           const float* stats, float* dq, float* dk, float* dv,
+                           const gptc::cuda::AttentionGradArgs* own = nullptr) {
+  const bool k_own = own && own->dk_b, v_own = own && own->dv_b;
+  const int64_t dk_b = k_own ? own->dk_b : a.k_b, dk_h = k_own ? own->dk_h : a.k_h,
+                dk_s = k_own ? own->dk_s : a.k_s, dv_b = v_own ? own->dv_b : a.v_b,
+                dv_h = v_own ? own->dv_h : a.v_h, dv_s = v_own ? own->dv_s : a.v_s;
   const int64_t B = a.B, g_b = a.y_b, g_h = a.y_h, g_t = a.y_t;
   const int64_t rows = B * a.H * a.T;
   std::vector<float> dS(rows * a.S, 0.0f), PK(rows * a.S, 0.0f);
@@ -176,8 +185,8 @@ inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
     const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
     const float* q = a.q + b * a.q_b + h * a.q_h + t * a.q_t;
     const float* gr = g + b * g_b + h * g_h + t * g_t;
-    const float* kb = a.k + b * a.k_b + h * a.k_h;
-    const float* vb = a.v + b * a.v_b + h * a.v_h;
+    const float* kb = a.k + b * a.k_b + h / a.kv_group * a.k_h;
+    const float* vb = a.v + b * a.v_b + h / a.kv_group * a.v_h;
     const int64_t vis = a.causal ? std::min(t + 1, a.S) : a.S;
     const float m = stats[r * 2], l = stats[r * 2 + 1];
     std::vector<float> P(vis), dP(vis);
@@ -213,13 +222,13 @@ inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
         for (int64_t t = first; t < a.T; ++t)
           acc = gptc::fma(dS[(bh * a.T + t) * a.S + j], a.q[b * a.q_b + h * a.q_h + t * a.q_t + c],
                           acc);
-        dk[b * a.k_b + h * a.k_h + j * a.k_s + c] = acc * a.scale;
+        dk[b * dk_b + h * dk_h + j * dk_s + c] = acc * a.scale;
       }
       for (int64_t c = 0; c < a.Dv; ++c) {
         float acc = 0;
         for (int64_t t = first; t < a.T; ++t)
           acc = gptc::fma(PK[(bh * a.T + t) * a.S + j], g[b * g_b + h * g_h + t * g_t + c], acc);
-        dv[b * a.v_b + h * a.v_h + j * a.v_s + c] = acc;
+        dv[b * dv_b + h * dv_h + j * dv_s + c] = acc;
       }
     }
   }

@@ -267,6 +267,47 @@ def test_attention_layouts_fold_one_operand_at_a_time_with_the_same_bits(target,
     assert torch.allclose(torch.from_numpy(mixed["grad.k"]), model.k.grad, rtol=1e-4, atol=1e-5)
 
 
+class GroupedHeads(torch.nn.Module):
+    """sdpa with 6 query heads on 2 key/value heads: enable_gqa, or k and v repeated by
+    repeat_interleave first (copies of the heads, and their gradients summed back)."""
+
+    def __init__(self, gqa):
+        super().__init__()
+        self.gqa = gqa
+        self.q = torch.nn.Parameter(torch.randn(2, 6, 19, 8))
+        self.k, self.v = (torch.nn.Parameter(torch.randn(2, 2, 19, 8)) for _ in range(2))
+        self.register_buffer("c", torch.randn(2, 6, 19, 8))
+
+    def forward(self, x):
+        k, v = (self.k, self.v) if self.gqa else (t.repeat_interleave(3, dim=1) for t in (self.k, self.v))
+        y = F.scaled_dot_product_attention(self.q, k, v, is_causal=True, enable_gqa=self.gqa)
+        return (y * self.c).sum() + x.sum()
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_grouped_heads_read_in_place_give_the_repeated_heads_bits(target, tmp_path):
+    """Grouped-query attention reads each key/value head for its query heads in place: the
+    loss and the gradients of q, k and v are those of k and v repeated first, bit for bit,
+    with fewer kernels, on the CPU and the emulated GPU."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    runs = {}
+    for gqa in (True, False):
+        torch.manual_seed(6)
+        model, x = GroupedHeads(gqa), torch.zeros(1)
+        cm = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / str(gqa)), "gqa-", "--grad",
+                                                f"--target={target}"))
+        runs[gqa] = cm.num_kernels, dict(zip([r[0] for r in cm.runtime.results],
+                                             cm.runtime.run([cm.input_array("x", x)])))
+    (k_gqa, gqa), (k_rep, rep) = runs[True], runs[False]
+    assert k_gqa < k_rep and set(gqa) == set(rep) and "grad.k" in gqa
+    for name, value in gqa.items():
+        assert np.array_equal(value, rep[name]), name
+    torch.manual_seed(6)
+    model = GroupedHeads(True)
+    model(torch.zeros(1)).backward()
+    assert torch.allclose(torch.from_numpy(gqa["grad.v"]), model.v.grad, rtol=1e-4, atol=1e-5)
+
+
 class ScalarForms(torch.nn.Module):
     """`2 / w` (aten.reciprocal), `2 ** w` (aten.pow.Scalar) and torch.where with scalar
     branches (where.ScalarOther, where.ScalarSelf): their gradients, by gradcheck in f64."""

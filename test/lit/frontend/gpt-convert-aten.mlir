@@ -298,14 +298,11 @@ func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tensor<2x3x4x
 
 // -----
 
-// enable_gqa: each key/value head repeated in place for its query heads (repeat_interleave
-// along the heads: reshape, broadcast, reshape), then one gpt.attention.
+// enable_gqa: gpt.attention reads the 2 key/value heads as they are, each for 3 query
+// heads (no copy of k or v repeated along the heads).
 // CHECK-LABEL: func.func @gqa
-// CHECK: %[[K1:.*]] = gpt.reshape %arg1 : (tensor<1x2x5x4xf32>) -> tensor<1x2x1x5x4xf32>
-// CHECK: %[[K3:.*]] = gpt.broadcast %[[K1]] : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x3x5x4xf32>
-// CHECK: %[[K:.*]] = gpt.reshape %[[K3]] : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
-// CHECK: %[[V:.*]] = gpt.reshape %{{.*}} : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
-// CHECK: gpt.attention %arg0, %[[K]], %[[V]]
+// CHECK-NOT: gpt.broadcast
+// CHECK: gpt.attention %arg0, %arg1, %arg2 {{.*}} : (tensor<1x6x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> (tensor<1x6x5x4xf32>, tensor<1x6x5x2xf32>)
 func.func @gqa(%q: tensor<1x6x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32> {
   %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %k, %v) {torch.operands = ["query", "key", "value"], is_causal = true, enable_gqa = true} : (tensor<1x6x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32>
   return %0 : tensor<1x6x5x4xf32>

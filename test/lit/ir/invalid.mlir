@@ -143,6 +143,24 @@ func.func @attention_result_layout(%q: tensor<2x3x5x16xf32>) -> tensor<2x3x5x16x
 
 // -----
 
+// Grouped-query attention: k's and v's heads (4) must divide q's (6).
+func.func @attention_groups(%q: tensor<2x6x32x16xf32>, %k: tensor<2x4x32x16xf32>) -> tensor<2x6x32x16xf32> {
+  // expected-error @+1 {{q, k, v shapes (heads outer) [2x6x32x16], [2x4x32x16], [2x4x32x16] do not agree}}
+  %0:2 = gpt.attention %q, %k, %k {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x6x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>) -> (tensor<2x6x32x16xf32>, tensor<2x6x32x2xf32>)
+  return %0#0 : tensor<2x6x32x16xf32>
+}
+
+// -----
+
+// With grouped heads dk holds each query head's part: [B, H, S, D], not k's type.
+func.func @attention_grad_groups(%q: tensor<1x4x8x4xf32>, %k: tensor<1x2x8x4xf32>, %st: tensor<1x4x8x2xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{gradients must have the types of q, k and v (of q's heads)}}
+  %dq, %dk, %dv = gpt.attention_grad %q, %k, %k, %q, %st {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+  return %dk : tensor<1x2x8x4xf32>
+}
+
+// -----
+
 func.func @attention_stats(%q: tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32> {
   // expected-error @+1 {{stats must be [2x2x32x2] of q's element type}}
   %0:2 = gpt.attention %q, %q, %q {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x1xf32>)

@@ -109,3 +109,29 @@ func.func @not_gathered(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %y: tensor<2x8
   %e = gpt.concat %6, %5 {dim = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
   return %a, %b, %2, %c, %d, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests a LLaMA block's k/v projection: its split's first piece is rotated (read by an
+// elementwise kernel through a transpose), the second is attention's v in the [B, T, H, D]
+// layout (each row contiguous), which attention and its gradient read in place: the split
+// is a strided view. Attention's g, or a piece whose rows are not contiguous (a transpose
+// of the last two dims), keeps the op it reads a kernel.
+// CHECK-LABEL: func.func @attention_reads
+// CHECK: gpt.split %arg0 {dim = 2 : i64, gpt.strided}
+// CHECK: gpt.transpose %{{.*}} {gpt.strided, perm = array<i64: 0, 2, 1, 3>}
+// CHECK: %[[G:.*]] = gpt.transpose %arg1 {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: %[[KT:.*]] = gpt.transpose %arg2 {perm = array<i64: 0, 1, 3, 2>}
+func.func @attention_reads(%kv: tensor<1x4x8xf32>, %gin: tensor<1x2x4x2xf32>, %kin: tensor<1x2x2x4xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) {
+  %k, %v = gpt.split %kv {dim = 2 : i64} : (tensor<1x4x8xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+  %k4 = gpt.reshape %k : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %kh = gpt.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x2xf32>) -> tensor<1x2x4x2xf32>
+  %kr = gpt.neg %kh : tensor<1x2x4x2xf32>
+  %v4 = gpt.reshape %v : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
+  %y, %stats = gpt.attention %kr, %kr, %v4 {bthd = array<i1: false, false, true, false>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
+  %g = gpt.transpose %gin {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x2xf32>) -> tensor<1x4x2x2xf32>
+  %dq, %dk, %dv = gpt.attention_grad %kr, %kr, %v4, %g, %stats {bthd = array<i1: false, false, true, true>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>)
+  %kt = gpt.transpose %kin {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %z, %zs = gpt.attention %kt, %kt, %kt {dropout_p = 0.0 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
+  return %y, %dq, %dk, %dv, %z : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>
+}

@@ -30,7 +30,8 @@
 namespace gptc::cuda {
 
 // Element (b, h, t, c) of q at q[b * q_b + h * q_h + t * q_t + c]; k and v by key s the same
-// way; y likewise; stats[(b * H + h) * T + t] holds (m, l). Dv <= 256.
+// way, of H / kv_group heads (query head h reads head h / kv_group: grouped-query
+// attention); y likewise; stats[(b * H + h) * T + t] holds (m, l). Dv <= 256.
 struct AttentionArgs {
   int64_t B, H, T, S, D, Dv;
   bool causal;
@@ -47,6 +48,7 @@ struct AttentionArgs {
   const int64_t* rng = nullptr;  // device [seed, step]: dropout on the weights
   int64_t dropout_id = 0;
   float dropout_p = 0, dropout_scale = 1;
+  int64_t kv_group = 1;
 };
 
 constexpr int kAttentionMaxColumnsPerLane = 8;  // Dv <= 256
@@ -60,8 +62,8 @@ __global__ void attention_kernel(AttentionArgs a) {
        r += warps) {
     const int64_t bh = r / a.T, t = r % a.T, b = bh / a.H, h = bh % a.H;
     const float* q = a.q + b * a.q_b + h * a.q_h + t * a.q_t;
-    const float* kb = a.k + b * a.k_b + h * a.k_h;
-    const float* vb = a.v + b * a.v_b + h * a.v_h;
+    const float* kb = a.k + b * a.k_b + h / a.kv_group * a.k_h;
+    const float* vb = a.v + b * a.v_b + h / a.kv_group * a.v_h;
     const int64_t vis = a.causal ? (t + 1 < a.S ? t + 1 : a.S) : a.S;
     float m = -INFINITY, l = 0;
     float acc[kAttentionMaxColumnsPerLane];
@@ -133,8 +135,10 @@ inline void attention(cudaStream_t stream, const AttentionArgs& a) {
 }
 
 // The gradient's operands and results, beside the forward's (AttentionArgs: q, k, v, the
-// strides, the dropout; y unused, stats read): g like y; dq like q, dk like k, dv like v;
-// scratch holds 2 B H T S floats.
+// strides, the dropout; y unused, stats read): g like y; dq, dk and dv by their strides
+// below, q's, k's and v's where those are 0; scratch holds 2 B H T S floats. With grouped
+// heads (kv_group > 1) dk and dv hold each query head's part, H heads (the caller sums a
+// group's parts), so their strides are their own.
 struct AttentionGradArgs {
   AttentionArgs f;
   const float* g;
@@ -143,6 +147,8 @@ struct AttentionGradArgs {
   // The scratch's floats: the heads go in groups that fit it, 2 T S floats a head
   // (attention_grad); 0: every head at once (attention_grad_scratch_floats).
   int64_t scratch_floats = 0;
+  int64_t dq_b = 0, dq_h = 0, dq_t = 0, dk_b = 0, dk_h = 0, dk_s = 0, dv_b = 0, dv_h = 0,
+          dv_s = 0;
 };
 
 namespace detail {
@@ -188,8 +194,8 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a, int64_t bh0, int
     const int64_t bh = r / f.T, t = r % f.T, b = bh / f.H, h = bh % f.H;
     const float* q = f.q + b * f.q_b + h * f.q_h + t * f.q_t;
     const float* g = a.g + b * f.y_b + h * f.y_h + t * f.y_t;
-    const float* kb = f.k + b * f.k_b + h * f.k_h;
-    const float* vb = f.v + b * f.v_b + h * f.v_h;
+    const float* kb = f.k + b * f.k_b + h / f.kv_group * f.k_h;
+    const float* vb = f.v + b * f.v_b + h / f.kv_group * f.v_h;
     const int64_t vis = f.causal ? (t + 1 < f.S ? t + 1 : f.S) : f.S;
     const float m = f.stats[r * 2], l = f.stats[r * 2 + 1];
     // Dsum first (the lanes' operands are computed again below: the same bits).
@@ -224,7 +230,7 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a, int64_t bh0, int
         }
       }
     }
-    float* dq = a.dq + b * f.q_b + h * f.q_h + t * f.q_t;
+    float* dq = a.dq + b * a.dq_b + h * a.dq_h + t * a.dq_t;
 #pragma unroll
     for (int i = 0; i < kAttentionMaxColumnsPerLane; ++i) {
       const int64_t c = lane + 32 * i;
@@ -253,13 +259,13 @@ __global__ void attention_grad_keys_kernel(AttentionGradArgs a, int64_t bh0, int
       float acc = 0;
       for (int64_t t = first; t < f.T; ++t)
         acc = gptc::fma(dS_all[(bh * f.T + t - row0) * f.S + j], q[t * f.q_t + c], acc);
-      a.dk[b * f.k_b + h * f.k_h + j * f.k_s + c] = acc * f.scale;
+      a.dk[b * a.dk_b + h * a.dk_h + j * a.dk_s + c] = acc * f.scale;
     }
     if (c < f.Dv) {
       float acc = 0;
       for (int64_t t = first; t < f.T; ++t)
         acc = gptc::fma(PK_all[(bh * f.T + t - row0) * f.S + j], g[t * f.y_t + c], acc);
-      a.dv[b * f.v_b + h * f.v_h + j * f.v_s + c] = acc;
+      a.dv[b * a.dv_b + h * a.dv_h + j * a.dv_s + c] = acc;
     }
   }
 }
@@ -271,8 +277,12 @@ inline int64_t attention_grad_scratch_floats(const AttentionArgs& f) {
 
 // Launches the gradient: per group of heads that fits the scratch, the rows kernel, then the
 // keys kernel. Which launch computes a head changes no bit: each output is its own chain.
-inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& a) {
+inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& given) {
+  AttentionGradArgs a = given;
   const AttentionArgs& f = a.f;
+  if (!a.dq_b) a.dq_b = f.q_b, a.dq_h = f.q_h, a.dq_t = f.q_t;
+  if (!a.dk_b) a.dk_b = f.k_b, a.dk_h = f.k_h, a.dk_s = f.k_s;
+  if (!a.dv_b) a.dv_b = f.v_b, a.dv_h = f.v_h, a.dv_s = f.v_s;
   if (f.D > 32 * kAttentionMaxColumnsPerLane) {
     std::fprintf(stderr, "gptc: error: gptc::cuda::attention_grad: D %lld is over %d\n",
                  (long long)f.D, 32 * kAttentionMaxColumnsPerLane);
