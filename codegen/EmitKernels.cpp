@@ -276,7 +276,7 @@ FailureOr<EmittedSource> Emitter::run() {
       continue;
     }
     if (op.hasAttr(kViewAttr) || op.hasAttr(kGatheredAttr))
-      continue; // a split or concat that attention reads or writes in place, or a gather
+      continue; // a concat that attention's gradient writes in place, or a gather
 
     if (auto c = dyn_cast<ConstantOp>(op)) {
       pointers[c.getResult()] = flavour->constant(c, "c" + std::to_string(numConstants++));

@@ -21,10 +21,6 @@ int64_t mlir::gpt::elementBytes(Value v) {
 }
 
 int64_t mlir::gpt::viewRowPitch(Value v) {
-  // A reshaped piece of a view split, read by attention.
-  if (auto r = v.getDefiningOp<ReshapeOp>())
-    if (auto split = r.getX().getDefiningOp<SplitOp>(); split && split->hasAttr(kViewAttr))
-      return cast<RankedTensorType>(split.getX().getType()).getShape().back();
   // A result of attention_grad written into a view concat (through its one reshape).
   if (v.hasOneUse())
     if (auto r = dyn_cast<ReshapeOp>(*v.getUsers().begin()); r && r->hasOneUse())

@@ -25,14 +25,14 @@ inline constexpr StringLiteral kRedzoneAttr = "gpt.redzone";
 /// Per result of a kernel: the index of the function argument it is written into in
 /// place (an update of a parameter or optimizer state), or -1 for an arena slot.
 inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
-/// On a gpt.split or gpt.concat that is a view rather than a kernel (gpt-plan-memory): a
-/// split's results are strided views of its operand's buffer; a concat's operands are
+/// On a gpt.concat that is a view rather than a kernel (gpt-plan-memory): its operands are
 /// written into its result's buffer by the ops that compute them.
 inline constexpr StringLiteral kViewAttr = "gpt.view";
 
 /// On a gpt.transpose, gpt.split or gpt.slice that is a strided view (gpt-strided-views):
-/// no kernel and no buffer of its own; the elementwise kernels that read its results read
-/// them in place, in its operand's buffer, through strides.
+/// no kernel and no buffer of its own; the elementwise kernels (and attention, its q, k
+/// and v) that read its results read them in place, in its operand's buffer, through
+/// strides.
 inline constexpr StringLiteral kStridedAttr = "gpt.strided";
 
 /// On a gpt.concat or gpt.transpose whose operands are computed for it alone
@@ -91,10 +91,9 @@ int64_t elementBytes(Value v);
 /// The bytes of tensor `v`'s buffer (at least 1, so that an empty tensor has an address).
 int64_t byteSize(Value v);
 
-/// The distance in elements between consecutive rows of `v` (a [B, T, H, D] operand or
-/// result of attention) when it lives inside a wider buffer: a reshaped piece of a view
-/// split (the split operand's last dim), or a result written into a view concat through a
-/// reshape (the concat's last dim). 0 when `v` has a buffer of its own.
+/// The distance in elements between consecutive rows of `v` (a [B, T, H, D] result of
+/// attention_grad) when it lives inside a wider buffer: written into a view concat through
+/// a reshape (the concat's last dim). 0 when `v` has a buffer of its own.
 int64_t viewRowPitch(Value v);
 
 } // namespace mlir::gpt

@@ -177,29 +177,6 @@ bool isHeadsReshape(ReshapeOp r) {
   return from.size() == 3 && to.size() == 4 && from.take_front(2) == to.take_front(2);
 }
 
-/// Whether attention ops at the top level of the function are the only readers of `v`
-/// ([B, T, C], a split's piece), each reading it as q, k or v in the [B, T, H, D] layout
-/// through a reshape, so that they can read it in place in the split's operand.
-bool readOnlyByAttention(Value v) {
-  for (Operation *r : v.getUsers()) {
-    auto reshape = dyn_cast<ReshapeOp>(r);
-    if (!reshape || !isHeadsReshape(reshape))
-      return false;
-    for (OpOperand &use : reshape->getUses()) {
-      Operation *u = use.getOwner();
-      unsigned i = use.getOperandNumber();
-      bool asInput = false;
-      if (auto a = dyn_cast<AttentionOp>(u))
-        asInput = i < 3 && a.bthdAt(i);
-      else if (auto g = dyn_cast<AttentionGradOp>(u))
-        asInput = i < 3 && g.bthdAt(i);
-      if (!asInput || !isa<func::FuncOp>(u->getParentOp()))
-        return false;
-    }
-  }
-  return true;
-}
-
 /// The attention_grad result (dq, dk or dv, [B, T, H, D]) that `v` reshapes, when that
 /// result and the reshape are read by nothing else: it can be written into its place in
 /// a concat of `v`.
@@ -224,28 +201,17 @@ Value concatPiece(ConcatOp concat, Value v) {
   return vectorConcatPiece(concat, v);
 }
 
-/// Splits and concats that can be views: a split along the last dim of an op's result
-/// whose pieces only attention reads, a concat whose pieces (concatPiece) are computed for
-/// it alone. Marks them (`gpt.view`).
+/// Concats that can be views: their pieces (concatPiece) are computed for them alone.
+/// Marks them (`gpt.view`). (A split that attention reads is a strided view:
+/// gpt-strided-views.)
 void markViews(Block &body) {
-  for (Operation &op : body) {
-    if (auto split = dyn_cast<SplitOp>(op)) {
-      auto t = cast<RankedTensorType>(split.getX().getType());
-      Value root = split.getX();
-      while (auto r = root.getDefiningOp<ReshapeOp>())
-        root = r.getX();
-      bool owned = root.getDefiningOp() && !isa<ConstantOp, StopGradientOp>(root.getDefiningOp());
-      if (owned && t.getRank() == 3 && split.getDim() == 2 &&
-          llvm::all_of(split.getResults(), readOnlyByAttention))
-        op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
-    } else if (auto concat = dyn_cast<ConcatOp>(op); concat && !op.hasAttr(kGatheredAttr)) {
+  for (Operation &op : body)
+    if (auto concat = dyn_cast<ConcatOp>(op); concat && !op.hasAttr(kGatheredAttr))
       if (llvm::all_of(concat.getInputs(), [&](Value v) { return (bool)concatPiece(concat, v); }))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
-    }
-  }
 }
 
-/// Where each piece of a split or concat along the last dim ([B, T, C_i], or vectors)
+/// Where each piece of a concat along the last dim ([B, T, C_i], or vectors)
 /// starts within a row of the whole, in bytes: the widths of the pieces before it.
 SmallVector<int64_t> columnOffsets(ValueRange pieces) {
   SmallVector<int64_t> offsets;
@@ -315,8 +281,7 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     unsigned index = 0;
     for (Operation &op : body) {
       position[&op] = index;
-      if (isa<ReshapeOp, StopGradientOp>(op) || op.hasAttr(kStridedAttr) ||
-          (isa<SplitOp>(op) && op.hasAttr(kViewAttr)))
+      if (isa<ReshapeOp, StopGradientOp>(op) || op.hasAttr(kStridedAttr))
         for (Value r : op.getResults())
           owner[r] = ownerOf(op.getOperand(0));
       for (Value operand : op.getOperands())
@@ -341,18 +306,13 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
         }
         op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), {it->second}));
       } else if (op.hasAttr(kViewAttr)) {
-        // A split's pieces at their columns of its operand's slot; a concat in the slot its
-        // first piece took.
-        Value base = isa<SplitOp>(op) ? ownerOf(op.getOperand(0)) : op.getResult(0);
-        auto it = slot.find(base);
+        // A concat in the slot its first piece took.
+        auto it = slot.find(op.getResult(0));
         if (it == slot.end()) {
           op.emitError("internal: the view's buffer has no slot");
           return signalPassFailure();
         }
-        SmallVector<int64_t> offsets = columnOffsets(op.getResults());
-        for (int64_t &off : offsets)
-          off += it->second;
-        op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), offsets));
+        op.setAttr(kOffsetsAttr, DenseI64ArrayAttr::get(&getContext(), {it->second}));
       } else {
         SmallVector<int64_t> offsets, args;
         for (Value r : op.getResults()) {

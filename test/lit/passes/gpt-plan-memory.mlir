@@ -121,26 +121,26 @@ func.func @update_reads_a_view(%p: tensor<4x4xf32> {gpt.kind = "param", gpt.name
 
 // -----
 
-// Tests that the split of a fused q/k/v projection is a view when attention alone reads
-// its pieces: no slot of their own, their offsets the columns of the operand's slot (0,
-// then 4 and 8 floats on), which stays live until the gradient's last read. And that
-// attention_grad writes dq, dk and dv into their columns of a view concat, whose slot (48
-// floats) is taken when they are computed. Neither is a kernel.
+// Tests the fused q/k/v projection's split that attention alone reads, a strided view
+// (as gpt-strided-views leaves it): no slot of its own, the operand's slot live until the
+// gradient's last read. And that attention_grad writes dq, dk and dv into their columns
+// of a view concat, whose slot (48 floats) is taken when they are computed. Neither is a
+// kernel.
 // CHECK-LABEL: func.func @qkv_views
 // CHECK-SAME: gpt.arena_bytes = 512 : i64
 // CHECK: %[[QKV:.*]] = gpt.exp %arg0 {gpt.offsets = array<i64: 0>}
-// CHECK: gpt.split %[[QKV]] {dim = 2 : i64, gpt.offsets = array<i64: 0, 16, 32>, gpt.view}
+// CHECK: gpt.split %[[QKV]] {dim = 2 : i64, gpt.strided}
 // CHECK: gpt.attention {{.*}}gpt.offsets = array<i64: 192, 256>
 // CHECK: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 336, 352>
 // CHECK: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 320>, gpt.view}
-// With views=false (gptc compile -O0) both are copies, each piece with a slot of its own.
+// With views=false (gptc compile -O0, which runs no gpt-strided-views either) the concat
+// is a copy, each gradient with a slot of its own.
 // COPY-LABEL: func.func @qkv_views
-// COPY: gpt.split {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192, 256, 320>} :
-// COPY: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 128, 384, 448>
-// COPY: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192>} :
+// COPY: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 384, 448>
+// COPY: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 0>} :
 func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x12xf32>) {
   %qkv = gpt.exp %x : tensor<1x4x12xf32>
-  %q, %k, %v = gpt.split %qkv {dim = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+  %q, %k, %v = gpt.split %qkv {dim = 2 : i64, gpt.strided} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
   %q4 = gpt.reshape %q : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
   %k4 = gpt.reshape %k : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
   %v4 = gpt.reshape %v : (tensor<1x4x4xf32>) -> tensor<1x4x2x2xf32>
@@ -155,8 +155,8 @@ func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor
 
 // -----
 
-// Tests that a piece read by anything but attention keeps the split a kernel, and that a
-// gradient read elsewhere keeps the concat one: each piece then has a slot of its own.
+// Tests that a split no pass made a strided view is a kernel, and that a gradient read
+// elsewhere keeps the concat one: each piece then has a slot of its own.
 // CHECK-LABEL: func.func @not_views
 // CHECK-NOT: gpt.view
 // CHECK: gpt.split {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 192, 256, 320>}
