@@ -40,8 +40,7 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.rngOperand = rngOperand;
   // Operand x of `heads` heads of `rows` rows of `width`, in its layout: read in place
   // through a strided view (gpt-strided-views), or a tensor of its own, its rows wider
-  // where gpt-plan-memory made it a view of the fused projection's buffer or of the
-  // gradients' concat.
+  // where gpt-plan-memory made it a piece of a view concat (dq, dk, dv).
   auto strides = [&](Value x, O o, int64_t heads, int64_t rows, int64_t width) {
     bool tokensOuter = layout(O(o >= O::DQ ? o - O::DQ : o));
     if (x) // the op may be a member of a gpt.horizontal
