@@ -65,12 +65,6 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
     a.at[O::DQ + i] = grads.empty() ? a.at[O::Q + i]
                                     : strides(grads[i], O(O::DQ + i), a.H, i ? a.S : a.T,
                                               i == 2 ? a.Dv : a.D);
-  a.qPitch = a.at[O::Q].t;
-  a.kPitch = a.at[O::K].t;
-  a.vPitch = a.at[O::V].t;
-  a.dqPitch = a.at[O::DQ].t;
-  a.dkPitch = a.at[O::DK].t;
-  a.dvPitch = a.at[O::DV].t;
   return a;
 }
 
@@ -150,7 +144,7 @@ static void emitRowsSeen(raw_ostream &os, const AttentionShape &a) {
 /// them (its `stats`), so both see the same bits.
 void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
   const std::string &E = a.elem;
-  std::string Dv = std::to_string(a.Dv), vs = std::to_string(a.vPitch);
+  std::string Dv = std::to_string(a.Dv), vs = std::to_string(a.pitch(a.V));
   emitRowsSeen(os, a);
   os << "      " << E << " acc[4][" << Dv << "];\n"
      << "      for (int64_t rr = 0; rr < 4; ++rr) {\n"
@@ -219,7 +213,7 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
   os << "    " << a.elem << "* kt = gptc::scratch<" << a.elem << ">(1, " << a.D * a.Sp() << ");\n"
      << "    const " << a.elem << "* kb = in1 + " << a.headBase(a.K) << ";\n"
      << "    gptc::transpose_keys<" << a.elem << ">(" << a.S << ", " << a.D << ", kb, "
-     << a.kPitch << ", " << a.Sp() << ", kt);\n"
+     << a.pitch(a.K) << ", " << a.Sp() << ", kt);\n"
      << "    const " << a.elem << "* vb = in2 + " << a.headBase(a.V) << ";\n";
 }
 
@@ -230,7 +224,7 @@ static void emitTransposedKeys(raw_ostream &os, const AttentionShape &a) {
 static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::string &q,
                            const std::string &scores, const std::string &first = "0",
                            std::string end = "") {
-  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.qPitch);
+  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.pitch(a.Q));
   if (end.empty())
     end = std::to_string(a.T);
   os << "    for (int64_t t0 = " << first << "; t0 < " << end << "; t0 += 4) {\n"
@@ -274,10 +268,10 @@ static void emitAttentionLaneRows(raw_ostream &os, const AttentionShape &a) {
      << " - t0 : gptc::kAttentionRows;\n";
   emitLaneRowsSeen(os, a, false);
   os << "      gptc::attention_rows(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
-     << a.scale << ", in0 + " << a.headBase(a.Q) << " + t0 * " << a.qPitch << ", "
-     << a.qPitch << ", in1 + " << a.headBase(a.K) << ", " << a.kPitch << ", in2 + "
-     << a.headBase(a.V) << ", " << a.vPitch << ", out0 + " << a.headBase(a.Y)
-     << " + t0 * " << a.at[a.Y].t << ", " << a.at[a.Y].t << ", out1 + (bh * " << a.T
+     << a.scale << ", in0 + " << a.headBase(a.Q) << " + t0 * " << a.pitch(a.Q) << ", "
+     << a.pitch(a.Q) << ", in1 + " << a.headBase(a.K) << ", " << a.pitch(a.K) << ", in2 + "
+     << a.headBase(a.V) << ", " << a.pitch(a.V) << ", out0 + " << a.headBase(a.Y)
+     << " + t0 * " << a.pitch(a.Y) << ", " << a.pitch(a.Y) << ", out1 + (bh * " << a.T
      << " + t0) * 2";
   emitLaneRowsKeep(os, a);
   os << "    }\n"
@@ -301,7 +295,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   // The output, and each row's final max and sum (out1, [B, H, T, 2]) for the gradient.
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        " << a.elem << "* y = out0 + " << a.headBase(a.Y) << " + (t0 + rr) * "
-     << a.at[a.Y].t << ";\n"
+     << a.pitch(a.Y) << ";\n"
      << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
      << "        " << a.elem << "* st = out1 + (bh * " << a.T << " + t0 + rr) * 2;\n"
      << "        st[0] = m[rr];\n"
@@ -320,9 +314,9 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
 /// pass (gptc::axpy_rows4); each key's sum stays in increasing row.
 static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transposed) {
   const std::string &E = a.elem;
-  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.qPitch),
-              gs = std::to_string(a.at[a.Y].t), dks = std::to_string(a.dkPitch),
-              dvs = std::to_string(a.dvPitch);
+  std::string Sp = std::to_string(a.Sp()), qs = std::to_string(a.pitch(a.Q)),
+              gs = std::to_string(a.pitch(a.Y)), dks = std::to_string(a.pitch(a.DK)),
+              dvs = std::to_string(a.pitch(a.DV));
   os << "    const int64_t kend = visg[n1 - 1];\n"
      << "    int64_t j = 0, first = 0;\n"
      << "    for (; j + 4 <= kend; j += 4) {\n"
@@ -369,7 +363,7 @@ static void emitKeyLoop(raw_ostream &os, const AttentionShape &a, bool transpose
 /// of gptc::kAttentionRows (gptc::attention_grad_rows, which leaves dS and P * keep
 /// transposed), then the key loop on them; then `#else` for the other builds' code.
 static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) {
-  std::string gs = std::to_string(a.at[a.Y].t);
+  std::string gs = std::to_string(a.pitch(a.Y));
   os << "#if defined(GPTC_VECTOR_FORMS)\n"
      << "    for (int64_t t1 = 0; t1 < " << a.T << "; t1 += 32) {\n"
      << "    const int64_t n1 = " << a.T << " - t1 < 32 ? " << a.T << " - t1 : 32;\n"
@@ -381,9 +375,9 @@ static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) 
      << "                                                            : gptc::kAttentionRows;\n";
   emitLaneRowsSeen(os, a, true);
   os << "      gptc::attention_grad_rows(nr, vis, " << a.S << ", " << a.D << ", " << a.Dv << ", "
-     << a.scale << ", qh + t0 * " << a.qPitch << ", " << a.qPitch << ", kb, " << a.kPitch
-     << ", vb, " << a.vPitch << ", gh + t0 * " << gs << ", " << gs << ", in4 + (bh * " << a.T
-     << " + t0) * 2, dqh + t0 * " << a.dqPitch << ", " << a.dqPitch
+     << a.scale << ", qh + t0 * " << a.pitch(a.Q) << ", " << a.pitch(a.Q) << ", kb, " << a.pitch(a.K)
+     << ", vb, " << a.pitch(a.V) << ", gh + t0 * " << gs << ", " << gs << ", in4 + (bh * " << a.T
+     << " + t0) * 2, dqh + t0 * " << a.pitch(a.DQ) << ", " << a.pitch(a.DQ)
      << ", dSgT + (t0 - t1), PKgT + (t0 - t1), 32";
   emitLaneRowsKeep(os, a);
   os << "    }\n";
@@ -402,9 +396,9 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   const std::string &E = a.elem;
   std::string Sp = std::to_string(a.Sp());
   // Row strides: k's (width D), v's and g's (width Dv), dq's, dk's and dv's.
-  std::string ks = std::to_string(a.kPitch), vs = std::to_string(a.vPitch),
-              gs = std::to_string(a.at[a.Y].t), dqs = std::to_string(a.dqPitch),
-              dks = std::to_string(a.dkPitch), dvs = std::to_string(a.dvPitch);
+  std::string ks = std::to_string(a.pitch(a.K)), vs = std::to_string(a.pitch(a.V)),
+              gs = std::to_string(a.pitch(a.Y)), dqs = std::to_string(a.pitch(a.DQ)),
+              dks = std::to_string(a.pitch(a.DK)), dvs = std::to_string(a.pitch(a.DV));
   os << a.rngPrologue()
      << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n"
      << "    const " << E << "* kb = in1 + " << a.headBase(a.K) << ";\n"

@@ -75,8 +75,8 @@ struct AttentionShape {
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
 
-  /// The distance between rows of q, k, v and of the gradient's dq, dk, dv.
-  int64_t qPitch, kPitch, vPitch, dqPitch, dkPitch, dvPitch;
+  /// The distance between rows of operand `o`.
+  int64_t pitch(Operand o) const { return at[o].t; }
 
   int64_t Sp() const { return (S + 31) / 32 * 32; } // keys padded to whole blocks
   /// Whether the kernel also carries the lane-block form (gptc::attention_rows and
