@@ -4,8 +4,10 @@ The model is compiled in f64 with `--grad` (the loss and one gradient per parame
 For each parameter tensor P with gradient G, a random unit direction D gives the
 directional derivative <G, D>, compared with central differences
 c(h) = (L(P + hD) - L(P - hD)) / 2h of the same compiled f64 forward, Richardson-
-extrapolated as (4 c(h/2) - c(h)) / 3 (error O(h^4)). Each tensor's relative error is
-|analytic - numeric| / max(|analytic|, |numeric|, tiny).
+extrapolated as (4 c(h/2) - c(h)) / 3 (error O(h^4)). Each tensor's error is
+|analytic - numeric| beyond the differences' resolution (what f64 rounding of the loss
+alone can give them), relative to max(|analytic|, |numeric|): `gptc check --gradcheck`'s
+gradcheckError (tools/gptc/Check.cpp).
 """
 from __future__ import annotations
 
@@ -20,10 +22,26 @@ from .errors import GptcError
 from .train import _has_loss
 
 
+def resolution(loss: float, step: float) -> float:
+    """The extrapolated differences' largest error from f64 rounding alone: each loss
+    within 16 ulps of |loss|, three such errors over the step (gradcheckResolution)."""
+    return 3 * 16 * np.finfo(np.float64).eps * abs(loss) / step
+
+
+def relative_error(analytic: float, numeric: float, resolution: float) -> float:
+    """|analytic - numeric| beyond `resolution`, relative to the larger of the two; 0
+    where they differ by no more than that, NaN where either is NaN (gradcheckError)."""
+    diff = abs(analytic - numeric)
+    if math.isnan(diff) or math.isnan(resolution):
+        return math.nan
+    return max(diff - resolution, 0.0) / max(abs(analytic), abs(numeric), 1e-300)
+
+
 def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, seed: int = 0,
               workdir: str | None = None, verbose: bool = True) -> dict:
-    """Return {parameter name: worst relative error}; prints one line per tensor. An error
-    is NaN where a gradient or the loss is not finite: compare with `not err <= tol`."""
+    """Return {parameter name: relative error beyond the differences' resolution}; prints
+    one line per tensor. An error is NaN where a gradient or the loss is not finite:
+    compare with `not err <= tol`."""
     if not (math.isfinite(step) and step > 0):  # 0 made every difference NaN
         raise GptcError(f"step must be a finite number > 0, got {step}")
     seed = check_int("seed", seed, 0, 2**63 - 1)  # numpy's message named no argument
@@ -49,6 +67,7 @@ def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, see
 
     out = run()
     loss_name = next(n for n in names if not n.startswith("grad.") and np.ndim(out[n]) == 0)
+    floor = resolution(float(out[loss_name]), step)
     rng = np.random.default_rng(seed)
     report = {}
     for a in captured.args:
@@ -68,9 +87,11 @@ def gradcheck(model: torch.nn.Module, example_inputs, *, step: float = 1e-3, see
 
         numeric = (4 * central(step / 2) - central(step)) / 3
         analytic = float(np.sum(grad * d))
-        err = abs(analytic - numeric) / max(abs(analytic), abs(numeric), 1e-30)
+        err = relative_error(analytic, numeric, floor)
         report[a.name] = err
         if verbose:
             print(f"gradcheck {a.name:42s} analytic {analytic:+.12e} numeric {numeric:+.12e} "
-                  f"rel {err:.2e}")
+                  f"diff {abs(analytic - numeric):.1e} rel {err:.2e}")
+    if verbose:
+        print(f"differences under {floor:.1e} (the central differences' resolution) not counted")
     return report

@@ -2,6 +2,7 @@
 gradient checks and the gradient-flow arbiter."""
 import copy
 import json
+import math
 import os
 import platform
 import re
@@ -853,6 +854,44 @@ def test_gptc_check_gradcheck_fails_a_nan_gradient_and_refuses_a_zero_step(tmp_p
         assert proc.returncode == 2 and proc.stderr.strip() == f"gptc: error: {said}", proc.stderr
     with pytest.raises(gptc.GptcError, match="step must be a finite number > 0, got 0"):
         gptc.gradcheck(NanGradient(), (x, keep), step=0.0)
+
+
+class NearFlat(nn.Module):
+    """A loss near 1000 with one parameter, w, whose gradient is 1e-9 x: below what
+    central differences of an f64 loss that large resolve (~1e-10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.v = nn.Parameter(torch.randn(16))
+        self.w = nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        return (x * self.v).sum() + 1e-9 * (x * self.w).sum() + 1000.0
+
+
+def test_gradcheck_does_not_fail_a_gradient_below_the_differences_resolution(tmp_path):
+    """Unseeded, the README's `gptc check --gradcheck` once failed a correct gradient: a
+    directional derivative of -1.4e-7 that the differences matched to 1.2e-12, f64 noise,
+    was 8e-6 relative. Differences within the resolution now count as 0; one beyond it
+    still counts in full."""
+    from gptc.gradcheck import relative_error, resolution
+    assert relative_error(-1.43e-7, -1.43e-7 + 1.2e-12, resolution(4.2, 1e-3)) == 0
+    assert relative_error(1e-7, 0.0, resolution(4.2, 1e-3)) > 0.999  # a zero gradient
+    assert relative_error(1.0, 1.0 + 1e-5, resolution(4.2, 1e-3)) == pytest.approx(1e-5, rel=1e-3)
+    assert math.isnan(relative_error(math.nan, 1.0, 1e-11))
+    torch.manual_seed(0)
+    x = torch.randn(16)
+    mlir = tmp_path / "model.mlir"
+    gptc.capture_save(gptc.capture(NearFlat(), (x,)), str(mlir))
+    proc = subprocess.run([gptc.find_tool("gptc"), "check", "--gradcheck", str(mlir)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = {l.split()[1]: l.split() for l in proc.stdout.splitlines() if l.startswith("gradcheck ")}
+    analytic, numeric = float(line["w"][3]), float(line["w"][5])
+    assert 1e-10 < abs(analytic) < 1e-7 and abs(analytic - numeric) / abs(analytic) > 1e-6
+    assert float(line["w"][-1]) == 0 and float(line["v"][-1]) <= 1e-6
+    report = gptc.gradcheck(NearFlat(), (x,), workdir=str(tmp_path / "py"))
+    assert report["w"] == 0 and report["v"] <= 1e-6, report
 
 
 def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
