@@ -39,23 +39,24 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.dropScale = lit.scale;
   a.rngOperand = rngOperand;
   // Operand x of `heads` heads of `rows` rows of `width`, in its layout: read in place
-  // through a strided view (gpt-strided-views), or a tensor of its own, its rows wider
-  // where gpt-plan-memory made it a piece of a view concat (dq, dk, dv).
+  // through a strided view, or written into a gathered op's buffer (gpt-strided-views), or
+  // a dense tensor of its own.
   auto strides = [&](Value x, O o, int64_t heads, int64_t rows, int64_t width) {
     bool tokensOuter = layout(O(o >= O::DQ ? o - O::DQ : o));
     if (x) // the op may be a member of a gpt.horizontal
       x = o >= O::DQ ? outerResult(x) : outerValue(x);
-    if (x && isStrided(x)) {
-      std::optional<StridedView> view = stridedView(x);
+    // Read in place (q, k, v) or written into a gathered op's buffer (dq, dk, dv).
+    std::optional<StridedView> view;
+    if (x && (o >= O::DQ ? isGathered(x) : isStrided(x)))
+      view = o >= O::DQ ? writtenView(x) : stridedView(x);
+    if (view) {
       ArrayRef<int64_t> s = view->strides;
       return tokensOuter ? AttentionShape::Strides{s[0], s[2], s[1], view->base}
                          : AttentionShape::Strides{s[0], s[1], s[2], view->base};
     }
     if (!tokensOuter)
       return AttentionShape::Strides{heads * rows * width, rows * width, width};
-    int64_t pitch = x ? viewRowPitch(x) : 0;
-    pitch = pitch ? pitch : heads * width;
-    return AttentionShape::Strides{rows * pitch, width, pitch};
+    return AttentionShape::Strides{rows * heads * width, width, heads * width};
   };
   a.at[O::Q] = strides(q, O::Q, a.H, a.T, a.D);
   a.at[O::K] = strides(k, O::K, a.H / a.G, a.S, a.D);

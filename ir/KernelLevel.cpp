@@ -20,15 +20,6 @@ int64_t mlir::gpt::elementBytes(Value v) {
   return e.isInteger(1) ? 1 : (int64_t)(e.getIntOrFloatBitWidth() / 8);
 }
 
-int64_t mlir::gpt::viewRowPitch(Value v) {
-  // A result of attention_grad written into a view concat (through its one reshape).
-  if (v.hasOneUse())
-    if (auto r = dyn_cast<ReshapeOp>(*v.getUsers().begin()); r && r->hasOneUse())
-      if (auto concat = dyn_cast<ConcatOp>(*r->getUsers().begin()); concat && concat->hasAttr(kViewAttr))
-        return concat.getType().getShape().back();
-  return 0;
-}
-
 SmallVector<int64_t> mlir::gpt::rowMajorStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> s(shape.size(), 1);
   for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
@@ -215,5 +206,7 @@ bool mlir::gpt::isGathered(Value v) {
 }
 
 bool mlir::gpt::writesThroughStrides(Operation *op) {
-  return isa<TransposeOp>(op) || readsThroughStrides(op);
+  return isa<TransposeOp>(op) || writesRowsOnly(op) || readsThroughStrides(op);
 }
+
+bool mlir::gpt::writesRowsOnly(Operation *op) { return isa<AttentionGradOp>(op); }

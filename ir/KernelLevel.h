@@ -73,8 +73,12 @@ bool readsThroughStrides(Operation *op);
 /// (or its gradient's) q, k and v, a head's rows at any distance (each row contiguous).
 bool readsOperandThroughStrides(Operation *op, unsigned i);
 /// Whether `op` writes each element of its results at an offset of its own: those
-/// elementwise kernels, and a transpose.
+/// elementwise kernels, a transpose, and attention's gradient (dq, dk and dv, a head's
+/// rows at any distance: each row must be contiguous, writesRowsOnly).
 bool writesThroughStrides(Operation *op);
+/// Whether `op` writes its results through strides a row at a time, each row contiguous:
+/// attention's gradient.
+bool writesRowsOnly(Operation *op);
 
 class ConcatOp;
 /// The kernel result that a concat of vectors can hold in its place, its producer writing
@@ -90,11 +94,6 @@ bool concatsVectorsInPlace(ConcatOp concat);
 int64_t elementBytes(Value v);
 /// The bytes of tensor `v`'s buffer (at least 1, so that an empty tensor has an address).
 int64_t byteSize(Value v);
-
-/// The distance in elements between consecutive rows of `v` (a [B, T, H, D] result of
-/// attention_grad) when it lives inside a wider buffer: written into a view concat through
-/// a reshape (the concat's last dim). 0 when `v` has a buffer of its own.
-int64_t viewRowPitch(Value v);
 
 } // namespace mlir::gpt
 

@@ -3,11 +3,9 @@
 // Linear-scan arena allocation over the op order of the function: allocate an
 // op's results, then release the slots whose last reader was this op. A freed
 // slot is taken again first-fit; adjacent free slots merge. Updates of
-// parameters and optimizer state are written in place where legal. The split of
-// the fused q/k/v projection and the concat of attention's dq/dk/dv are views
-// where attention alone reads or writes the pieces, and so is a concat of vectors
-// that their kernels compute for it alone (the gradient norm's per-tensor sums): no
-// copy, no kernel. A strided view (gpt-strided-views) lives in its operand's buffer,
+// parameters and optimizer state are written in place where legal. A concat of
+// vectors that their kernels compute for it alone (the gradient norm's per-tensor
+// sums) is a view: no copy, no kernel. A strided view (gpt-strided-views) lives in its operand's buffer,
 // which lives until the view's last reader has run; a gathered op's operands live in its
 // result's buffer, taken by the first kernel that writes into it.
 //
@@ -167,51 +165,17 @@ DenseMap<Value, int64_t> planInPlace(func::FuncOp fn, const DenseMap<Operation *
   return inPlace;
 }
 
-/// A reshape between [B, T, C] and attention's [B, T, H, D], either way: the last dim
-/// split or joined, every [B, T] row where it was.
-bool isHeadsReshape(ReshapeOp r) {
-  ArrayRef<int64_t> from = cast<RankedTensorType>(r.getX().getType()).getShape(),
-                    to = r.getType().getShape();
-  if (from.size() == 4)
-    std::swap(from, to);
-  return from.size() == 3 && to.size() == 4 && from.take_front(2) == to.take_front(2);
-}
-
-/// The attention_grad result (dq, dk or dv, [B, T, H, D]) that `v` reshapes, when that
-/// result and the reshape are read by nothing else: it can be written into its place in
-/// a concat of `v`.
-Value attentionGradPiece(Value v) {
-  auto reshape = v.getDefiningOp<ReshapeOp>();
-  if (!reshape || !v.hasOneUse() || !reshape.getX().hasOneUse())
-    return nullptr;
-  auto grad = reshape.getX().getDefiningOp<AttentionGradOp>();
-  if (!grad || !grad.bthdAt(cast<OpResult>(reshape.getX()).getResultNumber()) ||
-      !isa<func::FuncOp>(grad->getParentOp()) ||
-      !isHeadsReshape(reshape))
-    return nullptr;
-  return reshape.getX();
-}
-
-/// The value whose storage a concat of `v` can own, its producer writing it straight into
-/// its place, or null: attention_grad's dq, dk or dv in a concat of [B, T, C] along the last
-/// dim (attention writes rows at a pitch); in a concat of vectors, vectorConcatPiece.
-Value concatPiece(ConcatOp concat, Value v) {
-  if (concat.getType().getRank() == 3 && concat.getDim() == 2)
-    return attentionGradPiece(v);
-  return vectorConcatPiece(concat, v);
-}
-
-/// Concats that can be views: their pieces (concatPiece) are computed for them alone.
-/// Marks them (`gpt.view`). (A split that attention reads is a strided view:
-/// gpt-strided-views.)
+/// Concats of vectors that can be views: their pieces (vectorConcatPiece) are computed for
+/// them alone. Marks them (`gpt.view`). (A split that attention reads is a strided view,
+/// and a concat of attention's dq, dk and dv a gathered one: gpt-strided-views.)
 void markViews(Block &body) {
   for (Operation &op : body)
     if (auto concat = dyn_cast<ConcatOp>(op); concat && !op.hasAttr(kGatheredAttr))
-      if (llvm::all_of(concat.getInputs(), [&](Value v) { return (bool)concatPiece(concat, v); }))
+      if (concatsVectorsInPlace(concat))
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
 }
 
-/// Where each piece of a concat along the last dim ([B, T, C_i], or vectors)
+/// Where each piece of a concat of vectors
 /// starts within a row of the whole, in bytes: the widths of the pieces before it.
 SmallVector<int64_t> columnOffsets(ValueRange pieces) {
   SmallVector<int64_t> offsets;
@@ -271,7 +235,7 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
     for (Operation &op : body)
       if (auto concat = dyn_cast<ConcatOp>(op); concat && op.hasAttr(kViewAttr)) {
         for (auto [v, at] : llvm::zip(concat.getInputs(), columnOffsets(concat.getInputs()))) {
-          Value piece = concatPiece(concat, v);
+          Value piece = vectorConcatPiece(concat, v);
           owner[piece] = concat.getResult();
           pieceOffset[piece] = at;
         }

@@ -58,15 +58,19 @@ bool readInPlace(Value v) {
 
 /// Whether `v`, an operand of a gathered op, can be written in its place: computed (through
 /// reshapes that have strides) for that op alone, by a kernel that writes through strides
-/// or by another gathered op.
+/// (attention's gradient: each row contiguous) or by another gathered op.
 bool writtenInPlace(Value v) {
   while (true) {
     Operation *def = v.getDefiningOp();
     if (!def || !v.hasOneUse() || !isa<func::FuncOp>(def->getParentOp()))
       return false;
-    if (!isa<ReshapeOp, StopGradientOp>(def))
-      return writtenView(v) && (def->hasAttr(kGatheredAttr) ||
-                                (!def->hasAttr(kStridedAttr) && writesThroughStrides(def)));
+    if (!isa<ReshapeOp, StopGradientOp>(def)) {
+      std::optional<StridedView> view = writtenView(v);
+      if (!view || (writesRowsOnly(def) && view->strides.back() != 1))
+        return false;
+      return def->hasAttr(kGatheredAttr) ||
+             (!def->hasAttr(kStridedAttr) && writesThroughStrides(def));
+    }
     v = def->getOperand(0);
   }
 }

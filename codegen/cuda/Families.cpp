@@ -25,14 +25,20 @@ LogicalResult needF32(Operation *op) {
   return success();
 }
 
+/// Pointer `ptr` to operand or result `o`'s first element: its view's base added.
+std::string attentionPointer(const AttentionShape &a, const std::string &ptr,
+                             AttentionShape::Operand o) {
+  return ptr + (a.at[o].base ? " + " + std::to_string(a.at[o].base) : "");
+}
+
 /// `gptc::cuda::AttentionArgs` for q, k, v = in0, in1, in2, the output out0 and the
 /// statistics `stats` (the forward's out1, the gradient's input), as `f`.
 std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string &stats,
                           const std::string &out, const std::string &rng) {
   auto operand = [&](const std::string &ptr, AttentionShape::Operand o) {
     const AttentionShape::Strides &s = a.at[o];
-    return ptr + (s.base ? " + " + std::to_string(s.base) : "") + ", " + std::to_string(s.b) +
-           ", " + std::to_string(s.h) + ", " + std::to_string(s.t);
+    return attentionPointer(a, ptr, o) + ", " + std::to_string(s.b) + ", " +
+           std::to_string(s.h) + ", " + std::to_string(s.t);
   };
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -49,7 +55,8 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
 }
 
 /// The gradient's dq, dk and dv strides where they are not q's, k's and v's (dk and dv
-/// with grouped heads, each query head's part; a gradient written into a view).
+/// with grouped heads, each query head's part; a gradient written into a gathered op's
+/// buffer).
 std::string gradientStrides(const AttentionShape &a) {
   std::string text;
   const char *names[] = {"dq", "dk", "dv"}, *rows[] = {"t", "s", "s"};
@@ -171,8 +178,10 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
         needScratch(group * perHead * (int64_t)sizeof(float));
         // (g, the output's gradient, is laid out as the forward's output: y's strides)
         os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
-           << "  gptc::cuda::AttentionGradArgs ga{f, in3, out0, out1, out2, "
-              "(float*)gptc_scratch, " << group * perHead << "};\n"
+           << "  gptc::cuda::AttentionGradArgs ga{f, in3, " << attentionPointer(a, "out0", a.DQ)
+           << ", " << attentionPointer(a, "out1", a.DK) << ", "
+           << attentionPointer(a, "out2", a.DV) << ", (float*)gptc_scratch, "
+           << group * perHead << "};\n"
            << gradientStrides(a)
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();

@@ -123,21 +123,17 @@ func.func @update_reads_a_view(%p: tensor<4x4xf32> {gpt.kind = "param", gpt.name
 
 // Tests the fused q/k/v projection's split that attention alone reads, a strided view
 // (as gpt-strided-views leaves it): no slot of its own, the operand's slot live until the
-// gradient's last read. And that attention_grad writes dq, dk and dv into their columns
-// of a view concat, whose slot (48 floats) is taken when they are computed. Neither is a
-// kernel.
+// gradient's last read. And the concat of dq, dk and dv that attention_grad writes in
+// place, gathered (as gpt-strided-views leaves it): its slot (48 floats) taken by
+// attention_grad, each gradient given the whole slot (codegen writes each at its
+// columns). Neither is a kernel.
 // CHECK-LABEL: func.func @qkv_views
 // CHECK-SAME: gpt.arena_bytes = 512 : i64
 // CHECK: %[[QKV:.*]] = gpt.exp %arg0 {gpt.offsets = array<i64: 0>}
 // CHECK: gpt.split %[[QKV]] {dim = 2 : i64, gpt.strided}
 // CHECK: gpt.attention {{.*}}gpt.offsets = array<i64: 192, 256>
-// CHECK: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 336, 352>
-// CHECK: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 320>, gpt.view}
-// With views=false (gptc compile -O0, which runs no gpt-strided-views either) the concat
-// is a copy, each gradient with a slot of its own.
-// COPY-LABEL: func.func @qkv_views
-// COPY: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 384, 448>
-// COPY: gpt.concat {{.*}} {dim = 2 : i64, gpt.offsets = array<i64: 0>} :
+// CHECK: gpt.attention_grad {{.*}}gpt.offsets = array<i64: 320, 320, 320>
+// CHECK: gpt.concat {{.*}} {dim = 2 : i64, gpt.gathered, gpt.offsets = array<i64: 320>}
 func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x12xf32>) {
   %qkv = gpt.exp %x : tensor<1x4x12xf32>
   %q, %k, %v = gpt.split %qkv {dim = 2 : i64, gpt.strided} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
@@ -149,7 +145,7 @@ func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor
   %dq3 = gpt.reshape %dq : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
   %dk3 = gpt.reshape %dk : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
   %dv3 = gpt.reshape %dv : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
-  %cat = gpt.concat %dq3, %dk3, %dv3 {dim = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
+  %cat = gpt.concat %dq3, %dk3, %dv3 {dim = 2 : i64, gpt.gathered} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
   return %y, %cat : tensor<1x4x2x2xf32>, tensor<1x4x12xf32>
 }
 

@@ -135,3 +135,20 @@ func.func @attention_reads(%kv: tensor<1x4x8xf32>, %gin: tensor<1x2x4x2xf32>, %k
   %z, %zs = gpt.attention %kt, %kt, %kt {dropout_p = 0.0 : f64, id = 1 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>)
   return %y, %dq, %dk, %dv, %z : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>
 }
+
+// -----
+
+// Tests attention's gradient writing in place: dk and dv (each row contiguous) into their
+// columns of a concat, which is gathered; dq through a transpose of the last two dims
+// (rows not contiguous) is not, so that transpose stays a kernel.
+// CHECK-LABEL: func.func @attention_grad_writes
+// CHECK: %[[DQT:.*]] = gpt.transpose %{{.*}} {perm = array<i64: 0, 1, 3, 2>}
+// CHECK: gpt.concat %{{.*}}, %{{.*}} {dim = 2 : i64, gpt.gathered}
+func.func @attention_grad_writes(%q: tensor<1x2x4x2xf32>, %k: tensor<1x4x2x2xf32>, %g: tensor<1x4x2x2xf32>, %stats: tensor<1x2x4x2xf32>) -> (tensor<1x2x2x4xf32>, tensor<1x4x8xf32>) {
+  %dq, %dk, %dv = gpt.attention_grad %q, %k, %k, %g, %stats {bthd = array<i1: false, true, true, true>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>)
+  %dqt = gpt.transpose %dq {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x2xf32>) -> tensor<1x2x2x4xf32>
+  %dk3 = gpt.reshape %dk : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %dv3 = gpt.reshape %dv : (tensor<1x4x2x2xf32>) -> tensor<1x4x4xf32>
+  %cat = gpt.concat %dk3, %dv3 {dim = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x8xf32>
+  return %dqt, %cat : tensor<1x2x2x4xf32>, tensor<1x4x8xf32>
+}
