@@ -64,8 +64,8 @@ AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double sca
   a.at[O::Y] = strides(Value(), O::Y, a.H, a.T, a.Dv);
   for (int i = 0; i < 3; ++i)
     a.at[O::DQ + i] = grads.empty() ? a.at[O::Q + i]
-                                    : strides(grads[i], O(O::DQ + i), a.H, i ? a.S : a.T,
-                                              i == 2 ? a.Dv : a.D);
+                                    : strides(grads[i], O(O::DQ + i), i ? a.H / a.G : a.H,
+                                              i ? a.S : a.T, i == 2 ? a.Dv : a.D);
   return a;
 }
 
@@ -389,23 +389,42 @@ static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) 
 
 /// Per (batch, head), queries in increasing order: each row's max and sum from the forward,
 /// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
+/// With grouped heads, per (batch, kv head): each of its G query heads' dk and dv parts
+/// into the thread's scratch as above, then their canonical sum (gptc::reduce_sum).
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
-  AttentionShape a = attentionShape(op.getQ(), op.getK(), op.getV(), op.getIsCausal(),
-                                    op.getScale().convertToDouble(),
-                                    op.getDropoutP().convertToDouble(), op.getId(), 5,
-                                    op.getBthd(), op.getResults());
-  const std::string &E = a.elem;
+  const AttentionShape whole = attentionShape(
+      op.getQ(), op.getK(), op.getV(), op.getIsCausal(), op.getScale().convertToDouble(),
+      op.getDropoutP().convertToDouble(), op.getId(), 5, op.getBthd(), op.getResults());
+  const std::string &E = whole.elem;
+  const int64_t G = whole.G, heads = op.getDq().getType().getNumElements() / (whole.T * whole.D);
+  // The query head's dk and dv: in place, or (grouped) a dense part of the scratch.
+  AttentionShape a = whole;
+  if (G > 1) {
+    a.at[a.DK] = {0, 0, a.D};
+    a.at[a.DV] = {0, 0, a.Dv};
+  }
   std::string Sp = std::to_string(a.Sp());
   // Row strides: k's (width D), v's and g's (width Dv), dq's, dk's and dv's.
   std::string ks = std::to_string(a.pitch(a.K)), vs = std::to_string(a.pitch(a.V)),
               gs = std::to_string(a.pitch(a.Y)), dqs = std::to_string(a.pitch(a.DQ)),
               dks = std::to_string(a.pitch(a.DK)), dvs = std::to_string(a.pitch(a.DV));
-  os << a.rngPrologue()
-     << "  " << loop("bh", op.getDq().getType().getNumElements() / (a.T * a.D)) << " {\n"
-     << "    const " << E << "* kb = in1 + " << a.headBase(a.K) << ";\n"
+  const std::string partK = std::to_string(a.S * a.D), partV = std::to_string(a.S * a.Dv);
+  os << a.rngPrologue();
+  if (G == 1)
+    os << "  " << loop("bh", heads) << " {\n"
+       << "    " << E << "* dk = out1 + " << a.headBase(a.DK) << ";\n"
+       << "    " << E << "* dv = out2 + " << a.headBase(a.DV) << ";\n";
+  else
+    os << "  " << loop("bkv", heads / G) << " {\n"
+       << "    " << E << "* dkParts = gptc::scratch<" << E << ">(0, " << G * a.S * (a.D + a.Dv)
+       << ");\n"
+       << "    " << E << "* dvParts = dkParts + " << G << " * " << partK << ";\n"
+       << "    for (int64_t g = 0; g < " << G << "; ++g) {\n"
+       << "    const int64_t bh = bkv * " << G << " + g;\n"
+       << "    " << E << "* dk = dkParts + g * " << partK << ";\n"
+       << "    " << E << "* dv = dvParts + g * " << partV << ";\n";
+  os << "    const " << E << "* kb = in1 + " << a.headBase(a.K) << ";\n"
      << "    const " << E << "* vb = in2 + " << a.headBase(a.V) << ";\n"
-     << "    " << E << "* dk = out1 + " << a.headBase(a.DK) << ";\n"
-     << "    " << E << "* dv = out2 + " << a.headBase(a.DV) << ";\n"
      << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = 0;\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << dvs << " + c] = 0;\n"
@@ -502,7 +521,32 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
     os << "#endif\n";
   os << "    for (int64_t j = 0; j < " << a.S << "; ++j)\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = dk[j * "
-     << dks << " + c] * " << a.scale << ";\n  }\n";
+     << dks << " + c] * " << a.scale << ";\n";
+  if (G > 1) {
+    // The group's sums, written where k's and v's head is (headBase: of head bh / G).
+    os << "    }\n"
+       << "    const int64_t bh = bkv * " << G << ";\n";
+    const char *outs[] = {"out1", "out2"}, *parts[] = {"dkParts", "dvParts"};
+    const AttentionShape::Operand grads[] = {whole.DK, whole.DV};
+    const int64_t widths[] = {a.D, a.Dv};
+    // 16 columns at once (gptc::reduce_sum16, each the canonical order), then the rest.
+    for (int i = 0; i < 2; ++i) {
+      std::string w = std::to_string(widths[i]), part = std::string(parts[i]) + "[(g * " +
+                                                        std::to_string(a.S) + " + j) * " + w;
+      os << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
+         << "      " << E << "* row = " << outs[i] << " + " << whole.headBase(grads[i])
+         << " + j * " << whole.pitch(grads[i]) << ";\n"
+         << "      int64_t c = 0;\n"
+         << "      for (; c + 16 <= " << w << "; c += 16)\n"
+         << "        gptc::reduce_sum16<" << E << ">(" << G << ", [&](int64_t g, int l) { return "
+         << part << " + c + l]; }, row + c);\n"
+         << "      for (; c < " << w << "; ++c)\n"
+         << "        row[c] = gptc::reduce_sum<" << E << ">(" << G << ", [&](int64_t g) { return "
+         << part << " + c]; });\n"
+         << "    }\n";
+    }
+  }
+  os << "  }\n";
   return success();
 }
 

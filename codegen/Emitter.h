@@ -67,7 +67,7 @@ struct AttentionShape {
     int64_t b, h, t, base = 0;
   };
   /// q, k and v as read, the output (the gradient's g), and the gradient's dq, dk and dv
-  /// as written (dk and dv of H heads: each query head's part).
+  /// as written (dk and dv of H / G heads, as k and v).
   enum Operand { Q, K, V, Y, DQ, DK, DV };
   Strides at[7];
   bool causal, dropout;
@@ -84,10 +84,10 @@ struct AttentionShape {
   /// builds take: float only; other builds, and f64, the rows in blocks of 4. The same
   /// arithmetic in the same order.
   bool laneRows() const { return elem == "float"; }
-  /// Where head `bh` (= b*H + h) of operand `o` starts (k's and v's: head h / G).
+  /// Where head `bh` (= b*H + h) of operand `o` starts (k's, v's, dk's and dv's: head h / G).
   std::string headBase(Operand o) const {
     const Strides &s = at[o];
-    bool shared = (o == K || o == V) && G > 1;
+    bool shared = (o == K || o == V || o == DK || o == DV) && G > 1;
     std::string text;
     if (!shared && s.b == H * s.h)
       text = "bh * " + std::to_string(s.h); // one head after another

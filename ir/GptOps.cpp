@@ -407,12 +407,6 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
-RankedTensorType AttentionGradOp::perQueryHead(RankedTensorType kv, bool bthd, int64_t heads) {
-  SmallVector<int64_t> shape(kv.getShape());
-  shape[bthd ? 2 : 1] = heads;
-  return kv.clone(shape);
-}
-
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::OnlineBlock32)))
     return failure();
@@ -420,10 +414,9 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(s))
     return failure();
   auto &[q, k, v] = *s;
-  if (getDq().getType() != getQ().getType() ||
-      getDk().getType() != perQueryHead(getK().getType(), bthdAt(1), q[1]) ||
-      getDv().getType() != perQueryHead(getV().getType(), bthdAt(2), q[1]))
-    return emitOpError("gradients must have the types of q, k and v (of q's heads)");
+  if (getDq().getType() != getQ().getType() || getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("gradients must have the types of q, k and v");
   SmallVector<int64_t> out(ArrayRef<int64_t>(q).take_front(3));
   out.push_back(v[3]);
   if (headsOuter(getG().getType().getShape(), bthdAt(3)) != out)

@@ -592,10 +592,9 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     dk_j = scale * sum_i ds_ij q_i (queries in increasing order); each sum
     sequential with fma. Dropout masks are regenerated from rng and id.
     `bthd` as for gpt.attention (g in the result's layout, dq, dk and dv in
-    q's, k's and v's). With grouped heads (Hkv < H), dk and dv hold each query
-    head's part, of H heads ([B, H, S, D] and [B, H, S, Dv] heads outer): k's
-    and v's gradients sum each group's H / Hkv parts, which the caller does
-    (autodiff: a canonical reduce_sum, the gradient of repeating the heads).
+    q's, k's and v's). With grouped heads (Hkv < H), a kv head's dk and dv sum
+    its group's H / Hkv query heads' parts (each as above) in the canonical
+    order: the sums the gradient of repeating the heads takes.
 
     ```mlir
     %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g, %stats {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
@@ -611,9 +610,6 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   let extraClassDeclaration = [{
     /// Whether q and dq (0), k and dk (1), v and dv (2) or g (3) are laid out [B, T, H, D].
     bool bthdAt(unsigned i) { return getBthd() && (*getBthd())[i]; }
-    /// The type of dk (dv) for k (v) of type `kv`: each of `heads` query heads' part.
-    static ::mlir::RankedTensorType perQueryHead(::mlir::RankedTensorType kv, bool bthd,
-                                                 int64_t heads);
   }];
 }
 

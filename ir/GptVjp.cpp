@@ -388,28 +388,11 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
   if (!g[0])
     return emitOpError("gpt-autodiff: no gradient reaches the attention output");
   Location loc = getLoc();
-  int64_t heads = getQ().getType().getDimSize(bthdAt(0) ? 2 : 1);
-  auto perHead = [&](Value kv, unsigned i) {
-    return AttentionGradOp::perQueryHead(tt(kv), bthdAt(i), heads);
-  };
-  auto grad = AttentionGradOp::create(b, loc, getQ().getType(), perHead(getK(), 1),
-                                      perHead(getV(), 2), getQ(), getK(), getV(), g[0], getStats(),
-                                      getRng(),
-                                      getIsCausalAttr(), getDropoutPAttr(), getScaleAttr(),
-                                      getIdAttr(), getOrderAttr(), getBthdAttr());
-  // Grouped heads: k's (v's) gradient sums each group's query heads' parts, as the
-  // gradient of repeat_interleave along the heads (a canonical sum over the group).
-  auto group = [&](Value d, Value kv, unsigned i) {
-    int64_t at = bthdAt(i) ? 2 : 1, kvHeads = tt(kv).getDimSize(at);
-    if (kvHeads == heads)
-      return d;
-    SmallVector<int64_t> split(tt(kv).getShape()), one(split);
-    split.insert(split.begin() + at + 1, heads / kvHeads);
-    one.insert(one.begin() + at + 1, 1);
-    return reshape(b, loc, reduceTo(b, loc, reshape(b, loc, d, split), tt(kv).clone(one)),
-                   tt(kv).getShape());
-  };
-  grads.assign({grad.getDq(), group(grad.getDk(), getK(), 1), group(grad.getDv(), getV(), 2)});
+  auto grad = AttentionGradOp::create(b, loc, getQ().getType(), getK().getType(),
+                                      getV().getType(), getQ(), getK(), getV(), g[0], getStats(),
+                                      getRng(), getIsCausalAttr(), getDropoutPAttr(),
+                                      getScaleAttr(), getIdAttr(), getOrderAttr(), getBthdAttr());
+  grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getRng())
     grads.push_back(Value());
   return success();

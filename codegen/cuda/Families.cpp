@@ -54,15 +54,14 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
   return text;
 }
 
-/// The gradient's dq, dk and dv strides where they are not q's, k's and v's (dk and dv
-/// with grouped heads, each query head's part; a gradient written into a gathered op's
-/// buffer).
+/// The gradient's dq, dk and dv strides where they are not q's, k's and v's (a gradient
+/// written into a gathered op's buffer).
 std::string gradientStrides(const AttentionShape &a) {
   std::string text;
   const char *names[] = {"dq", "dk", "dv"}, *rows[] = {"t", "s", "s"};
   for (int i = 0; i < 3; ++i) {
     const AttentionShape::Strides &in = a.at[a.Q + i], &d = a.at[a.DQ + i];
-    if (d.b == in.b && d.h == in.h && d.t == in.t && (i == 0 || a.G == 1))
+    if (d.b == in.b && d.h == in.h && d.t == in.t)
       continue;
     text += "  ga." + std::string(names[i]) + "_b = " + std::to_string(d.b) + ", ga." +
             names[i] + "_h = " + std::to_string(d.h) + ", ga." + names[i] + "_" + rows[i] +
@@ -170,18 +169,19 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << std::max(a.D, a.Dv);
         int64_t B = at.getDq().getType().getNumElements() / (a.H * a.T * a.D);
-        // The family's scratch, 2 T S floats a head, for groups of heads of at most 32 MiB
-        // (one head at least): every head at once took 192 MiB at shakespeare_char size, on
-        // top of the step's peak (bench/NOTES.md, "Memory").
-        const int64_t perHead = 2 * a.T * a.S, heads = B * a.H;
-        const int64_t group = std::clamp<int64_t>((int64_t(8) << 20) / perHead, 1, heads);
-        needScratch(group * perHead * (int64_t)sizeof(float));
+        // The family's scratch, 2 T S floats a head, for runs of heads of at most 32 MiB
+        // (one kv head's G query heads at least): every head at once took 192 MiB at
+        // shakespeare_char size, on top of the step's peak (bench/NOTES.md, "Memory").
+        const int64_t perGroup = 2 * a.T * a.S * a.G, groups = B * a.H / a.G;
+        const int64_t floats =
+            std::clamp<int64_t>((int64_t(8) << 20) / perGroup, 1, groups) * perGroup;
+        needScratch(floats * (int64_t)sizeof(float));
         // (g, the output's gradient, is laid out as the forward's output: y's strides)
         os << attentionArgs(a, B, "(float*)in4", "nullptr", "in5")
            << "  gptc::cuda::AttentionGradArgs ga{f, in3, " << attentionPointer(a, "out0", a.DQ)
            << ", " << attentionPointer(a, "out1", a.DK) << ", "
            << attentionPointer(a, "out2", a.DV) << ", (float*)gptc_scratch, "
-           << group * perHead << "};\n"
+           << floats << "};\n"
            << gradientStrides(a)
            << "  gptc::cuda::attention_grad(gptc::cuda::stream(), ga);\n";
         return success();

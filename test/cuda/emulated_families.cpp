@@ -170,30 +170,23 @@ TEST(EmulatedFamilies, AttentionAndGradient) {
 
     // The gradient, from the forward's stats and a random output gradient g (laid out as y).
     const std::vector<float> g = normal(rows * c.Dv, rng);
-    // dk and dv: each query head's part with grouped heads, laid out as k and v but of H heads.
-    const int64_t dkSize = k.size() * c.kv_group, dvSize = v.size() * c.kv_group;
-    std::vector<float> dq = poisoned(q.size()), dk = poisoned(dkSize), dv = poisoned(dvSize),
+    // dk and dv laid out as k and v (with grouped heads, a kv head's group's parts summed).
+    std::vector<float> dq = poisoned(q.size()), dk = poisoned(k.size()), dv = poisoned(v.size()),
                        scratch(gptc::cuda::attention_grad_scratch_floats(a));
     gptc::cuda::AttentionGradArgs ga{a, g.data(), dq.data(), dk.data(), dv.data(),
                                      scratch.data()};
-    if (c.kv_group > 1) {
-      const gptc::cuda::AttentionArgs per = ref::attention_args(
-          c.B, c.H, c.T, c.S, c.D, c.Dv, c.causal, c.bthd, c.dropout);
-      ga.dk_b = per.k_b, ga.dk_h = per.k_h, ga.dk_s = per.k_s;
-      ga.dv_b = per.v_b, ga.dv_h = per.v_h, ga.dv_s = per.v_s;
-    }
     gptc::cuda::attention_grad(nullptr, ga);
-    std::vector<float> want_dq(q.size()), want_dk(dkSize), want_dv(dvSize);
+    std::vector<float> want_dq(q.size()), want_dk(k.size()), want_dv(v.size());
     ref::attention_grad(host, g.data(), want_stats.data(), want_dq.data(), want_dk.data(),
                         want_dv.data(), &ga);
     expect_same_bits(dq, want_dq, "attention dq");
     expect_same_bits(dk, want_dk, "attention dk");
     expect_same_bits(dv, want_dv, "attention dv");
-    // The heads in groups that fit a smaller scratch (one head, and two of three), as a
-    // generated step runs them: the same bits.
+    // The heads in runs that fit a smaller scratch (one kv head's group, and two of three),
+    // as a generated step runs them: the same bits.
     for (int64_t group : {int64_t(1), int64_t(2)}) {
       gptc::cuda::AttentionGradArgs gg = ga;
-      gg.scratch_floats = group * 2 * c.T * c.S;
+      gg.scratch_floats = group * 2 * c.T * c.S * c.kv_group;
       std::fill(dq.begin(), dq.end(), -7.0f);
       std::fill(dk.begin(), dk.end(), -7.0f);
       std::fill(dv.begin(), dv.end(), -7.0f);

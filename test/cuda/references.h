@@ -170,7 +170,8 @@ inline void attention(const gptc::cuda::AttentionArgs& a, float* y, float* stats
 
 // Attention's gradient (emitAttentionGrad's scalar path; attention_grad_rows gives its bits):
 // dq like q, dk like k, dv like v, or dk and dv by `own`'s strides where they are set (with
-// grouped heads, each query head's part); g laid out as y, stats as the forward's.
+// grouped heads, a kv head's the canonical sum of its query heads' parts); g laid out as y,
+// stats as the forward's.
 inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
                            const float* stats, float* dq, float* dk, float* dv,
                            const gptc::cuda::AttentionGradArgs* own = nullptr) {
@@ -213,6 +214,8 @@ inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
                                     [&](int64_t j) { return kb[j * a.k_s + c]; }) *
                a.scale;
   }
+  // Each query head's part of dk and dv ([B H, S, D] and [B H, S, Dv]).
+  std::vector<float> pk(B * a.H * a.S * a.D), pv(B * a.H * a.S * a.Dv);
   for (int64_t bh = 0; bh < B * a.H; ++bh) {
     const int64_t b = bh / a.H, h = bh % a.H;
     for (int64_t j = 0; j < a.S; ++j) {
@@ -222,14 +225,30 @@ inline void attention_grad(const gptc::cuda::AttentionArgs& a, const float* g,
         for (int64_t t = first; t < a.T; ++t)
           acc = gptc::fma(dS[(bh * a.T + t) * a.S + j], a.q[b * a.q_b + h * a.q_h + t * a.q_t + c],
                           acc);
-        dk[b * dk_b + h * dk_h + j * dk_s + c] = acc * a.scale;
+        pk[(bh * a.S + j) * a.D + c] = acc * a.scale;
       }
       for (int64_t c = 0; c < a.Dv; ++c) {
         float acc = 0;
         for (int64_t t = first; t < a.T; ++t)
           acc = gptc::fma(PK[(bh * a.T + t) * a.S + j], g[b * g_b + h * g_h + t * g_t + c], acc);
-        dv[b * dv_b + h * dv_h + j * dv_s + c] = acc;
+        pv[(bh * a.S + j) * a.Dv + c] = acc;
       }
+    }
+  }
+  // A kv head's: its one query head's part, or its G query heads' parts summed canonically.
+  const int64_t G = a.kv_group;
+  auto group = [&](const std::vector<float>& parts, int64_t bkv, int64_t j, int64_t c,
+                   int64_t width) {
+    auto at = [&](int64_t i) { return parts[((bkv * G + i) * a.S + j) * width + c]; };
+    return G == 1 ? at(0) : gptc::reduce_sum<float>(G, at);
+  };
+  for (int64_t bkv = 0; bkv < B * a.H / G; ++bkv) {
+    const int64_t b = bkv / (a.H / G), kvh = bkv % (a.H / G);
+    for (int64_t j = 0; j < a.S; ++j) {
+      for (int64_t c = 0; c < a.D; ++c)
+        dk[b * dk_b + kvh * dk_h + j * dk_s + c] = group(pk, bkv, j, c, a.D);
+      for (int64_t c = 0; c < a.Dv; ++c)
+        dv[b * dv_b + kvh * dv_h + j * dv_s + c] = group(pv, bkv, j, c, a.Dv);
     }
   }
 }

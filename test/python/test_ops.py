@@ -269,14 +269,15 @@ def test_attention_layouts_fold_one_operand_at_a_time_with_the_same_bits(target,
 
 class GroupedHeads(torch.nn.Module):
     """sdpa with 6 query heads on 2 key/value heads: enable_gqa, or k and v repeated by
-    repeat_interleave first (copies of the heads, and their gradients summed back)."""
+    repeat_interleave first (copies of the heads, and their gradients summed back). Heads
+    of 20 values: the gradient's group sums take 16 columns at once and a tail of 4."""
 
     def __init__(self, gqa):
         super().__init__()
         self.gqa = gqa
-        self.q = torch.nn.Parameter(torch.randn(2, 6, 19, 8))
-        self.k, self.v = (torch.nn.Parameter(torch.randn(2, 2, 19, 8)) for _ in range(2))
-        self.register_buffer("c", torch.randn(2, 6, 19, 8))
+        self.q = torch.nn.Parameter(torch.randn(2, 6, 19, 20))
+        self.k, self.v = (torch.nn.Parameter(torch.randn(2, 2, 19, 20)) for _ in range(2))
+        self.register_buffer("c", torch.randn(2, 6, 19, 20))
 
     def forward(self, x):
         k, v = (self.k, self.v) if self.gqa else (t.repeat_interleave(3, dim=1) for t in (self.k, self.v))

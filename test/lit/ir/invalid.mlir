@@ -152,11 +152,12 @@ func.func @attention_groups(%q: tensor<2x6x32x16xf32>, %k: tensor<2x4x32x16xf32>
 
 // -----
 
-// With grouped heads dk holds each query head's part: [B, H, S, D], not k's type.
-func.func @attention_grad_groups(%q: tensor<1x4x8x4xf32>, %k: tensor<1x2x8x4xf32>, %st: tensor<1x4x8x2xf32>) -> tensor<1x2x8x4xf32> {
-  // expected-error @+1 {{gradients must have the types of q, k and v (of q's heads)}}
-  %dq, %dk, %dv = gpt.attention_grad %q, %k, %k, %q, %st {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
-  return %dk : tensor<1x2x8x4xf32>
+// With grouped heads dk and dv are k's and v's (a group's parts summed): [B, Hkv, S, D],
+// not each query head's part.
+func.func @attention_grad_groups(%q: tensor<1x4x8x4xf32>, %k: tensor<1x2x8x4xf32>, %st: tensor<1x4x8x2xf32>) -> tensor<1x4x8x4xf32> {
+  // expected-error @+1 {{gradients must have the types of q, k and v}}
+  %dq, %dk, %dv = gpt.attention_grad %q, %k, %k, %q, %st {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>)
+  return %dk : tensor<1x4x8x4xf32>
 }
 
 // -----

@@ -86,16 +86,13 @@ func.func @attention_gelu_dropout(%q: tensor<1x2x8x4xf32> {gpt.kind = "param", g
 // -----
 
 // Tests grouped-query attention (2 key/value heads for 4 query heads, v read [B, T, H, D]):
-// attention_grad gives each query head's part of dk and dv, and each group's 2 parts are
-// summed in the canonical order (the gradient of repeating the heads), in k's and v's
-// layouts.
+// attention_grad gives k's and v's gradients themselves, in their layouts (each group's 2
+// query heads' parts summed inside it in the canonical order, the gradient of repeating
+// the heads): no sum after it.
 // CHECK-LABEL: func.func @grouped_heads
-// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = gpt.attention_grad %arg0, %arg1, %arg2, %{{.*}}, %{{.*}} {bthd = array<i1: false, false, true, false>, {{.*}}} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x8x4x4xf32>)
-// CHECK-DAG: %[[K5:.*]] = gpt.reshape %[[DK]] : (tensor<1x4x8x4xf32>) -> tensor<1x2x2x8x4xf32>
-// CHECK-DAG: %[[KS:.*]] = gpt.reduce_sum %[[K5]] {dims = array<i64: 2>, keepdim = false, order = #gpt.order<canonical>} : (tensor<1x2x2x8x4xf32>) -> tensor<1x2x8x4xf32>
-// CHECK-DAG: %[[V5:.*]] = gpt.reshape %[[DV]] : (tensor<1x8x4x4xf32>) -> tensor<1x8x2x2x4xf32>
-// CHECK-DAG: %[[VS:.*]] = gpt.reduce_sum %[[V5]] {dims = array<i64: 3>, keepdim = false, order = #gpt.order<canonical>} : (tensor<1x8x2x2x4xf32>) -> tensor<1x8x2x4xf32>
-// CHECK: return %{{.*}}, %[[DQ]], %{{.*}}, %{{.*}} : tensor<f32>, tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = gpt.attention_grad %arg0, %arg1, %arg2, %{{.*}}, %{{.*}} {bthd = array<i1: false, false, true, false>, {{.*}}} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>)
+// CHECK-NOT: gpt.reduce_sum
+// CHECK: return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]] : tensor<f32>, tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>
 func.func @grouped_heads(%q: tensor<1x4x8x4xf32> {gpt.kind = "param", gpt.name = "q"}, %k: tensor<1x2x8x4xf32> {gpt.kind = "param", gpt.name = "k"}, %v: tensor<1x8x2x4xf32> {gpt.kind = "param", gpt.name = "v"}) -> tensor<f32> {
   %a:2 = gpt.attention %q, %k, %v {bthd = array<i1: false, false, true, false>, dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x8x2x4xf32>) -> (tensor<1x4x8x4xf32>, tensor<1x4x8x2xf32>)
   %s = gpt.reduce_sum %a#0 {dims = array<i64: 0, 1, 2, 3>, keepdim = false, order = #gpt.order<canonical>} : (tensor<1x4x8x4xf32>) -> tensor<f32>

@@ -137,8 +137,8 @@ inline void attention(cudaStream_t stream, const AttentionArgs& a) {
 // The gradient's operands and results, beside the forward's (AttentionArgs: q, k, v, the
 // strides, the dropout; y unused, stats read): g like y; dq, dk and dv by their strides
 // below, q's, k's and v's where those are 0; scratch holds 2 B H T S floats. With grouped
-// heads (kv_group > 1) dk and dv hold each query head's part, H heads (the caller sums a
-// group's parts), so their strides are their own.
+// heads (kv_group > 1) dk and dv are k's and v's shape: a kv head's sums its query heads'
+// parts in the canonical order (gptc::reduce_sum).
 struct AttentionGradArgs {
   AttentionArgs f;
   const float* g;
@@ -239,33 +239,40 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a, int64_t bh0, int
   }
 }
 
-// dk and dv from the scratch: one thread a (head, key, column) of the heads [bh0, bh1), its
-// chains over the query rows that see the key, in increasing order.
+// dk and dv from the scratch: one thread a (kv head, key, column) of the query heads
+// [bh0, bh1) (whole groups), per query head its chains over the query rows that see the
+// key, in increasing order; a group's parts summed in the canonical order.
 __global__ void attention_grad_keys_kernel(AttentionGradArgs a, int64_t bh0, int64_t bh1) {
   GPTC_CUDA_KERNEL_BEGIN();
   const AttentionArgs& f = a.f;
-  const int64_t W = f.D > f.Dv ? f.D : f.Dv;
-  const int64_t total = (bh1 - bh0) * f.S * W, row0 = bh0 * f.T, rows = (bh1 - bh0) * f.T;
-  const float* dS_all = a.scratch;  // the group's rows, as the rows kernel left them
+  const int64_t W = f.D > f.Dv ? f.D : f.Dv, G = f.kv_group, Hkv = f.H / G;
+  const int64_t total = (bh1 - bh0) / G * f.S * W, row0 = bh0 * f.T, rows = (bh1 - bh0) * f.T;
+  const float* dS_all = a.scratch;  // the heads' rows, as the rows kernel left them
   const float* PK_all = a.scratch + rows * f.S;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t bh = bh0 + e / (f.S * W), j = (e / W) % f.S, c = e % W, b = bh / f.H,
-                  h = bh % f.H;
+    const int64_t bkv = bh0 / G + e / (f.S * W), j = (e / W) % f.S, c = e % W,
+                  b = bkv / Hkv, kvh = bkv % Hkv;
     const int64_t first = f.causal ? j : 0;  // row t sees key j from t = j on
-    const float* q = f.q + b * f.q_b + h * f.q_h;
-    const float* g = a.g + b * f.y_b + h * f.y_h;
-    if (c < f.D) {
+    // Query head h = kvh G + i's part of dk (dv) at (j, c), as the single-head chain.
+    auto part = [&](int64_t i, const float* rowsOf, const float* x, int64_t x_b, int64_t x_h,
+                    int64_t x_t) {
+      const int64_t h = kvh * G + i, bh = b * f.H + h;
+      const float* xb = x + b * x_b + h * x_h;
       float acc = 0;
       for (int64_t t = first; t < f.T; ++t)
-        acc = gptc::fma(dS_all[(bh * f.T + t - row0) * f.S + j], q[t * f.q_t + c], acc);
-      a.dk[b * a.dk_b + h * a.dk_h + j * a.dk_s + c] = acc * f.scale;
+        acc = gptc::fma(rowsOf[(bh * f.T + t - row0) * f.S + j], xb[t * x_t + c], acc);
+      return acc;
+    };
+    if (c < f.D) {
+      auto dk = [&](int64_t i) { return part(i, dS_all, f.q, f.q_b, f.q_h, f.q_t) * f.scale; };
+      a.dk[b * a.dk_b + kvh * a.dk_h + j * a.dk_s + c] =
+          G == 1 ? dk(0) : gptc::reduce_sum<float>(G, dk);
     }
     if (c < f.Dv) {
-      float acc = 0;
-      for (int64_t t = first; t < f.T; ++t)
-        acc = gptc::fma(PK_all[(bh * f.T + t - row0) * f.S + j], g[t * f.y_t + c], acc);
-      a.dv[b * a.dv_b + h * a.dv_h + j * a.dv_s + c] = acc;
+      auto dv = [&](int64_t i) { return part(i, PK_all, a.g, f.y_b, f.y_h, f.y_t); };
+      a.dv[b * a.dv_b + kvh * a.dv_h + j * a.dv_s + c] =
+          G == 1 ? dv(0) : gptc::reduce_sum<float>(G, dv);
     }
   }
 }
@@ -288,14 +295,16 @@ inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& given) 
                  (long long)f.D, 32 * kAttentionMaxColumnsPerLane);
     std::exit(1);
   }
-  const int64_t heads = f.B * f.H, perHead = 2 * f.T * f.S;
-  if (a.scratch_floats && a.scratch_floats < perHead) {
+  // Heads go in whole groups of kv_group (the keys kernel sums a group's parts).
+  const int64_t heads = f.B * f.H, perGroup = 2 * f.T * f.S * f.kv_group;
+  if (a.scratch_floats && a.scratch_floats < perGroup) {
     std::fprintf(stderr, "gptc: error: gptc::cuda::attention_grad: a scratch of %lld floats "
-                 "holds no head (%lld a head)\n", (long long)a.scratch_floats,
-                 (long long)perHead);
+                 "holds no group of heads (%lld a group)\n", (long long)a.scratch_floats,
+                 (long long)perGroup);
     std::exit(1);
   }
-  const int64_t group = a.scratch_floats ? std::min(heads, a.scratch_floats / perHead) : heads;
+  const int64_t group =
+      a.scratch_floats ? std::min(heads, a.scratch_floats / perGroup * f.kv_group) : heads;
   const int64_t W = f.D > f.Dv ? f.D : f.Dv;
   for (int64_t bh0 = 0; bh0 < heads; bh0 += group) {
     const int64_t bh1 = std::min(heads, bh0 + group);
@@ -303,7 +312,7 @@ inline void attention_grad(cudaStream_t stream, const AttentionGradArgs& given) 
     GPTC_LAUNCH(attention_grad_rows_kernel, (unsigned)(blocks < 65535 ? blocks : 65535), 256,
                 stream)(a, bh0, bh1);
     GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_rows_kernel");
-    const int64_t kblocks = ((bh1 - bh0) * f.S * W + 255) / 256;
+    const int64_t kblocks = ((bh1 - bh0) / f.kv_group * f.S * W + 255) / 256;
     GPTC_LAUNCH(attention_grad_keys_kernel, (unsigned)(kblocks < 65535 ? kblocks : 65535), 256,
                 stream)(a, bh0, bh1);
     GPTC_CUDA_CHECK_LAUNCH("gptc::cuda::attention_grad_keys_kernel");
