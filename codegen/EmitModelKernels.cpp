@@ -390,7 +390,8 @@ static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) 
 /// Per (batch, head), queries in increasing order: each row's max and sum from the forward,
 /// then p, dp, D = sum p*dp, ds = p*(dp - D); dq per row; dk, dv accumulated over rows.
 /// With grouped heads, per (batch, kv head): each of its G query heads' dk and dv parts
-/// into the thread's scratch as above, then their canonical sum (gptc::reduce_sum).
+/// into the thread's scratch as above, then their canonical sums (gptc::reduce_sum16 and
+/// reduce_sum).
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   const AttentionShape whole = attentionShape(
       op.getQ(), op.getK(), op.getV(), op.getIsCausal(), op.getScale().convertToDouble(),

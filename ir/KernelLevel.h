@@ -25,8 +25,8 @@ inline constexpr StringLiteral kRedzoneAttr = "gpt.redzone";
 /// Per result of a kernel: the index of the function argument it is written into in
 /// place (an update of a parameter or optimizer state), or -1 for an arena slot.
 inline constexpr StringLiteral kInPlaceAttr = "gpt.in_place";
-/// On a gpt.concat that is a view rather than a kernel (gpt-plan-memory): its operands are
-/// written into its result's buffer by the ops that compute them.
+/// On a gpt.concat of vectors that is a view rather than a kernel (gpt-plan-memory): its
+/// operands are written into its result's buffer by the ops that compute them.
 inline constexpr StringLiteral kViewAttr = "gpt.view";
 
 /// On a gpt.transpose, gpt.split or gpt.slice that is a strided view (gpt-strided-views):

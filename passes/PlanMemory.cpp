@@ -175,8 +175,8 @@ void markViews(Block &body) {
         op.setAttr(kViewAttr, UnitAttr::get(op.getContext()));
 }
 
-/// Where each piece of a concat of vectors
-/// starts within a row of the whole, in bytes: the widths of the pieces before it.
+/// Where each piece of a concat of vectors starts within the whole, in bytes: the widths
+/// of the pieces before it.
 SmallVector<int64_t> columnOffsets(ValueRange pieces) {
   SmallVector<int64_t> offsets;
   int64_t at = 0;
@@ -212,8 +212,8 @@ struct PlanMemoryPass : gpt::impl::PlanMemoryBase<PlanMemoryPass> {
       auto it = owner.find(v);
       return it == owner.end() ? v : it->second;
     };
-    // A view concat owns the storage of its pieces (written at `pieceOffset` within it,
-    // from the first piece's producer on); a view split's pieces live in its operand.
+    // A view concat (of vectors) owns the storage of its pieces (written at `pieceOffset`
+    // within it, from the first piece's producer on).
     if (views)
       markViews(body);
     DenseMap<Value, int64_t> pieceOffset;

@@ -1,5 +1,6 @@
 // The fused q/k/v projection ([1, 4, 12]: q, k, v of 2 heads of 2, each row 12 floats)
-// split for attention and its gradient, and dq, dk, dv joined again: both are views.
+// split for attention and its gradient, and dq, dk, dv joined again: at -O3 a strided view
+// and a gathered concat (gpt-strided-views), neither a kernel.
 func.func @qkv_views(%x: tensor<1x4x12xf32>, %g: tensor<1x4x2x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x12xf32>) {
   %qkv = gpt.exp %x : tensor<1x4x12xf32>
   %q, %k, %v = gpt.split %qkv {dim = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
