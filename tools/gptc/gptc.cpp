@@ -169,7 +169,9 @@ struct CommandLine {
       "inputs", cl::desc("the inputs (default: MODEL.inputs.safetensors, from gptc.capture_save)"),
       cl::value_desc("FILE"), cl::Optional, cl::sub(checkCmd), cl::cat(category)};
   cl::opt<std::string> step{"step", cl::desc("the central differences' step"), cl::value_desc("H"), cl::Optional, cl::sub(checkCmd), cl::cat(category)};
-  cl::opt<std::string> tolerance{"tolerance", cl::desc("the largest relative difference passed"),
+  cl::opt<std::string> tolerance{"tolerance",
+                            cl::desc("the largest relative error passed (the difference "
+                                     "beyond the central differences' resolution)"),
                             cl::value_desc("T"), cl::Optional,
                             cl::sub(checkCmd), cl::cat(category)};
   cl::opt<std::string> seed{"seed", cl::desc("the seed of the check's random directions"),
