@@ -278,3 +278,52 @@ func.func @two_sums_of_squares(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<
   %3 = gpt.reduce_sum %2 {dims = array<i64: 0>, keepdim = true, order = #gpt.order<canonical>} : (tensor<8xf32>) -> tensor<1xf32>
   return %1, %3 : tensor<1xf32>, tensor<1xf32>
 }
+
+// -----
+
+// Tests that SwiGLU's silu(x W1), computed before x W3's matmul, moves down past
+// it to join the product with x W3: one kernel, with sigmoid and silu as results.
+// CHECK-LABEL: func.func @swiglu_sinks
+// CHECK: %[[A:.*]] = gpt.matmul %arg0, %arg1
+// CHECK-NEXT: %[[B:.*]] = gpt.matmul %arg0, %arg2
+// CHECK-NEXT: %[[F:.*]]:3 = gpt.fused %[[A]], %[[B]]
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: gpt.sigmoid
+// CHECK-NEXT: gpt.mul
+// CHECK-NEXT: gpt.mul
+// CHECK-NEXT: gpt.yield
+// CHECK: return %[[F]]#0, %[[F]]#1, %[[F]]#2
+func.func @swiglu_sinks(%x: tensor<4x8xf32>, %w1: tensor<8x8xf32>, %w3: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = gpt.matmul %x, %w1 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %s = gpt.sigmoid %a : tensor<4x8xf32>
+  %silu = gpt.mul %a, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = gpt.matmul %x, %w3 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %h = gpt.mul %silu, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %silu, %h : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that an elementwise op does not move past another elementwise op (whose run
+// it would split), nor to a user of another shape (tanh stays before the matmul).
+// CHECK-LABEL: func.func @no_sink
+// CHECK: gpt.exp
+// CHECK-NEXT: gpt.matmul
+// CHECK-NEXT: gpt.fused
+// CHECK: gpt.neg
+// CHECK-NEXT: gpt.mul
+// CHECK-NEXT: gpt.tanh
+// CHECK: gpt.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: gpt.matmul
+// CHECK-NEXT: gpt.broadcast
+func.func @no_sink(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<2x4x4xf32>) {
+  %e = gpt.exp %x : tensor<4x4xf32>
+  %m = gpt.matmul %x, %x {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n = gpt.neg %m : tensor<4x4xf32>
+  %p = gpt.mul %n, %e : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %t = gpt.tanh %y : tensor<4x4xf32>
+  %m2 = gpt.matmul %y, %y {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %bt = gpt.broadcast %t : (tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  return %p, %bt : tensor<4x4xf32>, tensor<2x4x4xf32>
+}
