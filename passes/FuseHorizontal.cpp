@@ -3,8 +3,10 @@
 // Greedy over program order: consecutive kernels none of which reads another's
 // result become one gpt.horizontal op (one parallel region). Views (reshape,
 // stop_gradient, strided views) and constants between them move above the group, or
-// below it when they view a member's result; anything else ends the group. Nothing is
-// reordered against a dependency, and each member computes what it computed alone.
+// below it when they view a member's result; anything else ends the group, except that
+// where a kernel reads the group, the independent kernels right after it join the group
+// before it ends. Nothing is reordered against a dependency, and each member computes
+// what it computed alone.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -88,6 +90,28 @@ struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
     auto dependsOnGroup = [&](Operation *op) {
       return llvm::any_of(op->getOperands(), [&](Value v) { return produced.contains(v); });
     };
+    // `op` reads the group, so the group ends before it. The kernels right after `op` that
+    // read neither the group nor anything from `op` on join the group first (moved above
+    // `op`): q's rotary embedding reads q's product, and k's product after it joins q's.
+    auto hoistIndependent = [&](Operation *op) {
+      llvm::SmallPtrSet<Value, 32> skipped; // computed from `op` on
+      auto readsSkipped = [&](Operation *o) {
+        return llvm::any_of(o->getOperands(), [&](Value v) { return skipped.contains(v); });
+      };
+      for (Operation *o = op; o && !o->hasTrait<OpTrait::IsTerminator>();) {
+        Operation *next = o->getNextNode();
+        if (o != op && isMember(o) && !dependsOnGroup(o) && !readsSkipped(o)) {
+          o->moveBefore(op);
+          current.members.push_back(o);
+          produced.insert(o->getResults().begin(), o->getResults().end());
+        } else if (o == op || isView(o)) {
+          skipped.insert(o->getResults().begin(), o->getResults().end());
+        } else {
+          break;
+        }
+        o = next;
+      }
+    };
     auto flush = [&] {
       if (current.members.size() >= 2)
         groups.push_back(current);
@@ -102,6 +126,8 @@ struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
           produced.insert(op.getResults().begin(), op.getResults().end());
         continue;
       }
+      if (isMember(&op) && dependsOnGroup(&op) && !current.members.empty())
+        hoistIndependent(&op);
       if (!isMember(&op) || dependsOnGroup(&op))
         flush();
       if (!isMember(&op))

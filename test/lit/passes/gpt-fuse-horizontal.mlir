@@ -95,3 +95,32 @@ func.func @vector_concats(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf
   %11 = gpt.exp %d : tensor<5xf32>
   return %8, %9, %10, %11 : tensor<2xf32>, tensor<2xf32>, tensor<4xf32>, tensor<5xf32>
 }
+
+// -----
+
+// Tests that where a kernel reads the group (q's rotary stand-in, the neg, reads q's
+// product), the independent kernels right after it join the group first (k's product),
+// so that the two products are one kernel and so are the two that read them; a kernel
+// reading the one that ended the group (the sqrt) stops the search and stays after it.
+// CHECK-LABEL: func.func @joins_before_its_reader
+// CHECK: %[[P:.*]]:2 = gpt.horizontal %arg0, %arg1, %arg2
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.matmul
+// CHECK-NEXT:   gpt.matmul
+// CHECK-NEXT:   gpt.yield
+// CHECK: %[[E:.*]]:2 = gpt.horizontal %[[P]]#0, %[[P]]#1
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.neg
+// CHECK-NEXT:   gpt.exp
+// CHECK-NEXT:   gpt.yield
+// CHECK: %[[S:.*]] = gpt.sqrt %[[E]]#0
+// CHECK-NEXT: gpt.add %[[S]], %[[E]]#1
+func.func @joins_before_its_reader(%x: tensor<4x4xf32>, %wq: tensor<4x4xf32>, %wk: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %q = gpt.matmul %x, %wq {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %qr = gpt.neg %q : tensor<4x4xf32>
+  %k = gpt.matmul %x, %wk {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s = gpt.sqrt %qr : tensor<4x4xf32>
+  %kr = gpt.exp %k : tensor<4x4xf32>
+  %a = gpt.add %s, %kr : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %a : tensor<4x4xf32>
+}
