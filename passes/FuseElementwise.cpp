@@ -10,11 +10,11 @@
 // what the run computes (RMSNorm's scaling of x by it).
 //
 // Before the runs are formed, an elementwise op whose first user is an elementwise op
-// of its shape, with only ops that end a run between them (a matmul, say), moves down
-// to just before that user, so that the two join one run: SwiGLU's silu(x W1) and
-// (x W3) are computed in that order, and the product's matmul would otherwise split
-// silu from the multiplication by x W3. Pure ops, so moving one changes no bits; one
-// moves only past ops that split runs anyway, so no other run loses an op it had.
+// of its shape that starts a run (after a matmul, say) moves down to just before that
+// user, so that the two join one run: SwiGLU's silu(x W1) and (x W3) are computed in
+// that order, and the product's matmul would otherwise split silu from the
+// multiplication by x W3. Pure ops, so moving one changes no bits; the op leaves a run
+// that none of its ops read it in, and that run stays whole.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -126,9 +126,24 @@ Operation *firstUserIn(Block *block, Operation *op) {
   return first;
 }
 
+/// Whether `user`, an elementwise op right after `prev`, starts a run whatever precedes
+/// `prev`: `prev` ends runs (neither fusible nor a sum), or is a sum that `user` cannot
+/// join (its shape is neither the sum's nor, after a row's sum, the row's).
+bool startsRun(Operation *prev, Operation *user) {
+  auto sum = dyn_cast<ReduceSumOp>(prev);
+  if (!sum)
+    return !isFusible(prev);
+  return shapeOf(user) != shapeOf(sum) &&
+         !(FusedOp::sumsRows(sum) && shapeOf(user) == sum.getX().getType().getShape());
+}
+
 /// Moves each elementwise op down to just before its first user where that user is an
-/// elementwise op of its shape and every op between them ends a run (neither fusible
-/// nor a sum). Last op first, so that a chain of such ops moves down together.
+/// elementwise op of its shape that starts a run (see startsRun): the op then joins that
+/// run, and leaves its own without splitting it (nothing between uses it). Last op first,
+/// so that a chain of such ops moves down together. RMSNorm's gradient is the case past a
+/// sum: dy * w, computed before the sum of dy * x_hat over the rows (the weight's
+/// gradient), moves after it into the row kernel that reads it, and the column sum is left
+/// with only its own element to compute.
 void sinkToUsers(Block &block) {
   SmallVector<Operation *> ops;
   for (Operation &op : block)
@@ -137,13 +152,8 @@ void sinkToUsers(Block &block) {
     if (!isFusible(op))
       continue;
     Operation *first = firstUserIn(&block, op);
-    if (!first || first == op->getNextNode() || !isFusible(first) ||
-        shapeOf(first) != shapeOf(op))
-      continue;
-    bool between = true;
-    for (Operation *o = op->getNextNode(); o != first && between; o = o->getNextNode())
-      between = !isFusible(o) && !isa<ReduceSumOp>(o);
-    if (between)
+    if (first && first != op->getNextNode() && isFusible(first) &&
+        shapeOf(first) == shapeOf(op) && startsRun(first->getPrevNode(), first))
       op->moveBefore(first);
   }
 }

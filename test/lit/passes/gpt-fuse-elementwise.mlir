@@ -327,3 +327,57 @@ func.func @no_sink(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> (tensor<4x4xf32>
   %bt = gpt.broadcast %t : (tensor<4x4xf32>) -> tensor<2x4x4xf32>
   return %p, %bt : tensor<4x4xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// Tests RMSNorm's gradient: dy * w, computed before the column sum of dy * x_hat (the
+// weight's gradient), moves past that sum into the row kernel that reads it, so that the
+// column sum computes only its own element and dy * w is never stored.
+// CHECK-LABEL: func.func @sinks_past_a_column_sum
+// CHECK: %[[C:.*]] = gpt.fused %arg0, %arg2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.reduce_sum
+// CHECK-NEXT:   gpt.yield
+// CHECK: %[[R:.*]] = gpt.fused %arg0, %arg1, %arg3, %arg2 : {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.reduce_sum
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.add
+// CHECK-NEXT:   gpt.yield
+// CHECK: return %[[C]], %[[R]]
+func.func @sinks_past_a_column_sum(%dy: tensor<4x8xf32>, %w: tensor<8xf32>, %xh: tensor<4x8xf32>, %r: tensor<4x1xf32>) -> (tensor<8xf32>, tensor<4x8xf32>) {
+  %g = gpt.mul %dy, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %p = gpt.mul %dy, %xh : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = gpt.reduce_sum %p {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %u = gpt.mul %g, %r : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %v = gpt.mul %g, %xh : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = gpt.reduce_sum %v {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %t = gpt.mul %xh, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %dx = gpt.add %t, %u : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %c, %dx : tensor<8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that an op does not move in front of its user where the user joins a row's sum
+// as its epilogue (it reads the sum): there it would split that kernel, which now holds
+// all four ops.
+// CHECK-LABEL: func.func @no_sink_into_a_row_sum
+// CHECK: gpt.fused %arg1, %arg2
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.reduce_sum
+// CHECK-NEXT:   gpt.mul
+// CHECK-NEXT:   gpt.yield
+func.func @no_sink_into_a_row_sum(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %g = gpt.mul %y, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %sq = gpt.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = gpt.reduce_sum %sq {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %u = gpt.mul %g, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %u : tensor<4x8xf32>
+}
