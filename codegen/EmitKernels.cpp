@@ -107,7 +107,8 @@ Access Emitter::operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape) {
 /// Emits, inside a loop over linear index `i` of `shape`, the offsets
 /// `<name>_off` of each access, and returns the offset expression per access.
 SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
-                                     ArrayRef<Access> accesses, StringRef indent) {
+                                     ArrayRef<Access> accesses, StringRef indent,
+                                     const RowSplit *split) {
   SmallVector<int64_t> contiguous = rowMajorStrides(shape);
   SmallVector<std::string> exprs;
   SmallVector<size_t> decoded;
@@ -121,10 +122,17 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
   }
   if (decoded.empty())
     return exprs;
-  os << indent << "int64_t r = i;\n";
+  os << indent << "int64_t r = " << (split ? split->row : "i") << ";\n";
   for (size_t n : decoded)
     os << indent << "int64_t o" << n << " = " << accesses[n].base << ";\n";
-  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+  const int64_t last = (int64_t)shape.size() - 1;
+  if (split && last >= 0) {
+    for (size_t n : decoded)
+      if (accesses[n].strides[last] != 0)
+        os << indent << "o" << n << " += " << split->col << " * " << accesses[n].strides[last]
+           << ";\n";
+  }
+  for (int64_t d = split ? last - 1 : last; d >= 0; --d) {
     // A dim no access moves along is only divided out.
     if (llvm::none_of(decoded, [&](size_t n) { return accesses[n].strides[d] != 0; })) {
       os << indent << "r /= " << shape[d] << ";\n";
@@ -496,7 +504,7 @@ FailureOr<DenseMap<Value, std::string>> Emitter::emitFusedBody(FusedOp op, Array
     loaded.push_back(j);
     accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
   }
-  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent);
+  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent, rowSplit);
   for (BlockArgument arg : body.getArguments())
     if (!names.count(arg))
       names[arg] = "in" + std::to_string(arg.getArgNumber());
@@ -639,6 +647,12 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     os << "  " << outputLoop(r.outN, lanes);
   SmallVector<std::string> base = emitOffsets(os, r.keptShape, {{"", 0, r.keptStrides}}, "    ");
   os << "    const int64_t base = " << base[0] << ";\n";
+  // A sum over the last dim: element i of x is column `i` of row `gptc_row` (the output's
+  // index), so the body's operands decode the row once, not each element (RowSplit).
+  const bool rows = !lanes && r.redShape.size() == 1 && r.redShape[0] == x.getShape().back() &&
+                    r.redStrides[0] == 1 && FusedOp::sumsRows(red);
+  if (rows)
+    os << "    [[maybe_unused]] const int64_t gptc_row = i;\n";
   if (lanes && epilogue)
     os << "    alignas(64) " << T << " sum16[16];\n";
   if (lanes)
@@ -650,9 +664,15 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     os << "    " << (epilogue ? "const " + T + " sum = " : "out0[i] = ") << "gptc::reduce_sum<"
        << T << ">(" << r.redN << ", [&](int64_t i) {\n";
   SmallVector<std::string> inner = emitOffsets(os, r.redShape, {{"", 0, r.redStrides}}, "      ");
+  RowSplit rowOf{"gptc_row", "gptc_col"};
+  if (rows)
+    os << "      [[maybe_unused]] const int64_t gptc_col = " << inner[0] << ";\n";
   os << "      const int64_t e = base + " << inner[0] << (lanes ? " + l" : "") << ";\n"
      << "      {\n        const int64_t i = e;\n";
+  if (rows)
+    rowSplit = &rowOf;
   auto names = emitFusedBody(op, x.getShape(), os, "        ");
+  rowSplit = nullptr;
   if (failed(names))
     return failure();
   os << "        return " << names->lookup(red.getX()) << ";\n      }\n    }"
@@ -684,7 +704,11 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
         os << indent << "GPTC_SIMD for (int64_t j = 0; j < " << r.redN << "; ++j) {\n";
       os << indent << "  const int64_t i = base + j;\n";
       std::string rowIndent = indent + "  ";
+      RowSplit postOf{"gptc_row", "j"};
+      if (rows)
+        rowSplit = &postOf;
       auto row = emitFusedBody(op, x.getShape(), os, rowIndent, Phase::Post, *after, "b", "w");
+      rowSplit = nullptr;
       if (failed(row))
         return failure();
       for (auto [j, v] : llvm::enumerate(yield->getOperands()))

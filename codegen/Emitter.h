@@ -40,10 +40,19 @@ struct Access {
 /// A constant's elements as C literals, comma-separated (the flavours' array initialisers).
 std::string elementList(DenseElementsAttr value, Type elem);
 
+/// Where a loop's linear index `i` is known as a row `row` of `shape`'s last dim and a
+/// column `col` in it (a row's sum: i = base + col): the names of the two.
+struct RowSplit {
+  std::string row, col;
+};
+
 /// Emits, inside a loop over linear index `i` of `shape`, the decoding of each access's
-/// offset, and returns the offset expression per access.
+/// offset, and returns the offset expression per access. With `split`, the last dim is
+/// its `col` and the others decode from its `row` (no division by the row's length, and
+/// the row's part the same for each of its elements).
 SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
-                                     ArrayRef<Access> accesses, StringRef indent);
+                                     ArrayRef<Access> accesses, StringRef indent,
+                                     const RowSplit *split = nullptr);
 
 /// `$j` in `expr` replaced by names[j].
 std::string substitute(std::string expr, ArrayRef<std::string> names);
@@ -270,6 +279,8 @@ public:
   /// place in a gathered op's buffer (writtenView).
   Access resultAccess(Value r, StringRef buf);
   DenseMap<Operation *, std::string> dropoutMasks; // a dropout's mask for element i
+  /// Set while a row's sum emits its element and its row's elements (emitFusedBody).
+  const RowSplit *rowSplit = nullptr;
   LogicalResult emitFused(FusedOp op, raw_ostream &os);
   LogicalResult emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream &os);
   FailureOr<DenseMap<Value, std::string>>
