@@ -5,8 +5,8 @@
 // stop_gradient, strided views) and constants between them move above the group, or
 // below it when they view a member's result; anything else ends the group, except that
 // where a kernel reads the group, the independent kernels right after it join the group
-// before it ends. Nothing is reordered against a dependency, and each member computes
-// what it computed alone.
+// before it ends, where that leaves fewer kernels in all. Nothing is reordered against a
+// dependency, and each member computes what it computed alone.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -80,64 +80,85 @@ void group(const Group &g) {
   }
 }
 
+/// Groups the kernels of `fn`'s body (see the file comment); with `hoist`, the
+/// independent kernels right after one that reads the group join the group first.
+/// Returns the kernels the body then runs (groups, and members left alone).
+int64_t groupKernels(func::FuncOp fn, bool hoist) {
+  SmallVector<Group> groups;
+  Group current;
+  llvm::SmallPtrSet<Value, 32> produced; // by the current group's members and views below
+  auto dependsOnGroup = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) { return produced.contains(v); });
+  };
+  // `op` reads the group, so the group ends before it. The kernels right after `op` that
+  // read neither the group nor anything from `op` on join the group first (moved above
+  // `op`): q's rotary embedding reads q's product, and k's product after it joins q's.
+  auto hoistIndependent = [&](Operation *op) {
+    llvm::SmallPtrSet<Value, 32> skipped; // computed from `op` on
+    auto readsSkipped = [&](Operation *o) {
+      return llvm::any_of(o->getOperands(), [&](Value v) { return skipped.contains(v); });
+    };
+    for (Operation *o = op; o && !o->hasTrait<OpTrait::IsTerminator>();) {
+      Operation *next = o->getNextNode();
+      if (o != op && isMember(o) && !dependsOnGroup(o) && !readsSkipped(o)) {
+        o->moveBefore(op);
+        current.members.push_back(o);
+        produced.insert(o->getResults().begin(), o->getResults().end());
+      } else if (o == op || isView(o)) {
+        skipped.insert(o->getResults().begin(), o->getResults().end());
+      } else {
+        break;
+      }
+      o = next;
+    }
+  };
+  auto flush = [&] {
+    if (current.members.size() >= 2)
+      groups.push_back(current);
+    current = Group();
+    produced.clear();
+  };
+  for (Operation &op : fn.getBody().front()) {
+    if (isView(&op) && !current.members.empty()) {
+      bool below = dependsOnGroup(&op);
+      (below ? current.below : current.above).push_back(&op);
+      if (below)
+        produced.insert(op.getResults().begin(), op.getResults().end());
+      continue;
+    }
+    if (hoist && isMember(&op) && dependsOnGroup(&op) && !current.members.empty())
+      hoistIndependent(&op);
+    if (!isMember(&op) || dependsOnGroup(&op))
+      flush();
+    if (!isMember(&op))
+      continue;
+    current.members.push_back(&op);
+    produced.insert(op.getResults().begin(), op.getResults().end());
+  }
+  flush();
+  for (auto &g : groups)
+    group(g);
+  return llvm::count_if(fn.getBody().front(), [](Operation &op) {
+    return isa<HorizontalOp, CrossEntropyOp>(op) || isMember(&op);
+  });
+}
+
 struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
   void runOnOperation() override {
-    if (getOperation().isExternal())
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
       return; // a declaration: no body to transform
-    SmallVector<Group> groups;
-    Group current;
-    llvm::SmallPtrSet<Value, 32> produced; // by the current group's members and views below
-    auto dependsOnGroup = [&](Operation *op) {
-      return llvm::any_of(op->getOperands(), [&](Value v) { return produced.contains(v); });
+    // Joining kernels from after a group's reader moves them earlier, and can split a
+    // later group (the GPU launches its members with a kernel family one by one, so
+    // more groups can mean more launches): kept only where it leaves fewer kernels, as
+    // tried on copies of the function.
+    auto kernelsWith = [&](bool hoist) {
+      func::FuncOp copy = fn.clone();
+      int64_t n = groupKernels(copy, hoist);
+      copy.erase();
+      return n;
     };
-    // `op` reads the group, so the group ends before it. The kernels right after `op` that
-    // read neither the group nor anything from `op` on join the group first (moved above
-    // `op`): q's rotary embedding reads q's product, and k's product after it joins q's.
-    auto hoistIndependent = [&](Operation *op) {
-      llvm::SmallPtrSet<Value, 32> skipped; // computed from `op` on
-      auto readsSkipped = [&](Operation *o) {
-        return llvm::any_of(o->getOperands(), [&](Value v) { return skipped.contains(v); });
-      };
-      for (Operation *o = op; o && !o->hasTrait<OpTrait::IsTerminator>();) {
-        Operation *next = o->getNextNode();
-        if (o != op && isMember(o) && !dependsOnGroup(o) && !readsSkipped(o)) {
-          o->moveBefore(op);
-          current.members.push_back(o);
-          produced.insert(o->getResults().begin(), o->getResults().end());
-        } else if (o == op || isView(o)) {
-          skipped.insert(o->getResults().begin(), o->getResults().end());
-        } else {
-          break;
-        }
-        o = next;
-      }
-    };
-    auto flush = [&] {
-      if (current.members.size() >= 2)
-        groups.push_back(current);
-      current = Group();
-      produced.clear();
-    };
-    for (Operation &op : getOperation().getBody().front()) {
-      if (isView(&op) && !current.members.empty()) {
-        bool below = dependsOnGroup(&op);
-        (below ? current.below : current.above).push_back(&op);
-        if (below)
-          produced.insert(op.getResults().begin(), op.getResults().end());
-        continue;
-      }
-      if (isMember(&op) && dependsOnGroup(&op) && !current.members.empty())
-        hoistIndependent(&op);
-      if (!isMember(&op) || dependsOnGroup(&op))
-        flush();
-      if (!isMember(&op))
-        continue;
-      current.members.push_back(&op);
-      produced.insert(op.getResults().begin(), op.getResults().end());
-    }
-    flush();
-    for (auto &g : groups)
-      group(g);
+    groupKernels(fn, kernelsWith(true) < kernelsWith(false));
   }
 };
 } // namespace

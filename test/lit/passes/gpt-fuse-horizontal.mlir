@@ -100,8 +100,8 @@ func.func @vector_concats(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf
 
 // Tests that where a kernel reads the group (q's rotary stand-in, the neg, reads q's
 // product), the independent kernels right after it join the group first (k's product),
-// so that the two products are one kernel and so are the two that read them; a kernel
-// reading the one that ended the group (the sqrt) stops the search and stays after it.
+// so that the two products are one kernel and so are the two that read them: 3 kernels,
+// where the plain greedy grouping ([q], [neg, k], [exp], add) makes 4.
 // CHECK-LABEL: func.func @joins_before_its_reader
 // CHECK: %[[P:.*]]:2 = gpt.horizontal %arg0, %arg1, %arg2
 // CHECK-NEXT: ^bb0
@@ -113,9 +113,35 @@ func.func @vector_concats(%a: tensor<8xf32>, %b: tensor<4x4xf32>, %c: tensor<3xf
 // CHECK-NEXT:   gpt.neg
 // CHECK-NEXT:   gpt.exp
 // CHECK-NEXT:   gpt.yield
-// CHECK: %[[S:.*]] = gpt.sqrt %[[E]]#0
-// CHECK-NEXT: gpt.add %[[S]], %[[E]]#1
+// CHECK: gpt.add %[[E]]#0, %[[E]]#1
 func.func @joins_before_its_reader(%x: tensor<4x4xf32>, %wq: tensor<4x4xf32>, %wk: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %q = gpt.matmul %x, %wq {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %qr = gpt.neg %q : tensor<4x4xf32>
+  %k = gpt.matmul %x, %wk {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %kr = gpt.exp %k : tensor<4x4xf32>
+  %a = gpt.add %qr, %kr : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %a : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that joining early is kept only where it leaves fewer kernels: here it would
+// give [q, k], [neg, exp], sqrt, add, no fewer than the plain grouping's 4, so the
+// kernels keep their order.
+// CHECK-LABEL: func.func @joins_only_for_fewer
+// CHECK: gpt.matmul
+// CHECK-NEXT: gpt.horizontal
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.neg
+// CHECK-NEXT:   gpt.matmul
+// CHECK-NEXT:   gpt.yield
+// CHECK: gpt.horizontal
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gpt.sqrt
+// CHECK-NEXT:   gpt.exp
+// CHECK-NEXT:   gpt.yield
+// CHECK: gpt.add
+func.func @joins_only_for_fewer(%x: tensor<4x4xf32>, %wq: tensor<4x4xf32>, %wk: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %q = gpt.matmul %x, %wq {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %qr = gpt.neg %q : tensor<4x4xf32>
   %k = gpt.matmul %x, %wk {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
