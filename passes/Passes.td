@@ -284,7 +284,11 @@ def FuseElementwise : Pass<"gpt-fuse-elementwise", "mlir::func::FuncOp"> {
     identical to the unfused one
     (gptc compile -O0 skips this pass). gpt.stop_gradient, which only
     gpt-autodiff reads, is dropped first (unless returned) so that it does not
-    cut a run.
+    cut a run. Then an elementwise op whose first user is an elementwise op of
+    its shape that starts a run (after a matmul, or after a sum it cannot join)
+    moves down to just before it, so that the two share a kernel (SwiGLU's
+    silu(a) * b, where b's matmul comes between; RMSNorm's gradient's dy * w,
+    past the weight's column sum).
 
     Before:
     ```mlir
@@ -334,9 +338,12 @@ def FuseHorizontal : Pass<"gpt-fuse-horizontal", "mlir::func::FuncOp"> {
     norms and updates) become one gpt.horizontal op: one kernel whose single
     parallel region runs each member's loop in turn, without a join between
     them. Views and constants in between that do not depend on the group move
-    above it; any other op ends the group. Each member computes exactly what it
-    computed alone, so the program's bits do not change (gptc compile -O0
-    skips this pass).
+    above it; any other op ends the group. Where a kernel reads the group, the
+    independent kernels right after it may join the group first (a LLaMA
+    block's q and k/v products, with q's rotary between them); that is kept
+    only where, tried on a copy of the function, it leaves fewer kernels. Each
+    member computes exactly what it computed alone, so the program's bits do
+    not change (gptc compile -O0 skips this pass).
 
     Before:
     ```mlir

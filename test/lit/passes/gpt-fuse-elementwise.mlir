@@ -304,8 +304,9 @@ func.func @swiglu_sinks(%x: tensor<4x8xf32>, %w1: tensor<8x8xf32>, %w3: tensor<8
 
 // -----
 
-// Tests that an elementwise op does not move past another elementwise op (whose run
-// it would split), nor to a user of another shape (tanh stays before the matmul).
+// Tests that an elementwise op does not move to a user that continues a run (exp's
+// user follows the neg, whose run the exp would split), nor to a user of another shape
+// (tanh stays before the matmul).
 // CHECK-LABEL: func.func @no_sink
 // CHECK: gpt.exp
 // CHECK-NEXT: gpt.matmul
