@@ -649,8 +649,7 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
   os << "    const int64_t base = " << base[0] << ";\n";
   // A sum over the last dim: element i of x is column `i` of row `gptc_row` (the output's
   // index), so the body's operands decode the row once, not each element (RowSplit).
-  const bool rows = !lanes && r.redShape.size() == 1 && r.redShape[0] == x.getShape().back() &&
-                    r.redStrides[0] == 1 && FusedOp::sumsRows(red);
+  const bool rows = !lanes && FusedOp::sumsRows(red) && red.getDims().size() == 1;
   if (rows)
     os << "    [[maybe_unused]] const int64_t gptc_row = i;\n";
   if (lanes && epilogue)

@@ -150,15 +150,13 @@ struct FuseHorizontalPass : gpt::impl::FuseHorizontalBase<FuseHorizontalPass> {
       return; // a declaration: no body to transform
     // Joining kernels from after a group's reader moves them earlier, and can split a
     // later group (the GPU launches its members with a kernel family one by one, so
-    // more groups can mean more launches): kept only where it leaves fewer kernels, as
-    // tried on copies of the function.
-    auto kernelsWith = [&](bool hoist) {
-      func::FuncOp copy = fn.clone();
-      int64_t n = groupKernels(copy, hoist);
-      copy.erase();
-      return n;
-    };
-    groupKernels(fn, kernelsWith(true) < kernelsWith(false));
+    // more groups can mean more launches): tried on a copy of the function, whose body
+    // replaces the plainly grouped one only where it leaves fewer kernels.
+    func::FuncOp trial = fn.clone();
+    const int64_t joined = groupKernels(trial, /*hoist=*/true);
+    if (joined < groupKernels(fn, /*hoist=*/false))
+      fn.getBody().takeBody(trial.getBody());
+    trial.erase();
   }
 };
 } // namespace
