@@ -122,19 +122,28 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
   }
   if (decoded.empty())
     return exprs;
-  os << indent << "int64_t r = " << (split ? split->row : "i") << ";\n";
+  const int64_t last = (int64_t)shape.size() - 1;
+  const int64_t innermost = split ? last - 1 : last; // the first dim decoded from r
+  auto moves = [&](int64_t d) {
+    return llvm::any_of(decoded, [&](size_t n) { return accesses[n].strides[d] != 0; });
+  };
+  // The outermost dim some access moves along: the decoding stops there.
+  int64_t outermost = 0;
+  while (outermost <= innermost && !moves(outermost))
+    ++outermost;
+  if (outermost <= innermost)
+    os << indent << "int64_t r = " << (split ? split->row : "i") << ";\n";
   for (size_t n : decoded)
     os << indent << "int64_t o" << n << " = " << accesses[n].base << ";\n";
-  const int64_t last = (int64_t)shape.size() - 1;
   if (split && last >= 0) {
     for (size_t n : decoded)
       if (accesses[n].strides[last] != 0)
         os << indent << "o" << n << " += " << split->col << " * " << accesses[n].strides[last]
            << ";\n";
   }
-  for (int64_t d = split ? last - 1 : last; d >= 0; --d) {
+  for (int64_t d = innermost; d >= outermost; --d) {
     // A dim no access moves along is only divided out.
-    if (llvm::none_of(decoded, [&](size_t n) { return accesses[n].strides[d] != 0; })) {
+    if (!moves(d)) {
       os << indent << "r /= " << shape[d] << ";\n";
       continue;
     }
@@ -440,6 +449,39 @@ std::string substitute(std::string expr, ArrayRef<std::string> names) {
   return expr;
 }
 
+static const RowSplit kElementRows{"gptc_row", "gptc_col"};
+
+std::string Emitter::openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
+                                     ArrayRef<Access> accesses) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  SmallVector<int64_t> dense = rowMajorStrides(shape);
+  bool rows = flavour->rowLoops() && shape.size() >= 2 && shape.back() >= 8 &&
+              n / shape.back() >= 64 &&
+              llvm::any_of(accesses, [&](const Access &a) {
+                bool scalar = llvm::all_of(a.strides, [](int64_t s) { return s == 0; });
+                return !scalar && (a.base != 0 || ArrayRef<int64_t>(a.strides) != ArrayRef<int64_t>(dense));
+              });
+  if (!rows) {
+    os << "  " << loop("i", n, /*simd=*/true) << " {\n";
+    return "    ";
+  }
+  const int64_t len = shape.back();
+  os << "  " << loop(kElementRows.row, n / len) << " {\n"
+     << "    GPTC_SIMD for (int64_t " << kElementRows.col << " = 0; " << kElementRows.col
+     << " < " << len << "; ++" << kElementRows.col << ") {\n"
+     << "      [[maybe_unused]] const int64_t i = " << kElementRows.row << " * " << len
+     << " + " << kElementRows.col << ";\n";
+  rowSplit = &kElementRows;
+  return "      ";
+}
+
+void Emitter::closeElementLoop(raw_ostream &os) {
+  os << (rowSplit ? "    }\n  }\n" : "  }\n");
+  rowSplit = nullptr;
+}
+
 /// out[i] = expr($0, $1, ...) over the result shape, operands broadcast.
 LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostream &os) {
   ArrayRef<int64_t> shape = ttype(op->getResult(0)).getShape();
@@ -447,12 +489,13 @@ LogicalResult Emitter::emitElementwise(Operation *op, StringRef expr, raw_ostrea
   for (auto [j, v] : llvm::enumerate(op->getOperands()))
     accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
   accesses.push_back(resultAccess(op->getResult(0), "out0"));
-  os << "  " << loop("i", ttype(op->getResult(0)).getNumElements(), /*simd=*/true) << " {\n";
-  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, "    ");
+  std::string indent = openElementLoop(os, shape, accesses);
+  SmallVector<std::string> offs = emitOffsets(os, shape, accesses, indent, rowSplit);
   SmallVector<std::string> loads;
   for (size_t j = 0; j + 1 < accesses.size(); ++j)
     loads.push_back("in" + std::to_string(j) + "[" + offs[j] + "]");
-  os << "    out0[" << offs.back() << "] = " << substitute(expr.str(), loads) << ";\n  }\n";
+  os << indent << "out0[" << offs.back() << "] = " << substitute(expr.str(), loads) << ";\n";
+  closeElementLoop(os);
   return success();
 }
 
@@ -547,22 +590,26 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   for (Operation &inner : body.without_terminator())
     if (auto d = dyn_cast<DropoutOp>(inner); d && d.getRng())
       drops.push_back({d, "in" + std::to_string(cast<BlockArgument>(d.getRng()).getArgNumber())});
-  std::string indent = drops.empty() ? "    " : "      ";
-  if (drops.empty())
-    os << "  " << loop("i", n, /*simd=*/true) << " {\n";
-  else
-    flavour->openDropout(os, n, drops);
-  auto names = emitFusedBody(op, shape, os, indent);
-  if (failed(names))
-    return failure();
   // Results gathered into a wider buffer are stored at their offsets there, decoded in a
   // block of their own (emitOffsets writes nothing where every store is dense, at `i`).
   SmallVector<Access> stores;
   for (auto [j, r] : llvm::enumerate(op.getResults()))
     stores.push_back(resultAccess(r, "out" + std::to_string(j)));
+  std::string indent = "      ";
+  if (drops.empty()) {
+    SmallVector<Access> accesses(stores);
+    for (auto [j, v] : llvm::enumerate(op.getInputs()))
+      accesses.push_back(operandAccess(v, "in" + std::to_string(j), shape));
+    indent = openElementLoop(os, shape, accesses);
+  } else {
+    flavour->openDropout(os, n, drops);
+  }
+  auto names = emitFusedBody(op, shape, os, indent);
+  if (failed(names))
+    return failure();
   std::string decode;
   llvm::raw_string_ostream ds(decode);
-  SmallVector<std::string> offs = emitOffsets(ds, shape, stores, indent + "  ");
+  SmallVector<std::string> offs = emitOffsets(ds, shape, stores, indent + "  ", rowSplit);
   const bool gathered = !decode.empty();
   const std::string at = gathered ? indent + "  " : indent;
   if (gathered)
@@ -572,7 +619,7 @@ LogicalResult Emitter::emitFused(FusedOp op, raw_ostream &os) {
   if (gathered)
     os << indent << "}\n";
   if (drops.empty())
-    os << "  }\n";
+    closeElementLoop(os);
   else
     flavour->closeDropout(os);
   return success();

@@ -199,6 +199,11 @@ public:
   virtual SumGroup sumGroup(StringRef var, int64_t outN, int64_t redN, bool columns) = 0;
   /// Whether a lone exact GELU may take the prelude's array form (the CPU's).
   virtual bool arrayForms() const = 0;
+  /// Whether an elementwise loop that reads or writes through strides or a broadcast may
+  /// run a row at a time, a vector loop over the row's columns (the CPU's; Emitter::
+  /// openElementLoop). The GPU keeps a thread an element: neighbouring threads,
+  /// neighbouring elements.
+  virtual bool rowLoops() const { return false; }
   /// Into how many blocks of rows the embedding gradient of a `v` by `c` table splits each
   /// column, so that the parallel loop has enough iterations (1: a column an iteration).
   virtual int64_t embeddingRowBlocks(int64_t v, int64_t c) const = 0;
@@ -271,6 +276,16 @@ public:
   // (operands) and out0.. (results).
   LogicalResult emitKernel(Operation *op, raw_ostream &os);
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
+  /// Opens an elementwise loop over `shape` whose offsets are `accesses`, defining `i`, the
+  /// element's linear index, for a body indented by the returned string. Where the flavour
+  /// takes rows (Flavour::rowLoops), some access is neither the dense buffer nor one element, the rows are
+  /// at least 8 long and at least 64 of them (enough to share over the threads): a loop over rows, `gptc_row`, and in it a vector loop over the
+  /// columns, `gptc_col`, with rowSplit set, so that each offset's row part is decoded
+  /// once a row (hoisted out of the column loop) and not by a division an element.
+  /// closeElementLoop closes either and clears rowSplit.
+  std::string openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
+                              ArrayRef<Access> accesses);
+  void closeElementLoop(raw_ostream &os);
   std::optional<std::string> scalarExpr(Operation *op);
   /// How a kernel over `shape` reads operand `v` (named `buf` in it): numpy broadcasting
   /// over its dense buffer, or over the buffer a strided view reads in place.

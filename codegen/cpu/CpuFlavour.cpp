@@ -36,6 +36,7 @@ public:
     llvm_unreachable("the CPU forms sums without warps");
   }
   bool arrayForms() const override { return true; }
+  bool rowLoops() const override { return true; }
   // A column an iteration: a thread's columns are cache lines of its own.
   int64_t embeddingRowBlocks(int64_t, int64_t) const override { return 1; }
 
