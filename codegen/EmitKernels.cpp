@@ -104,6 +104,9 @@ Access Emitter::operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape) {
   return {buf.str(), view->base, broadcastStrides(from, view->strides, shape)};
 }
 
+/// Row and column of an element of a row's sum or of a row loop (openElementLoop).
+static const RowSplit kRowColumn{"gptc_row", "gptc_col"};
+
 /// Emits, inside a loop over linear index `i` of `shape`, the offsets
 /// `<name>_off` of each access, and returns the offset expression per access.
 SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
@@ -449,8 +452,6 @@ std::string substitute(std::string expr, ArrayRef<std::string> names) {
   return expr;
 }
 
-static const RowSplit kElementRows{"gptc_row", "gptc_col"};
-
 std::string Emitter::openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
                                      ArrayRef<Access> accesses) {
   int64_t n = 1;
@@ -468,12 +469,12 @@ std::string Emitter::openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
     return "    ";
   }
   const int64_t len = shape.back();
-  os << "  " << loop(kElementRows.row, n / len) << " {\n"
-     << "    GPTC_SIMD for (int64_t " << kElementRows.col << " = 0; " << kElementRows.col
-     << " < " << len << "; ++" << kElementRows.col << ") {\n"
-     << "      [[maybe_unused]] const int64_t i = " << kElementRows.row << " * " << len
-     << " + " << kElementRows.col << ";\n";
-  rowSplit = &kElementRows;
+  os << "  " << loop(kRowColumn.row, n / len) << " {\n"
+     << "    GPTC_SIMD for (int64_t " << kRowColumn.col << " = 0; " << kRowColumn.col
+     << " < " << len << "; ++" << kRowColumn.col << ") {\n"
+     << "      [[maybe_unused]] const int64_t i = " << kRowColumn.row << " * " << len
+     << " + " << kRowColumn.col << ";\n";
+  rowSplit = &kRowColumn;
   return "      ";
 }
 
@@ -710,13 +711,12 @@ LogicalResult Emitter::emitFusedReduce(FusedOp op, ReduceSumOp red, raw_ostream 
     os << "    " << (epilogue ? "const " + T + " sum = " : "out0[i] = ") << "gptc::reduce_sum<"
        << T << ">(" << r.redN << ", [&](int64_t i) {\n";
   SmallVector<std::string> inner = emitOffsets(os, r.redShape, {{"", 0, r.redStrides}}, "      ");
-  RowSplit rowOf{"gptc_row", "gptc_col"};
   if (rows)
     os << "      [[maybe_unused]] const int64_t gptc_col = " << inner[0] << ";\n";
   os << "      const int64_t e = base + " << inner[0] << (lanes ? " + l" : "") << ";\n"
      << "      {\n        const int64_t i = e;\n";
   if (rows)
-    rowSplit = &rowOf;
+    rowSplit = &kRowColumn;
   auto names = emitFusedBody(op, x.getShape(), os, "        ");
   rowSplit = nullptr;
   if (failed(names))
