@@ -458,12 +458,13 @@ std::string Emitter::openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
   for (int64_t d : shape)
     n *= d;
   SmallVector<int64_t> dense = rowMajorStrides(shape);
+  auto decoded = [&](const Access &a) { // neither the dense buffer nor one element
+    ArrayRef<int64_t> strides(a.strides);
+    bool scalar = llvm::all_of(strides, [](int64_t s) { return s == 0; });
+    return !scalar && (a.base != 0 || strides != ArrayRef<int64_t>(dense));
+  };
   bool rows = flavour->rowLoops() && shape.size() >= 2 && shape.back() >= 8 &&
-              n / shape.back() >= 64 &&
-              llvm::any_of(accesses, [&](const Access &a) {
-                bool scalar = llvm::all_of(a.strides, [](int64_t s) { return s == 0; });
-                return !scalar && (a.base != 0 || ArrayRef<int64_t>(a.strides) != ArrayRef<int64_t>(dense));
-              });
+              n / shape.back() >= 64 && llvm::any_of(accesses, decoded);
   if (!rows) {
     os << "  " << loop("i", n, /*simd=*/true) << " {\n";
     return "    ";
