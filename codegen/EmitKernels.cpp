@@ -107,6 +107,12 @@ Access Emitter::operandAccess(Value v, StringRef buf, ArrayRef<int64_t> shape) {
 /// Row and column of an element of a row's sum or of a row loop (openElementLoop).
 static const RowSplit kRowColumn{"gptc_row", "gptc_col"};
 
+/// Whether `a` reads or writes the dense buffer of the loop's shape, whose row-major
+/// strides are `dense`: its offset is the element's linear index.
+static bool isDense(const Access &a, ArrayRef<int64_t> dense) {
+  return a.base == 0 && ArrayRef<int64_t>(a.strides) == dense;
+}
+
 /// Emits, inside a loop over linear index `i` of `shape`, the offsets
 /// `<name>_off` of each access, and returns the offset expression per access.
 SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
@@ -116,7 +122,7 @@ SmallVector<std::string> emitOffsets(raw_ostream &os, ArrayRef<int64_t> shape,
   SmallVector<std::string> exprs;
   SmallVector<size_t> decoded;
   for (auto [n, a] : llvm::enumerate(accesses)) {
-    if (a.base == 0 && ArrayRef<int64_t>(a.strides) == ArrayRef<int64_t>(contiguous)) {
+    if (isDense(a, contiguous)) {
       exprs.push_back("i");
     } else {
       exprs.push_back("o" + std::to_string(n));
@@ -454,14 +460,11 @@ std::string substitute(std::string expr, ArrayRef<std::string> names) {
 
 std::string Emitter::openElementLoop(raw_ostream &os, ArrayRef<int64_t> shape,
                                      ArrayRef<Access> accesses) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  const int64_t n = ShapedType::getNumElements(shape);
   SmallVector<int64_t> dense = rowMajorStrides(shape);
   auto decoded = [&](const Access &a) { // neither the dense buffer nor one element
-    ArrayRef<int64_t> strides(a.strides);
-    bool scalar = llvm::all_of(strides, [](int64_t s) { return s == 0; });
-    return !scalar && (a.base != 0 || strides != ArrayRef<int64_t>(dense));
+    bool scalar = llvm::all_of(a.strides, [](int64_t s) { return s == 0; });
+    return !scalar && !isDense(a, dense);
   };
   bool rows = flavour->rowLoops() && shape.size() >= 2 && shape.back() >= 8 &&
               n / shape.back() >= 64 && llvm::any_of(accesses, decoded);

@@ -278,8 +278,9 @@ public:
   LogicalResult emitElementwise(Operation *op, StringRef expr, raw_ostream &os);
   /// Opens an elementwise loop over `shape` whose offsets are `accesses`, defining `i`, the
   /// element's linear index, for a body indented by the returned string. Where the flavour
-  /// takes rows (Flavour::rowLoops), some access is neither the dense buffer nor one element, the rows are
-  /// at least 8 long and at least 64 of them (enough to share over the threads): a loop over rows, `gptc_row`, and in it a vector loop over the
+  /// takes rows (Flavour::rowLoops), some access is neither the dense buffer nor one
+  /// element, and the rows are at least 8 long and at least 64 of them (enough to share
+  /// over the threads): a loop over rows, `gptc_row`, and in it a vector loop over the
   /// columns, `gptc_col`, with rowSplit set, so that each offset's row part is decoded
   /// once a row (hoisted out of the column loop) and not by a division an element.
   /// closeElementLoop closes either and clears rowSplit.
