@@ -301,6 +301,47 @@ template <bool Stack> LogicalResult convertCat(AtenOp &op, OpBuilder &b, SmallVe
   return success();
 }
 
+/// pad(self, pad, "constant", value): pad = [before, after] pairs from the last dimension
+/// back; each padded dimension becomes a concat of filled pieces around self (transformers'
+/// causal-LM loss pads its labels with ignore_index).
+LogicalResult convertPad(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  if (op.getString("mode").value_or("constant") != "constant")
+    return op.unsupported("only mode='constant'");
+  Value x = op.operand("self");
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto pad = op.getInts("pad");
+  if (!pad || pad->size() % 2 || (int64_t)pad->size() > 2 * xt.getRank())
+    return op.unsupported("pad needs pairs, at most two a dimension");
+  double value = op.getFloat("value").value_or(0.0);
+  if (!isa<FloatType>(xt.getElementType()) && value != (double)(int64_t)value)
+    return op.unsupported("an integer tensor's pad value must be an integer");
+  for (size_t i = 0; i < pad->size(); i += 2) {
+    int64_t dim = xt.getRank() - 1 - i / 2, before = (*pad)[i], after = (*pad)[i + 1];
+    if (before < 0 || after < 0)
+      return op.unsupported("negative padding (cropping) is not supported");
+    SmallVector<Value> pieces;
+    for (int64_t n : {before, int64_t(-1), after}) {
+      if (n < 0) {
+        pieces.push_back(x);
+      } else if (n > 0) {
+        SmallVector<int64_t> shape(xt.getShape());
+        shape[dim] = n;
+        pieces.push_back(splat(b, op.loc(), xt.clone(shape), value));
+      }
+    }
+    if (pieces.size() == 1)
+      continue;
+    SmallVector<int64_t> shape(xt.getShape());
+    shape[dim] += before + after;
+    xt = xt.clone(shape);
+    x = ConcatOp::create(b, op.loc(), xt, pieces, b.getI64IntegerAttr(dim));
+  }
+  out.push_back(x);
+  return success();
+}
+
 /// repeat_interleave(self, repeats, dim): each element repeated `repeats` times in place
 /// along dim (all of self flattened first where dim is absent).
 LogicalResult convertRepeatInterleave(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
@@ -366,8 +407,8 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   for (StringRef n : {"aten.contiguous.default", "aten.clone.default", "aten.alias.default",
                       "aten.lift_fresh_copy.default"})
     t[n] = identity;
-  for (StringRef n : {"aten.to.dtype", "aten.to.dtype_layout", "aten._to_copy.default",
-                      "aten.type_as.default"})
+  for (StringRef n : {"aten.to.dtype", "aten.to.dtype_layout", "aten.to.device",
+                      "aten._to_copy.default", "aten.type_as.default"})
     t[n] = identity; // a dtype change becomes gpt.convert
   t["aten.detach.default"] = convertDetach;
   t["aten.transpose.int"] = convertTransposeInt;
@@ -388,6 +429,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.narrow.default"] = convertNarrow;
   t["aten.select.int"] = convertSelect;
   t["aten.cat.default"] = convertCat<false>;
+  t["aten.pad.default"] = convertPad;
   t["aten.stack.default"] = convertCat<true>;
   t["aten.index.Tensor"] = convertIndex;
   t["aten.expand.default"] = convertExpand;

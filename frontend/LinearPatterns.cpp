@@ -1,7 +1,8 @@
 //===- LinearPatterns.cpp - aten linear algebra ops -> gpt ----------------===//
 //
-// linear (matmul against the transposed weight, then the bias), matmul, mm,
-// bmm, embedding and scaled_dot_product_attention.
+// linear (matmul against the transposed weight, then the bias), addmm (a matmul, then
+// the bias: Hugging Face GPT-2's Conv1D), matmul, mm, bmm, embedding and
+// scaled_dot_product_attention.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
@@ -35,6 +36,23 @@ LogicalResult convertLinear(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   return success();
 }
 
+/// addmm(self [N] or [M, N], mat1 [M, K], mat2 [K, N]) = mat1 @ mat2 + self, with beta and
+/// alpha 1 (torch.nn.Linear's and Hugging Face Conv1D's form).
+LogicalResult convertAddmm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self", "mat1", "mat2"})))
+    return failure();
+  if (op.getFloat("beta").value_or(1.0) != 1.0 || op.getFloat("alpha").value_or(1.0) != 1.0)
+    return op.unsupported("only beta = alpha = 1");
+  auto xt = cast<RankedTensorType>(op.operand("mat1").getType());
+  auto wt = cast<RankedTensorType>(op.operand("mat2").getType());
+  if (xt.getRank() != 2 || wt.getRank() != 2)
+    return op.unsupported("needs 2-D mat1 and mat2");
+  RankedTensorType type = op.resultType();
+  Value y = buildMatmul(b, op.loc(), type, op.operand("mat1"), op.operand("mat2"), false);
+  out.push_back(AddOp::create(b, op.loc(), type, y, op.operand("self")));
+  return success();
+}
+
 /// matmul/mm/bmm: lhs [..., M, K] @ rhs [K, N] or [..., K, N] with equal batch.
 LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   Value lhs = op.operand("self"), rhs = op.operand("other");
@@ -51,14 +69,29 @@ LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   return success();
 }
 
+/// embedding(weight, indices, padding_idx): the rows; a token equal to padding_idx takes its
+/// row but gives it no gradient (PyTorch's padding_idx), through gpt.where of the row and
+/// the row held by gpt.stop_gradient: the same value, its gradient zero there.
 LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"weight", "indices"})))
     return failure();
-  if (op.getInt("padding_idx").value_or(-1) != -1 || op.getBool("sparse").value_or(false) ||
-      op.getBool("scale_grad_by_freq").value_or(false))
-    return op.unsupported("padding_idx, scale_grad_by_freq and sparse are not supported");
-  out.push_back(EmbeddingOp::create(b, op.loc(), op.resultType(), op.operand("weight"),
-                                    op.operand("indices")));
+  if (op.getBool("sparse").value_or(false) || op.getBool("scale_grad_by_freq").value_or(false))
+    return op.unsupported("scale_grad_by_freq and sparse are not supported");
+  Location loc = op.loc();
+  RankedTensorType type = op.resultType();
+  Value idx = op.operand("indices");
+  Value rows = EmbeddingOp::create(b, loc, type, op.operand("weight"), idx);
+  int64_t pad = op.getInt("padding_idx").value_or(-1);
+  if (pad >= 0) {
+    auto it = cast<RankedTensorType>(idx.getType());
+    SmallVector<int64_t> shape(it.getShape());
+    shape.push_back(1);
+    Value ids = ReshapeOp::create(b, loc, it.clone(shape), idx);
+    Value isPad = CompareOp::create(b, loc, ids, scalarOf(b, loc, it.getElementType(), pad),
+                                    ComparePredicate::eq);
+    rows = WhereOp::create(b, loc, type, isPad, StopGradientOp::create(b, loc, type, rows), rows);
+  }
+  out.push_back(rows);
   return success();
 }
 
@@ -115,6 +148,7 @@ void mlir::gpt::populateLinearPatterns(AtenConverterTable &t) {
   t["aten.linear.default"] = convertLinear;
   t["aten.matmul.default"] = convertMatmul;
   t["aten.mm.default"] = convertMatmul;
+  t["aten.addmm.default"] = convertAddmm;
   t["aten.bmm.default"] = convertMatmul;
   t["aten.embedding.default"] = convertEmbedding;
   t["aten.scaled_dot_product_attention.default"] = convertAttention;

@@ -322,3 +322,46 @@ func.func @tril(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   %0 = "torch.aten.tril.default"(%x) {torch.operands = ["self"], diagonal = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
+
+// -----
+
+// addmm(bias, x, w) (Hugging Face GPT-2's Conv1D): x @ w, then the bias.
+// CHECK-LABEL: func.func @addmm
+// CHECK: %[[M:.*]] = gpt.matmul %arg1, %arg2 {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false}
+// CHECK: gpt.add %[[M]], %arg0 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+func.func @addmm(%b: tensor<16xf32>, %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %0 = "torch.aten.addmm.default"(%b, %x, %w) {torch.operands = ["self", "mat1", "mat2"]} : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// pad(labels, (0, 1), value=-100) (transformers' causal-LM loss): a concat with a filled
+// column; pad(x, (1, 0, 0, 2)): the last dimension first, then the one before.
+// CHECK-LABEL: func.func @pad
+// CHECK: %[[FILL:.*]] = gpt.constant dense<-100> : tensor<2x1xi64>
+// CHECK: gpt.concat %arg0, %[[FILL]] {dim = 1 : i64} : (tensor<2x5xi64>, tensor<2x1xi64>) -> tensor<2x6xi64>
+// CHECK: %[[LEFT:.*]] = gpt.constant dense<0.000000e+00> : tensor<3x1xf32>
+// CHECK: %[[ROWS:.*]] = gpt.concat %[[LEFT]], %arg1 {dim = 1 : i64} : (tensor<3x1xf32>, tensor<3x4xf32>) -> tensor<3x5xf32>
+// CHECK: %[[BELOW:.*]] = gpt.constant dense<0.000000e+00> : tensor<2x5xf32>
+// CHECK: gpt.concat %[[ROWS]], %[[BELOW]] {dim = 0 : i64} : (tensor<3x5xf32>, tensor<2x5xf32>) -> tensor<5x5xf32>
+func.func @pad(%y: tensor<2x5xi64>, %x: tensor<3x4xf32>) -> (tensor<2x6xi64>, tensor<5x5xf32>) {
+  %0 = "torch.aten.pad.default"(%y) {torch.operands = ["self"], pad = array<i64: 0, 1>, mode = "constant", value = -1.000000e+02 : f64} : (tensor<2x5xi64>) -> tensor<2x6xi64>
+  %1 = "torch.aten.pad.default"(%x) {torch.operands = ["self"], pad = array<i64: 1, 0, 0, 2>} : (tensor<3x4xf32>) -> tensor<5x5xf32>
+  return %0, %1 : tensor<2x6xi64>, tensor<5x5xf32>
+}
+
+// -----
+
+// embedding with padding_idx 0: the rows, those of token 0 without gradient.
+// CHECK-LABEL: func.func @embedding_padding_idx
+// CHECK: %[[ROWS:.*]] = gpt.embedding %arg0, %arg1 : (tensor<16x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+// CHECK: %[[IDS:.*]] = gpt.reshape %arg1 : (tensor<2x3xi64>) -> tensor<2x3x1xi64>
+// CHECK: %[[ZERO:.*]] = gpt.constant dense<0> : tensor<i64>
+// CHECK: %[[PAD:.*]] = gpt.compare %[[IDS]], %[[ZERO]] {predicate = #gpt.predicate<eq>}
+// CHECK: %[[HELD:.*]] = gpt.stop_gradient %[[ROWS]]
+// CHECK: gpt.where %[[PAD]], %[[HELD]], %[[ROWS]] : (tensor<2x3x1xi1>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+func.func @embedding_padding_idx(%w: tensor<16x4xf32>, %i: tensor<2x3xi64>) -> tensor<2x3x4xf32> {
+  %0 = "torch.aten.embedding.default"(%w, %i) {torch.operands = ["weight", "indices"], padding_idx = 0 : i64} : (tensor<16x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}

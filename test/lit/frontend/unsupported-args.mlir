@@ -1,4 +1,4 @@
-// RUN: not gptc-opt %s -gpt-convert-aten 2>&1 | FileCheck %s
+// RUN: not gptc-opt %s -split-input-file -gpt-convert-aten 2>&1 | FileCheck %s
 
 // Tests that arguments gpt cannot express are rejected with the reason.
 
@@ -6,4 +6,28 @@
 func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = "torch.aten.layer_norm.default"(%x) {torch.operands = ["input"], normalized_shape = array<i64: 4, 8>, eps = 1.0e-05 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("model.py":7:0)
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK: model.py:8:0: error: unsupported PyTorch op 'aten.addmm.default' (only beta = alpha = 1)
+func.func @addmm_beta(%b: tensor<16xf32>, %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %0 = "torch.aten.addmm.default"(%b, %x, %w) {torch.operands = ["self", "mat1", "mat2"], beta = 2.0 : f64} : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32> loc("model.py":8:0)
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// CHECK: model.py:9:0: error: unsupported PyTorch op 'aten.pad.default' (only mode='constant')
+func.func @pad_reflect(%x: tensor<3x4xf32>) -> tensor<3x6xf32> {
+  %0 = "torch.aten.pad.default"(%x) {torch.operands = ["self"], pad = array<i64: 1, 1>, mode = "reflect"} : (tensor<3x4xf32>) -> tensor<3x6xf32> loc("model.py":9:0)
+  return %0 : tensor<3x6xf32>
+}
+
+// -----
+
+// CHECK: model.py:10:0: error: unsupported PyTorch op 'aten.pad.default' (negative padding (cropping) is not supported)
+func.func @pad_crop(%x: tensor<3x4xf32>) -> tensor<3x3xf32> {
+  %0 = "torch.aten.pad.default"(%x) {torch.operands = ["self"], pad = array<i64: -1, 0>} : (tensor<3x4xf32>) -> tensor<3x3xf32> loc("model.py":10:0)
+  return %0 : tensor<3x3xf32>
 }
