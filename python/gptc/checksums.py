@@ -14,7 +14,7 @@ KEY = "gptc.crc32"
 def crc32_hex(a) -> str:
     """The CRC-32 of a tensor's or array's bytes (row-major), as 8 hex digits."""
     if isinstance(a, torch.Tensor):
-        a = a.detach().cpu().contiguous().view(torch.uint8).numpy()
+        a = a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()  # 0-d too
     return f"{zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1)) & 0xffffffff:08x}"
 
 

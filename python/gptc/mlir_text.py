@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from . import fold
 from .errors import CaptureError
 from .signature import dtype_name, static_shape
 
@@ -126,26 +127,40 @@ class FuncPrinter:
         for alias, first in sig.aliases.items():
             self.values[alias] = self.values[first]
         self.constants = sig.constants
+        self.plan = fold.Plan()
 
     def body(self, ep) -> None:
-        """The inline constants, then every call_function node of `ep`'s graph."""
+        """The inline constants, then every call_function node of `ep`'s graph, as
+        fold.plan() says: some values embedded as constants, some nodes not printed."""
+        self.plan = fold.plan(ep, self.constants, fold.converted_ops())
         for node_name, value in self.constants.items():
-            self.constant(node_name, value)
+            if node_name not in self.plan.skip:
+                self.constant(node_name, value)
         for node in ep.graph.nodes:
-            if node.op == "call_function":
+            if node.op != "call_function" or node.name in self.plan.skip:
+                continue
+            if node.name in self.plan.embed:
+                self.constant(node.name, self.plan.embed[node.name])
+            else:
                 self.op(node)
 
     def constant(self, node_name: str, value: torch.Tensor) -> None:
-        """A small int64 or bool tensor as a gpt.constant."""
+        """A tensor as a gpt.constant (bool, integer or floating point; exact)."""
         ssa = f"%c{len(self.values)}"
         self.values[node_name] = [ssa]
         ty = tensor_type(value, f"for constant '{node_name}'")
-        elems = ", ".join(("true" if v else "false") if value.dtype == torch.bool else str(int(v))
-                          for v in value.flatten().tolist())
-        literal = f"dense<[{elems}]>" if value.dim() == 1 else f"dense<{elems}>"
-        if value.dim() > 1:
-            raise CaptureError(f"unsupported constant of shape {tuple(value.shape)}")
-        self.lines.append(f"    {ssa} = gpt.constant {literal} : {ty}")
+        if value.dtype == torch.bool:
+            elem = lambda v: "true" if v else "false"  # noqa: E731
+        elif value.is_floating_point():
+            if not bool(torch.isfinite(value).all()):
+                raise CaptureError(f"constant '{node_name}' has a NaN or an infinity")
+            elem = lambda v: f"{v:.17e}"  # noqa: E731 (reads back as the same value)
+        else:
+            elem = lambda v: str(int(v))  # noqa: E731
+
+        def nested(v):
+            return "[" + ", ".join(map(nested, v)) + "]" if isinstance(v, list) else elem(v)
+        self.lines.append(f"    {ssa} = gpt.constant dense<{nested(value.tolist())}> : {ty}")
 
     def op(self, node) -> None:
         """One call_function node: a generic op, or nothing (getitem, assertions)."""
@@ -155,10 +170,13 @@ class FuncPrinter:
             values[node.name] = [values[src.name][idx]]
             return
         at = where(node)
-        if node.meta.get("val") is None and not node.users and "_assert" in str(node.target):
-            return  # torch.export's shape/dtype assertions: nothing to compute
+        if fold.is_assertion(node):
+            return
         if isinstance(node.target, torch._ops.HigherOrderOperator):
             name = node.target.name()
+            if name == "wrap_with_set_grad_enabled":
+                self.grad_region(node)
+                return
             raise CaptureError(
                 f"{_REGIONS.get(name, 'a higher-order op')} ('{name}') {at} is not supported: "
                 "gptc captures plain tensor ops; compute it outside forward(), or without the "
@@ -173,12 +191,18 @@ class FuncPrinter:
             bound[a.name] = v
         for k, v in node.kwargs.items():
             bound[k] = v
+        if node.name in self.plan.causal:
+            bound.pop("attn_mask", None)
+            bound["is_causal"] = self.plan.causal[node.name]
+        dropped = self.plan.dropped.get(node.name, ())
         for a in schema.arguments:
             if a.name not in bound:
                 continue
             v = bound[a.name]
             items = v if isinstance(v, (list, tuple)) and v and all(
                 isinstance(x, torch.fx.Node) or x is None for x in v) else None
+            if items and dropped:
+                items = [x for x in items if x is None or x.name not in dropped]
             if isinstance(v, torch.fx.Node) or items:
                 for x in items or [v]:
                     if x is None:
@@ -212,6 +236,35 @@ class FuncPrinter:
             res_ty = result_types[0]
         self.lines.append(f'    {lhs} = "{opname}"({", ".join(operands)}) {{{", ".join(attrs)}}} : '
                           f'({", ".join(operand_types)}) -> {res_ty} {loc(node)}')
+
+    def grad_region(self, node) -> None:
+        """A torch.no_grad() (or enable_grad()) region, its ops printed in place: the
+        region's values are the same, and out of no_grad() each result is detached, so no
+        gradient flows back through it (Hugging Face computes rotary cos/sin in one)."""
+        enabled, sub, *operands = node.args
+        graph = getattr(node.graph.owning_module, sub.target).graph
+        outer = self.values
+        self.values = {ph.name: outer[x.name]
+                       for ph, x in zip((n for n in graph.nodes if n.op == "placeholder"),
+                                        operands)}
+        for inner in graph.nodes:
+            if inner.op == "call_function":
+                self.op(inner)
+        output = next(n for n in graph.nodes if n.op == "output")
+        results = [(x, self.values[x.name][0]) for x in output.args[0]]
+        self.values = outer
+        if not enabled:
+            results = [(x, self.detach(x, ssa)) for x, ssa in results]
+        outer[node.name] = [ssa for _, ssa in results]
+
+    def detach(self, node, ssa: str) -> str:
+        """`ssa` (the value of fx `node`) through aten.detach: no gradient flows back."""
+        ty = tensor_type(node.meta["val"], where(node))
+        out = f"%{self.counter}"
+        self.counter += 1
+        self.lines.append(f'    {out} = "torch.aten.detach.default"({ssa}) '
+                          f'{{torch.operands = ["self"]}} : ({ty}) -> {ty} {loc(node)}')
+        return out
 
     def module(self, results) -> str:
         """The whole module, returning `results` ([(fx node, TensorSpec)])."""

@@ -101,9 +101,12 @@ def extract(model: torch.nn.Module, ep, input_names=None) -> Signature:
             name = (input_names[user_index] if input_names and user_index < len(input_names)
                     else node_name)
             user_index += 1
-        elif (spec.kind == InputKind.CONSTANT_TENSOR
-              and state[spec.target].numel() <= _INLINE_CONSTANT_ELEMENTS
-              and state[spec.target].dtype in (torch.int64, torch.bool)):
+        elif (spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.BUFFER)
+              and state[spec.target].dtype in (torch.int64, torch.bool)
+              and (spec.kind == InputKind.BUFFER
+                   or state[spec.target].numel() <= _INLINE_CONSTANT_ELEMENTS)):
+            # An integer or boolean buffer is no parameter (those are floating-point): a
+            # constant, printed where something printed uses it (fold.py).
             constants[node_name] = state[spec.target].detach()
             continue
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):

@@ -1,0 +1,187 @@
+"""What an exported graph computes from no input: evaluated once at capture, with torch.
+
+Hugging Face models compute bookkeeping from `arange`s alone: the attention mask
+(transformers' `create_causal_mask`: position ids, their `diff` and `cumsum` to find packed
+sequences, `index` and comparisons), OPT's position ids (a `cumsum` of ones). None of it
+depends on the tokens or the weights, so capture evaluates it here, and:
+
+- an attention whose `attn_mask` is such a mask and the causal one (query i sees keys
+  j <= i, top-left aligned as `is_causal`) is printed with `is_causal=True` and without the
+  mask; one whose mask lets every query see every key, without the mask. A mask that is
+  neither stays an operand, which the frontend refuses in one line;
+- a value the rest of the graph needs, computed with an op gptc has no conversion for
+  (`gptc ops`), is printed as a `gpt.constant` instead of its ops. Values computed by ops
+  gptc converts stay ops (an `arange` feeding an embedding becomes a slice of it).
+
+An operand of `cat` with no elements (Phi-3's pass-through half of a fully rotated head) is
+dropped. Folded and empty nodes, and the inline constants (signature.py), that nothing
+printed uses are not printed.
+"""
+from __future__ import annotations
+
+import functools
+import subprocess
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import CaptureError
+
+# Larger results are not evaluated (a mask is batch x 1 x T x T booleans at most).
+_MAX_ELEMENTS = 1 << 26
+# Larger values are not written into the module as constants.
+MAX_EMBEDDED_ELEMENTS = 1 << 16
+
+
+@dataclass
+class Plan:
+    causal: dict = field(default_factory=dict)  # attention node -> is_causal (mask dropped)
+    embed: dict = field(default_factory=dict)   # node -> value printed as gpt.constant
+    dropped: dict = field(default_factory=dict)  # node -> names of operands not printed
+    skip: set = field(default_factory=set)      # nodes not printed
+
+
+@functools.lru_cache(maxsize=1)
+def converted_ops() -> frozenset:
+    """The aten overloads the frontend converts (`gptc ops`); empty without the tool."""
+    from .locate import find_tool
+    try:
+        out = subprocess.run([find_tool("gptc"), "ops"], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+    except Exception:  # noqa: BLE001 (no tool: every folded value stays ops, as before)
+        return frozenset()
+    return frozenset(out.split())
+
+
+def plan(ep, constants: dict, converted: frozenset) -> Plan:
+    """What the printer does with `ep`'s graph besides printing each op (see the module)."""
+    folded = input_independent(ep, constants)
+    p = Plan(causal=attention_rewrites(ep, folded))
+    nodes = list(ep.graph.nodes)
+    for node in nodes:
+        if node.name in p.causal:
+            p.dropped[node.name] = {_bound(node)["attn_mask"].name}
+        elif node.target is torch.ops.aten.cat.default:
+            empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
+            if empty and len(empty) < len(node.all_input_nodes):
+                p.dropped[node.name] = empty
+    # A folded value computed with an op the frontend lacks: embedded where first needed.
+    opaque = set()
+    for node in nodes:
+        if node.name in folded and converted and (str(node.target) not in converted or any(
+                n.name in opaque for n in node.all_input_nodes)):
+            opaque.add(node.name)
+    needed = set()
+    for node in reversed(nodes):
+        if node.op == "output":
+            needed.update(n.name for n in node.all_input_nodes)
+            continue
+        if node.op != "call_function" or is_assertion(node):
+            continue
+        removable = node.name in folded or _numel(node) == 0
+        if removable and node.name not in needed:
+            p.skip.add(node.name)
+            continue
+        if node.name in opaque:
+            p.embed[node.name] = folded[node.name]
+            continue
+        gone = p.dropped.get(node.name, set())
+        needed.update(n.name for n in node.all_input_nodes if n.name not in gone)
+    p.skip.update(name for name in constants if name not in needed)
+    for name, value in list(p.embed.items()) + [(n, v) for n, v in constants.items()
+                                                 if n in needed]:
+        if value.numel() > MAX_EMBEDDED_ELEMENTS:
+            raise CaptureError(f"'{name}' is a constant of {value.numel()} elements, more than "
+                               f"the {MAX_EMBEDDED_ELEMENTS} gptc writes into a model")
+    return p
+
+
+def input_independent(ep, constants: dict) -> dict:
+    """{fx node name: value} of every call_function node whose value depends on no input,
+    parameter or buffer (only on `constants`, the inline constants, and literals), and is
+    not random."""
+    values = dict(constants)
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if torch.Tag.nondeterministic_seeded in node.target.tags:
+            continue
+        numel = _numel(node)
+        if numel is None or numel > _MAX_ELEMENTS:
+            continue
+        if any(n.name not in values for n in node.all_input_nodes):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n.name])
+        try:
+            out = node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 (not folded; the frontend converts or refuses it)
+            continue
+        if isinstance(out, torch.Tensor):
+            values[node.name] = out
+    for name in constants:
+        del values[name]
+    return values
+
+
+def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | None:
+    """'causal' if `mask` (bool, or float with 0 and -inf/finfo.min) lets query i see keys
+    j <= i only, 'none' if it lets every query see every key, None otherwise."""
+    if mask.dtype == torch.bool:
+        allowed = mask
+    elif mask.is_floating_point():
+        blocked = mask <= torch.finfo(mask.dtype).min
+        if not ((mask == 0) | blocked).all():
+            return None
+        allowed = ~blocked
+    else:
+        return None
+    try:
+        allowed = torch.broadcast_to(allowed, allowed.shape[:-2] + (q_len, kv_len))
+    except RuntimeError:
+        return None
+    if bool(allowed.all()):
+        return "none"
+    causal = torch.ones(q_len, kv_len, dtype=torch.bool).tril()
+    return "causal" if bool((allowed == causal).all()) else None
+
+
+def attention_rewrites(ep, folded: dict) -> dict:
+    """{fx node name: is_causal} for each scaled_dot_product_attention whose `attn_mask` is
+    an input-independent causal or all-visible mask (it is printed without the mask)."""
+    rewrites = {}
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or node.target is not sdpa:
+            continue
+        bound = _bound(node)
+        mask = bound.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node) or mask.name not in folded:
+            continue
+        if bound.get("is_causal"):
+            continue  # torch refuses a mask with is_causal; so does the frontend
+        q, k = bound["query"].meta["val"], bound["key"].meta["val"]
+        kind = attention_mask_kind(folded[mask.name], q.shape[-2], k.shape[-2])
+        if kind is not None:
+            rewrites[node.name] = kind == "causal"
+    return rewrites
+
+
+def is_assertion(node) -> bool:
+    """torch.export's shape and dtype assertions: nothing to compute, nothing printed."""
+    return node.meta.get("val") is None and not node.users and "_assert" in str(node.target)
+
+
+def _numel(node) -> int | None:
+    """The node's element count; None if it is no tensor or its shape is symbolic (the
+    printer names a data-dependent shape in its own error)."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape):
+        return None
+    return val.numel()
+
+
+def _bound(node) -> dict:
+    """The node's arguments by their schema names."""
+    bound = dict(zip((a.name for a in node.target._schema.arguments), node.args))
+    bound.update(node.kwargs)
+    return bound
