@@ -53,6 +53,14 @@ LogicalResult convertPow(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) 
                         : Value(RsqrtOp::create(b, op.loc(), type, x)));
     return success();
   }
+  // x ** 2 and x ** 3 as PyTorch's CPU kernel computes them, x * x and (x * x) * x: the same
+  // bits, and a product the elementwise loops vectorise (GPT-2's tanh GELU cubes x).
+  if (op.operand("self") && isa<FloatType>(type.getElementType()) && (y == 2.0 || y == 3.0)) {
+    Value x = convertElementType(b, op.loc(), op.operand("self"), type.getElementType());
+    Value r = MulOp::create(b, op.loc(), type, x, x);
+    out.push_back(y == 3.0 ? Value(MulOp::create(b, op.loc(), type, r, x)) : r);
+    return success();
+  }
   // PyTorch keeps a Python float exponent in double: x ** 0.3 of an f32 x is
   // pow(double(x), 0.3) rounded once, not pow with 0.3 rounded to f32 (7 ulp apart at
   // x = 1e-30). Where the exponent is not exact in f32, so does gptc. (A scalar base,

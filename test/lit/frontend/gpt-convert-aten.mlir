@@ -52,8 +52,9 @@ func.func @embedding_arange(%w: tensor<16x4xf32>) -> tensor<8x4xf32> {
 // CHECK: gpt.sub %{{.*}}, %[[SCALED]]
 // CHECK: %[[HALF:.*]] = gpt.constant dense<5.000000e-01> : tensor<f32>
 // CHECK: gpt.mul %{{.*}}, %[[HALF]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
-// CHECK: gpt.div
-// CHECK: gpt.pow
+// CHECK: %[[Q:.*]] = gpt.div
+// CHECK: %[[SQ:.*]] = gpt.mul %[[Q]], %[[Q]]
+// CHECK: gpt.mul %[[SQ]], %[[Q]]
 // CHECK: gpt.max
 // CHECK: gpt.neg
 // CHECK: gpt.exp
@@ -364,4 +365,19 @@ func.func @pad(%y: tensor<2x5xi64>, %x: tensor<3x4xf32>) -> (tensor<2x6xi64>, te
 func.func @embedding_padding_idx(%w: tensor<16x4xf32>, %i: tensor<2x3xi64>) -> tensor<2x3x4xf32> {
   %0 = "torch.aten.embedding.default"(%w, %i) {torch.operands = ["weight", "indices"], padding_idx = 0 : i64} : (tensor<16x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// x ** 2 and x ** 3 are PyTorch's CPU products, x * x and (x * x) * x; x ** 4 is gpt.pow.
+// CHECK-LABEL: func.func @pow_products
+// CHECK: %[[SQ:.*]] = gpt.mul %arg0, %arg0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[SQ3:.*]] = gpt.mul %arg0, %arg0
+// CHECK: gpt.mul %[[SQ3]], %arg0
+// CHECK: gpt.pow %arg0, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+func.func @pow_products(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = "torch.aten.pow.Tensor_Scalar"(%x) {torch.operands = ["self"], exponent = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "torch.aten.pow.Tensor_Scalar"(%x) {torch.operands = ["self"], exponent = 3.000000e+00 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "torch.aten.pow.Tensor_Scalar"(%x) {torch.operands = ["self"], exponent = 4 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
