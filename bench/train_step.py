@@ -76,6 +76,15 @@ def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: f
     if kind == "llama":
         cfg = LlamaConfig(n_kv_head=2, **cfg_args)
         model = LlamaStyle(cfg).train()
+    elif kind == "hf-gpt2":
+        import transformers
+        transformers.logging.set_verbosity_error()
+        cfg = TinyGPTConfig(**cfg_args)  # the sizes, for the batch below
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+            n_positions=cfg.block_size, vocab_size=cfg.vocab_size, resid_pdrop=dropout,
+            embd_pdrop=dropout, attn_pdrop=dropout, bos_token_id=0, eos_token_id=0))
+        model = gptc.hf.causal_lm(hf).train()
     else:
         cfg = TinyGPTConfig(dropout=dropout, bias=False, flash=attention == "sdpa", **cfg_args)
         model = TinyGPT(cfg).train()

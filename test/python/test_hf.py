@@ -1,0 +1,203 @@
+"""Hugging Face models (transformers, built from small configs; nothing downloaded) through
+gptc.hf.causal_lm, and what capture does for them (fold.py, the no_grad() region)."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gptc
+from gptc import fold, parity
+from gptc.errors import GptcError
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+transformers.logging.set_verbosity_error()
+
+V, T = 97, 32
+
+
+def hf_model(family: str):
+    """A 2-layer model of `family` from a small config, its weights from seed 0."""
+    torch.manual_seed(0)
+    small = dict(vocab_size=V, bos_token_id=0, eos_token_id=0)
+    if family == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, n_positions=T,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **small)
+    else:
+        sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, max_position_embeddings=T, **small)
+        cfg = {"llama": lambda: transformers.LlamaConfig(num_key_value_heads=2, **sizes),
+               "phi3": lambda: transformers.Phi3Config(num_key_value_heads=2, pad_token_id=None,
+                                                       **sizes),
+               "gemma": lambda: transformers.GemmaConfig(num_key_value_heads=2, head_dim=16,
+                                                         **sizes),
+               "opt": lambda: transformers.OPTConfig(
+                   hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+                   max_position_embeddings=T, word_embed_proj_dim=64, dropout=0.0, **small),
+               }[family]()
+    return transformers.AutoModelForCausalLM.from_config(cfg)
+
+
+def batches(n):
+    g = torch.Generator().manual_seed(1)
+    return [(x, x.clone()) for x in (torch.randint(0, V, (4, T), generator=g) for _ in range(n))]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_hugging_face_models_train_as_eager_does(family):
+    """GPT-2 (Conv1D's addmm, the tanh GELU, tied embeddings) and LLaMA (RMSNorm, rotary
+    cos/sin computed under no_grad(), grouped-query attention, SwiGLU): 6 AdamW steps beside
+    eager's, every parameter reached by a gradient, transformers' own loss (labels shifted
+    inside, padded with -100); the attention mask transformers builds is is_causal."""
+    model = gptc.hf.causal_lm(hf_model(family))
+    hf_names = {n for n in model.hf.state_dict()}
+    assert set(model.state_dict()) == hf_names  # the checkpoint's names, no prefix
+
+    captured = gptc.capture(model, batches(1)[0])
+    for op in ("diff", "cumsum", "attn_mask", "wrap_with_set_grad_enabled"):
+        assert op not in captured.mlir
+    assert len(re.findall(r"scaled_dot_product_attention.*is_causal = true", captured.mlir)) == 2
+
+    rows = parity.report(model, batches(6), lr=1e-3, out=lambda line: None)
+    summary, failure = parity.verdict(rows, 1e-5, 1e-4)
+    print(f"\n{family}: {summary}")
+    assert failure is None, failure
+
+
+@pytest.mark.parametrize("family", ["phi3", "gemma", "opt"])
+def test_more_hugging_face_families_run_as_eager_does(family):
+    """Phi-3 (a pass-through half of no elements, dropped from its cat), Gemma (a 0-d
+    buffer, the embedding's scale; padding_idx 0), OPT (position ids a cumsum of ones:
+    embedded as a constant; padding_idx 1): logits and loss as eager's, to float rounding."""
+    model = gptc.hf.causal_lm(hf_model(family)).eval()
+    x, y = batches(1)[0]
+    logits, loss = gptc.compile(model, (x, y))(x, y)
+    ref_logits, ref_loss = model(x, y)
+    assert (logits - ref_logits).abs().max().item() <= 1e-5
+    assert abs(loss.item() - ref_loss.item()) <= 1e-6 * ref_loss.item()
+
+
+class PaddedEmbedding(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 8, padding_idx=3)
+        self.head = torch.nn.Linear(8, 11)
+
+    def forward(self, x, y):
+        logits = self.head(self.emb(x))
+        return logits, F.cross_entropy(logits.view(-1, 11), y.view(-1))
+
+
+def test_padding_idx_rows_take_no_gradient_as_in_pytorch():
+    """Token 3 is in every batch: its row gets no gradient in eager (AdamW's weight decay
+    alone moves it); with a gradient there it would drift by ~lr a step, 1e-3."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    data = [(torch.randint(0, 11, (4, 16), generator=g), torch.randint(0, 11, (4, 16),
+                                                                       generator=g))
+            for _ in range(5)]
+    for x, _ in data:
+        x[:, 0] = 3
+    rows = parity.report(PaddedEmbedding(), data, lr=1e-3, out=lambda line: None)
+    summary, failure = parity.verdict(rows, 1e-5, 1e-5)
+    assert failure is None, failure
+
+
+def test_causal_lm_refuses_a_module_that_is_not_a_transformers_model():
+    with pytest.raises(GptcError, match="^causal_lm needs a transformers model, not Linear$"):
+        gptc.hf.causal_lm(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("mask, kind", [
+    (torch.ones(4, 4, dtype=torch.bool).tril(), "causal"),
+    (torch.ones(2, 1, 4, 4, dtype=torch.bool).tril(), "causal"),  # broadcast over heads
+    (torch.zeros(4, 4).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), float("-inf")),
+     "causal"),
+    (torch.zeros(4, 4).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1),
+                                   torch.finfo(torch.float32).min), "causal"),
+    (torch.ones(4, 4, dtype=torch.bool), "none"),
+    (torch.zeros(1, 4), "none"),
+    (torch.ones(4, 4, dtype=torch.bool).tril().triu(-1), None),  # a sliding window
+    (torch.ones(4, 4, dtype=torch.bool).tril(-1), None),
+    (torch.zeros(4, 4).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), -5.0), None),
+    (torch.ones(3, 3, dtype=torch.bool).tril(), None),  # not the attention's shape
+])
+def test_which_attention_masks_are_is_causal(mask, kind):
+    assert fold.attention_mask_kind(mask, 4, 4) == kind
+
+
+class Masked(torch.nn.Module):
+    """Attention with a mask made from nothing but T: causal, all-visible or a window."""
+
+    def __init__(self, which):
+        super().__init__()
+        self.which = which
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x, y):
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, 2, 8).transpose(1, 2) for t in self.qkv(x).split(16, dim=2))
+        i = torch.arange(T)
+        mask = {"causal": i[None, :] <= i[:, None], "all": torch.ones(T, T, dtype=torch.bool),
+                "window": (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - 2)}[self.which]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out, ((out.transpose(1, 2).reshape(B, T, C) - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("which", ["causal", "all"])
+def test_a_mask_made_from_aranges_is_dropped_and_the_result_is_eagers(which):
+    torch.manual_seed(0)
+    model = Masked(which)
+    x, y = torch.randn(2, 8, 16), torch.randn(2, 8, 16)
+    captured = gptc.capture(model, (x, y))
+    assert "attn_mask" not in captured.mlir and "arange" not in captured.mlir
+    assert f"is_causal = {'true' if which == 'causal' else 'false'}" in captured.mlir
+    out, loss = gptc.compile(model, (x, y))(x, y)
+    ref, ref_loss = model(x, y)
+    assert (out - ref).abs().max().item() <= 1e-6
+
+
+def test_any_other_mask_is_one_line_naming_the_attention():
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 8, 16), torch.randn(2, 8, 16)
+    with pytest.raises(GptcError, match=r"^gptc: .*test_hf.py:\d+:0: error: unsupported PyTorch "
+                       r"op 'aten.scaled_dot_product_attention.default' \(attn_mask is not "
+                       r"supported; use is_causal=True\); operands \(.*\)$"):
+        gptc.compile(Masked("window"), (x, y))
+
+
+class NoGradScale(torch.nn.Module):
+    """A scale computed from a parameter under no_grad(): a constant to autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x, y):
+        with torch.no_grad():
+            s = self.w.abs().mean()
+        out = x @ self.w / s
+        return out, ((out - y) ** 2).mean()
+
+
+def test_a_no_grad_region_gives_no_gradient_through_its_results(tmp_path):
+    """gptc's gradient (`--grad`) is eager's, which does not differentiate the scale; the
+    scale differentiated too gives another gradient."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(0)
+    model = NoGradScale()
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    compiled = CompiledModel(*capture_and_compile(model, (x, y), str(tmp_path), "t-", "--grad"))
+    assert "torch.aten.detach.default" in compiled.captured.mlir
+    rt = compiled.runtime
+    out = dict(zip((r[0] for r in rt.results),
+                   rt.run([compiled.input_array(a.name, t) for a, t in zip(compiled.inputs,
+                                                                           (x, y))])))
+    grad = torch.from_numpy(out["grad.w"])
+    _, loss = model(x, y)
+    loss.backward()
+    assert (grad - model.w.grad).abs().max().item() <= 1e-6
+    model.w.grad = None
+    s = model.w.abs().mean()
+    (((x @ model.w / s) - y) ** 2).mean().backward()
+    assert (grad - model.w.grad).abs().max().item() > 1e-4
