@@ -8,12 +8,13 @@
 //   Developed at SunPro, a Sun Microsystems, Inc. business.
 //   Permission to use, copy, modify, and distribute this software is freely granted,
 //   provided that this notice is preserved.
-// Float log and tanh evaluate the double ones and round once: the double result is within
-// ~1 double ulp, so the float result is the correctly rounded value except in rare
+// Float log evaluates the double one and rounds once: the double result is within ~1
+// double ulp, so the float result is the correctly rounded value except in rare
 // near-halfway cases, where it is off by at most one float ulp. Float exp (Cody-Waite
-// reduction, Cephes's minimax polynomial) and erf (fdlibm's forms, float coefficients) are
-// float arithmetic, which vectorises better than the double route (bench/NOTES.md,
-// "Elementwise math"); over all 2^32 inputs they are within 1 ulp of the exact value.
+// reduction, Cephes's minimax polynomial), erf (fdlibm's forms, float coefficients) and
+// tanh (Cephes's forms) are float arithmetic, which vectorises better than the double route
+// (bench/NOTES.md, "Elementwise math"); over all 2^32 inputs exp and erf are within 1 ulp of
+// the exact value, tanh within 1.3.
 #ifndef GPTC_PRELUDE_MATH_H
 #define GPTC_PRELUDE_MATH_H
 
@@ -411,6 +412,22 @@ GPTC_HD GPTC_INLINE float exp_f(float x) {
   return sel(x != x, x + x, res);
 }
 
+// tanh(x) for float x: Cephes tanhf's two forms in float arithmetic, the odd polynomial
+// x + x*z*P(z) (z = x^2) below |x| = 0.65 and 1 - 2/(exp(2|x|) + 1) above (exp_f gives +inf
+// past 2|x| = 88.7, so 1); the sign of x put back (tanh(-0) = -0). Within 1.3 ulp over all
+// 2^32 inputs (prelude_math_test); the polynomial alone drifts past 0.65 (8 ulp at 0.7).
+GPTC_HD GPTC_INLINE float tanh_f(float x) {
+  const uint32_t ux = bits(x);
+  const float ax = from_bits32(ux & 0x7fffffffu);
+  const float z = ax * ax;
+  const float p = (((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                   1.33314422036e-1f) * z - 3.33332819422e-1f;
+  const float small = p * z * ax + ax;
+  const float large = 1.0f - 2.0f / (exp_f(2.0f * ax) + 1.0f);
+  const float t = sel(x != x, x + x, sel(ax < 0.65f, small, large));
+  return from_bits32(bits(t) | (ux & 0x80000000u));
+}
+
 // erf(x) for float x: fdlibm's erf in float (its coefficients rounded to float, as in
 // FreeBSD's s_erff.c): x + x*R(x^2)/S(x^2) below 0.84375, erx + P(|x|-1)/Q(|x|-1) below
 // 1.25, 1 - exp(-z^2 - 0.5625) * exp((z-|x|)(z+|x|) + R/S)/|x| below 6 (z = |x| with its low
@@ -555,10 +572,11 @@ GPTC_HD GPTC_INLINE double log(double x) { return detail::log_d(x); }
 GPTC_HD GPTC_INLINE double tanh(double x) { return detail::tanh_d(x); }
 GPTC_HD GPTC_INLINE double erf(double x) { return detail::erf_d(x); }
 // float exp and erf (the ones a GPT's softmax, attention and GELU spend their time in) are
-// float arithmetic, within 1 ulp; log and tanh evaluate in double and round once.
+// float arithmetic, within 1 ulp, and tanh within 1.3; log evaluates in double and rounds
+// once.
 GPTC_HD GPTC_INLINE float exp(float x) { return detail::exp_f(x); }
 GPTC_HD GPTC_INLINE float log(float x) { return (float)detail::log_d((double)x); }
-GPTC_HD GPTC_INLINE float tanh(float x) { return (float)detail::tanh_d((double)x); }
+GPTC_HD GPTC_INLINE float tanh(float x) { return detail::tanh_f(x); }
 GPTC_HD GPTC_INLINE float erf(float x) { return detail::erf_f(x); }
 
 // IEEE sqrt (correctly rounded on the CPU and on CUDA with the default -prec-sqrt=true).
