@@ -39,6 +39,9 @@ class TensorSpec:
     # marked `gpt.tril_ones`, so that gpt-raise-attention may make the attention it masks
     # one causal kernel. The compiled model refuses a state_dict that changes it.
     tril_ones: bool = False
+    # A "param" in the model's state_dict: False for a buffer registered with
+    # persistent=False (LLaMA's rotary inv_freq) and a lifted constant, as in PyTorch's.
+    persistent: bool = True
 
 
 @dataclass
@@ -92,7 +95,7 @@ def extract(model: torch.nn.Module, ep, input_names=None) -> Signature:
     aliases = {}  # placeholder -> placeholder of the same tensor seen first
     seen = {}
     constants = {}
-    args, weights, trainable = [], {}, {}  # args: (placeholder, name, kind)
+    args, weights, trainable, persistent = [], {}, {}, {}  # args: (placeholder, name, kind)
     user_index = 0
     for spec in ep.graph_signature.input_specs:
         node_name = spec.arg.name
@@ -113,6 +116,8 @@ def extract(model: torch.nn.Module, ep, input_names=None) -> Signature:
             kind, name = "param", spec.target
             trainable[node_name] = (spec.kind == InputKind.PARAMETER
                                     and model.get_parameter(spec.target).requires_grad)
+            persistent[node_name] = (spec.kind == InputKind.PARAMETER
+                                     or (spec.kind == InputKind.BUFFER and spec.persistent))
             if spec.kind == InputKind.PARAMETER:
                 name = canonical.get(id(model.get_parameter(spec.target)), spec.target)
                 if name in seen:
@@ -135,7 +140,8 @@ def extract(model: torch.nn.Module, ep, input_names=None) -> Signature:
         frozen = kind == "param" and not trainable[node_name]
         specs.append(TensorSpec(name, kind, DTYPES[val.dtype], shape,
                                 trainable=kind == "param" and not frozen,
-                                tril_ones=frozen and is_tril_ones(weights[name])))
+                                tril_ones=frozen and is_tril_ones(weights[name]),
+                                persistent=persistent.get(node_name, True)))
 
     tied = {}
     for pname, p in model.named_parameters(remove_duplicate=False):

@@ -207,9 +207,12 @@ class TrainStep:
     # -- state --------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """Parameters by their PyTorch names, tied names included."""
+        """Parameters and persistent buffers by their PyTorch names, tied names included:
+        the model's own state_dict() keys, so `model.load_state_dict(step.state_dict())`."""
+        persistent = {a.name for a in self.captured.args if a.persistent}
         with self._lock:
-            out = {n: torch.from_numpy(self.model.runtime.param(n)) for n in self._params}
+            out = {n: torch.from_numpy(self.model.runtime.param(n)) for n in self._params
+                   if n in persistent}
         for alias, name in self.captured.tied.items():
             out[alias] = out[name]
         return out

@@ -64,6 +64,19 @@ def test_hugging_face_models_train_as_eager_does(family):
     assert failure is None, failure
 
 
+def test_a_trained_state_loads_back_into_the_transformers_model():
+    """step.state_dict() has the model's own keys: LLaMA's rotary inv_freq buffers,
+    registered persistent=False, are not among them, so a strict load takes it."""
+    hf = hf_model("llama")
+    x, y = batches(1)[0]
+    step = gptc.compile_train_step(gptc.hf.causal_lm(hf), (x, y), optimizer=gptc.AdamW())
+    step(x, y, lr=1e-2)
+    state = step.state_dict()
+    assert set(state) == set(hf.state_dict())
+    hf.load_state_dict(state)  # strict
+    assert torch.equal(hf.model.norm.weight.detach(), state["model.norm.weight"])
+
+
 @pytest.mark.parametrize("family", ["phi3", "gemma", "opt"])
 def test_more_hugging_face_families_run_as_eager_does(family):
     """Phi-3 (a pass-through half of no elements, dropped from its cat), Gemma (a 0-d
