@@ -52,11 +52,12 @@ def refuse_past_memory(ap, what: str, nbytes: int) -> None:
 def model_arguments(ap):
     """--model and --attention: which model every framework times (run.py's and
     train_step.py's)."""
-    ap.add_argument("--model", choices=["gpt", "llama", "hf-gpt2"], default="gpt",
+    ap.add_argument("--model", choices=["gpt", "llama", "hf-gpt2", "hf-llama"], default="gpt",
                     help="nanoGPT's GPT (the default), a LLaMA-style relative "
                     "(gptc.testing.llama_style: RMSNorm, rotary, grouped-query attention "
-                    "with 2 key/value heads, SwiGLU) or Hugging Face's GPT2LMHeadModel of "
-                    "the same sizes (through gptc.hf.causal_lm), for every framework")
+                    "with 2 key/value heads, SwiGLU), or Hugging Face's GPT2LMHeadModel or "
+                    "LlamaForCausalLM of the same sizes (through gptc.hf.causal_lm), for "
+                    "every framework")
     ap.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
                     help="the GPT's attention, for every framework: "
                     "scaled_dot_product_attention (nanoGPT's flash path, the default) or "
@@ -65,8 +66,8 @@ def model_arguments(ap):
 
 def refuse_model_options(ap, args):
     """ap.error for options the LLaMA-style model does not take."""
-    if args.model == "llama" and (args.dropout or args.attention != "sdpa"):
-        ap.error("--model llama: no dropout, and SDPA attention only")
+    if args.model in ("llama", "hf-llama") and (args.dropout or args.attention != "sdpa"):
+        ap.error(f"--model {args.model}: no dropout, and SDPA attention only")
     if args.model == "hf-gpt2" and args.attention != "sdpa":
         ap.error("--model hf-gpt2: SDPA attention only")
 

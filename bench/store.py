@@ -9,8 +9,8 @@ A record (what bench/run.py writes; bench/report.py reads them all):
     machine     cores, vendor, model_name, family, model, flags (the kernels' vector
                 extensions, name: present), caches, and kind ("Zen 4", "Intel AVX-512")
                 and width ("AVX-512", "AVX2") worked out from them
-    settings    threads, rounds, dropout, model ("gpt", "llama", "hf-gpt2"), attention
-                ("sdpa", "manual"), batch (sequences a step, per size)
+    settings    threads, rounds, dropout, model ("gpt", "llama", "hf-gpt2", "hf-llama"),
+                attention ("sdpa", "manual"), batch (sequences a step, per size)
     figures     steps (per size and framework), matmul and sgemm_openblas (GFLOP/s),
                 losses_agree
     date, note  the day the run started; a remark shown beside the run ("busy host")
