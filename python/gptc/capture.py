@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import checksums, signature
+from . import checksums, fold, signature
 from .errors import CaptureError, GptcError  # noqa: F401 (gptc.capture.GptcError, as before)
 from .mlir_text import FuncPrinter
 from .signature import TensorSpec, is_tril_ones  # noqa: F401 (their home until now)
@@ -94,6 +94,7 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
         return capture(model, example_inputs, input_names)
     state = {**dict(model.named_parameters(remove_duplicate=False)),
              **dict(model.named_buffers(remove_duplicate=False))}
+    fold.converted_ops()  # `gptc ops` once a process (cached), not once a child
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     read_fd, write_fd = os.pipe()

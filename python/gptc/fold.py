@@ -60,7 +60,7 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
     nodes = list(ep.graph.nodes)
     for node in nodes:
         if node.name in p.causal:
-            p.dropped[node.name] = {_bound(node)["attn_mask"].name}
+            p.dropped[node.name] = {bound_args(node)["attn_mask"].name}
         elif node.target is torch.ops.aten.cat.default:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
             if empty and len(empty) < len(node.all_input_nodes):
@@ -153,7 +153,7 @@ def attention_rewrites(ep, folded: dict) -> dict:
     for node in ep.graph.nodes:
         if node.op != "call_function" or node.target is not sdpa:
             continue
-        bound = _bound(node)
+        bound = bound_args(node)
         mask = bound.get("attn_mask")
         if not isinstance(mask, torch.fx.Node) or mask.name not in folded:
             continue
@@ -180,7 +180,7 @@ def _numel(node) -> int | None:
     return val.numel()
 
 
-def _bound(node) -> dict:
+def bound_args(node) -> dict:
     """The node's arguments by their schema names."""
     bound = dict(zip((a.name for a in node.target._schema.arguments), node.args))
     bound.update(node.kwargs)

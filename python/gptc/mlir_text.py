@@ -186,11 +186,7 @@ class FuncPrinter:
         schema = node.target._schema
         opname = "torch." + str(node.target)
         operands, operand_types, operand_names, attrs = [], [], [], []
-        bound = {}
-        for a, v in zip(schema.arguments, node.args):
-            bound[a.name] = v
-        for k, v in node.kwargs.items():
-            bound[k] = v
+        bound = fold.bound_args(node)
         if node.name in self.plan.causal:
             bound.pop("attn_mask", None)
             bound["is_causal"] = self.plan.causal[node.name]
