@@ -572,6 +572,26 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
   return {};
 }
 
+static bool isIdentityPerm(ArrayRef<int64_t> perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != (int64_t)i) return false;
+  return true;
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  if (isIdentityPerm(getPerm()) && getType() == getX().getType()) return getX();
+  auto inner = getX().getDefiningOp<TransposeOp>();
+  if (!inner) return {};
+  // Result dim i is the inner result's dim perm[i], which is the inner operand's dim
+  // innerPerm[perm[i]].
+  SmallVector<int64_t> composed;
+  for (int64_t p : getPerm()) composed.push_back(inner.getPerm()[p]);
+  if (isIdentityPerm(composed) && inner.getX().getType() == getType()) return inner.getX();
+  setPerm(composed);
+  getXMutable().assign(inner.getX());
+  return getResult();
+}
+
 LogicalResult TransposeOp::verify() {
   auto x = getX().getType(), r = getType();
   ArrayRef<int64_t> perm = getPerm();

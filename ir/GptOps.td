@@ -463,11 +463,14 @@ def Gpt_TransposeOp : Gpt_Op<"transpose"> {
     ```mlir
     %t = gpt.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x32x2x32xf32>) -> tensor<2x2x32x32xf32>
     ```
+    The identity permutation folds to its operand; a transpose of a transpose to one
+    transpose of the first's operand (or to that operand, where the two undo each other).
   }];
   let arguments = (ins Gpt_Tensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs Gpt_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Gpt_SliceOp : Gpt_Op<"slice"> {

@@ -87,3 +87,27 @@ func.func @embedding_of_arange(%w: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<
   %g = gpt.embedding %w, %r : (tensor<8x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
   return %e, %f, %g : tensor<4x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Tests that two transposes that undo each other fold away (a key cache held transposed,
+// turned to [B, H, T, D] and back), and that two that do not are one transpose.
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-NEXT: %[[T:.*]] = gpt.transpose %arg0 {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT: return %arg0, %[[T]]
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3xf32>) {
+  %0 = gpt.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %1 = gpt.transpose %0 {perm = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
+  %2 = gpt.transpose %0 {perm = array<i64: 1, 0, 2>} : (tensor<2x4x3xf32>) -> tensor<4x2x3xf32>
+  return %1, %2 : tensor<2x3x4xf32>, tensor<4x2x3xf32>
+}
+
+// -----
+
+// Tests that the identity permutation is its operand.
+// CHECK-LABEL: func.func @transpose_identity
+// CHECK-NEXT: return %arg0
+func.func @transpose_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = gpt.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
