@@ -1,15 +1,19 @@
 """Text generation with a KV cache: a compiled decode step and prefill, gptc's sampler.
 
-    gen = gptc.compile_generate(model)              # a nanoGPT-style GPT, eval mode
+    gen = gptc.compile_generate(model)              # a nanoGPT-style GPT, or transformers'
+                                                    # *ForCausalLM (hf.py), eval mode
     gen.load_state_dict(trained_state)              # PyTorch names, as compile's
     ids = gen.generate(prompt_ids, 200, temperature=0.8, top_k=40, seed=7)
     gen.save("out/generate")                        # for a C or C++ program (runtime.h)
 
 Two forwards of their own, captured from the model's modules (the weights are the
-model's). The decode step takes one token, its position and every layer's key and value
-caches (DecodeStep says their layout), attends over the cached positions before it and
-its own key and value, and returns the next token's logits and its keys and values,
-which the caller stores in the caches at that position. The prefill takes the first max_len // 2 tokens of a
+model's): for a nanoGPT-style GPT, DecodeStep and PrefillStep below; for a transformers
+model, hf.py's, which run the model's own forward and hand it gptc's caches through the
+object transformers keeps keys and values in. The decode step takes one token, its
+position and every layer's key and value caches (DecodeStep says their layout), attends
+over the cached positions before it and its own key and value, and returns the next
+token's logits and its keys and values, which the caller stores in the caches at that
+position. The prefill takes the first max_len // 2 tokens of a
 text at once and returns the logits after them with the caches they fill. A prompt goes
 through the prefill when it is that long, the rest of it a decode step a token; each new
 token is one decode step, whose attention spans at most max_len positions where running
@@ -157,16 +161,15 @@ def _check_nanogpt_style(model) -> None:
 class Generator:
     """A compiled decode step and prefill, and the loop around them; see the module's doc."""
 
-    def __init__(self, step: CompiledModel, prefill: CompiledModel, model: nn.Module,
-                 max_len: int):
+    def __init__(self, step: CompiledModel, prefill: CompiledModel, *, max_len: int,
+                 vocab_size: int, n_layer: int, n_head: int, head_size: int):
         self.step, self.prefill = step, prefill
-        tr = model.transformer
         self.max_len = max_len
         self.prefill_len = max_len // 2
-        self.vocab_size = tr.wte.weight.shape[0]
-        self.n_layer = len(tr.h)
-        self.n_head = tr.h[0].attn.n_head
-        self.head_size = tr.wte.weight.shape[1] // self.n_head
+        self.vocab_size = vocab_size  # the logits' width
+        self.n_layer = n_layer
+        self.n_head = n_head  # of the keys and values (fewer than the queries' in GQA)
+        self.head_size = head_size
         # The caches as DecodeStep reads them (one layer an input) and PrefillStep writes
         # them: keys transposed.
         self.k_shape = (self.n_layer, 1, self.n_head, self.head_size, max_len)
@@ -290,24 +293,36 @@ class Generator:
 
 def compile_generate(model: nn.Module, max_len: int | None = None, *,
                      workdir: str | None = None) -> Generator:
-    """Compile `model`'s decode step (see the module's doc) for texts of up to `max_len`
-    tokens (default: the model's block size, its position table's length)."""
-    _check_nanogpt_style(model)
-    positions = model.transformer.wpe.weight.shape[0]
-    max_len = positions if max_len is None else check_int("max_len", max_len, 2, positions)
+    """Compile `model`'s decode step and prefill (see the module's doc) for texts of up to
+    `max_len` tokens. `model` is a nanoGPT-style GPT (max_len by default its block size,
+    its position table's length) or a transformers causal LM (hf.py: by default its
+    max_position_embeddings, at most 1024)."""
+    from . import hf
     if model.training:
         model = model.eval()
-    step = DecodeStep(model, max_len).eval()
-    tr = model.transformer
-    H = tr.h[0].attn.n_head
-    hs = tr.wte.weight.shape[1] // H
+    if hf.is_transformers_model(model):
+        step, prefill, sizes = hf.generation_programs(model, max_len)
+    else:
+        step, prefill, sizes = _nanogpt_programs(model, max_len)
+    L, H, hs, T = sizes["n_layer"], sizes["n_head"], sizes["head_size"], sizes["max_len"]
     example = ((torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
-               + tuple(torch.zeros(1, H, hs, max_len) for _ in tr.h)
-               + tuple(torch.zeros(1, H, max_len, hs) for _ in tr.h))
+               + tuple(torch.zeros(1, H, hs, T) for _ in range(L))
+               + tuple(torch.zeros(1, H, T, hs) for _ in range(L)))
     decode = CompiledModel(*capture_and_compile(
         step, example, workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
-    length = max_len // 2
     prefill = CompiledModel(*capture_and_compile(
-        PrefillStep(model, max_len, length).eval(), (torch.zeros(1, length, dtype=torch.long),),
+        prefill, (torch.zeros(1, prefill.length, dtype=torch.long),),
         workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"))
-    return Generator(decode, prefill, model, max_len)
+    return Generator(decode, prefill, **sizes)
+
+
+def _nanogpt_programs(model: nn.Module, max_len: int | None):
+    """(decode step, prefill, sizes) of a nanoGPT-style GPT."""
+    _check_nanogpt_style(model)
+    tr = model.transformer
+    positions = tr.wpe.weight.shape[0]
+    max_len = positions if max_len is None else check_int("max_len", max_len, 2, positions)
+    H = tr.h[0].attn.n_head
+    return (DecodeStep(model, max_len).eval(), PrefillStep(model, max_len, max_len // 2).eval(),
+            dict(max_len=max_len, vocab_size=tr.wte.weight.shape[0], n_layer=len(tr.h),
+                 n_head=H, head_size=tr.wte.weight.shape[1] // H))

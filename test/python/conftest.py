@@ -56,3 +56,17 @@ def run_ok(*cmd, **kw):
     assert done.returncode == 0, \
         f"{' '.join(map(str, cmd))}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
+
+
+def generate_program(tmp_path):
+    """examples/generate.c built against the runtime's static library into
+    tmp_path/generate-c (or a pytest skip saying why it cannot be); returns its path."""
+    import subprocess
+    library = runtime_library()
+    exe = tmp_path / "generate-c"
+    subprocess.run(["cc", "-I", os.path.join(REPO, "runtime", "include"), "-c",
+                    os.path.join(REPO, "examples", "generate.c"), "-o", str(tmp_path / "g.o")],
+                   check=True)
+    subprocess.run(["c++", str(tmp_path / "g.o"), library, "-ldl", "-pthread", "-o", str(exe)],
+                   check=True)
+    return exe

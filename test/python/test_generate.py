@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gptc
-from conftest import REPO, runtime_library
+from conftest import REPO, generate_program, runtime_library
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 CFG = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=23)
@@ -137,7 +137,7 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
     with the runtime library only, runs it through the runtime's generator (gptc_generate)
     on every core and prints the text examples/sample.py prints for the same prompt,
     length, seed and settings."""
-    library = runtime_library()
+    exe = generate_program(tmp_path)
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{i} little pigs met {i % 5} wolves, said the tale.\n"
                             for i in range(300)))
@@ -151,12 +151,6 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
         capture_output=True, text=True, env=env, timeout=600)
     assert train.returncode == 0, train.stderr[-2000:]
     assert (out / "generate" / "tokens.bin").exists()
-    exe = tmp_path / "generate"
-    subprocess.run(["cc", "-I", os.path.join(REPO, "runtime", "include"), "-c",
-                    os.path.join(REPO, "examples", "generate.c"), "-o", str(tmp_path / "g.o")],
-                   check=True)
-    subprocess.run(["c++", str(tmp_path / "g.o"), library, "-ldl", "-pthread", "-o", str(exe)],
-                   check=True)
     for prompt, n, seed, temp, top_k in (("3 little", 60, 7, "0.8", "5"),
                                          ("1", 45, 8, "1.0", "-1")):
         c = subprocess.run([str(exe), str(out / "generate"), prompt, str(n), str(seed), temp,

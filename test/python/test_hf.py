@@ -1,6 +1,7 @@
 """Hugging Face models (transformers, built from small configs; nothing downloaded) through
 gptc.hf.causal_lm, and what capture does for them (fold.py, the no_grad() region)."""
 import re
+import subprocess
 
 import pytest
 import torch
@@ -214,3 +215,79 @@ def test_a_no_grad_region_gives_no_gradient_through_its_results(tmp_path):
     s = model.w.abs().mean()
     (((x @ model.w / s) - y) ** 2).mean().backward()
     assert (grad - model.w.grad).abs().max().item() > 1e-4
+
+
+@pytest.fixture(scope="module")
+def llama_generator():
+    hf = hf_model("llama").eval()
+    return hf, gptc.compile_generate(hf)
+
+
+def greedy_as_transformers(hf, prompt, n):
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n,
+                          do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_hugging_face_models_generate_transformers_greedy_text(family, llama_generator):
+    """compile_generate on a transformers model: the model's own forward with gptc's key and
+    value caches (hf.DecodeStep, hf.PrefillStep). Greedy, it writes the tokens transformers'
+    generate writes, from a short prompt (decode steps only) and from one past the prefill's
+    length; the caches' heads are the key/value heads (LLaMA's grouped-query 2, not 4)."""
+    hf, gen = llama_generator if family == "llama" else (None, None)
+    if gen is None:
+        hf = hf_model(family).eval()
+        gen = gptc.compile_generate(hf)
+    assert (gen.max_len, gen.prefill_len, gen.vocab_size) == (T, T // 2, V)
+    assert (gen.n_layer, gen.n_head, gen.head_size) == ((2, 2, 16) if family == "llama"
+                                                        else (2, 2, 32))
+    for prompt in ([5, 6, 7], list(range(3, 3 + T // 2 + 1))):
+        n = T - len(prompt)
+        assert gen.generate(prompt, n, temperature=0) == greedy_as_transformers(hf, prompt, n)
+    # Past max_len the context shifts (generate.py); the text goes on.
+    long = gen.generate([5, 6, 7], T + 8, temperature=0)
+    assert len(long) == T + 8 and long[:T - 3] == greedy_as_transformers(hf, [5, 6, 7], T - 3)
+
+
+def test_a_c_program_writes_a_hugging_face_models_text(tmp_path, llama_generator):
+    """Generator.save of a transformers model, run by examples/generate.c (the runtime's
+    generator, no Python): the text gptc writes in Python, sampled."""
+    from conftest import generate_program
+    exe = generate_program(tmp_path)
+    _, gen = llama_generator
+    tokens = [chr(ord("!") + i).encode() for i in range(V)]
+    gen.save(str(tmp_path / "generate"), tokens)
+    c = subprocess.run([str(exe), str(tmp_path / "generate"), "ABC", "40", "7", "0.9", "20"],
+                       capture_output=True, timeout=300)
+    assert c.returncode == 0, c.stderr
+    ids = gen.generate([32, 33, 34], 40, temperature=0.9, top_k=20, seed=7)
+    assert c.stdout == b"ABC" + b"".join(tokens[i] for i in ids) + b"\n"
+
+
+def test_generation_refuses_what_its_cache_cannot_hold(monkeypatch):
+    """One line each, before anything is compiled: a sliding window shorter than the cache
+    (its decode step would attend past the window), and a decode step that differs from the
+    model's own forward (here, planted: the positions after the token left visible)."""
+    torch.manual_seed(0)
+    mistral = transformers.MistralConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=T, sliding_window=8, vocab_size=V)
+    with pytest.raises(GptcError) as e:
+        gptc.compile_generate(transformers.AutoModelForCausalLM.from_config(mistral))
+    assert str(e.value) == ("compile_generate: MistralForCausalLM attends over a sliding window "
+                            "of 8 tokens, and gptc's cache spans max_len 32; give max_len <= 8")
+
+    hf = hf_model("llama").eval()
+    attention = gptc.hf._decode_attention
+
+    def leaky(*args, **kw):
+        gptc.hf._Cache.decoding.pos = torch.tensor([T])  # every position counted as written
+        return attention(*args, **kw)
+    monkeypatch.setattr(gptc.hf, "_decode_attention", leaky)
+    with pytest.raises(GptcError) as e:
+        gptc.compile_generate(hf)
+    assert re.fullmatch(r"compile_generate: LlamaForCausalLM's forward through gptc's key/value "
+                        r"cache is \S+ from its own at position 0; gptc cannot generate with it",
+                        str(e.value))
