@@ -4,6 +4,8 @@ whole block per token), on the main job's model size, the same threads, in one r
 peak memory of each, each in its own process. The record goes to bench/results/generate/.
 
     python3 bench/generate.py [--tokens 500] [--threads 2] [--frameworks ...]
+    python3 bench/generate.py --model hf-gpt2|hf-llama     # a transformers model
+
 
 The model is the main job's recipe (4 layers, 4 heads, 128 wide, block 64, vocabulary 97,
 no biases) at its initial weights: speed does not depend on the weights. Every framework
@@ -12,6 +14,13 @@ clock runs over the generation only, after one warm-up text (which is when torch
 compiles). nanoGPT's loop crops the context to the block and runs the model over all of
 it for every token; gptc's decode step runs one position against the cache, and shifts
 the context to its last half when the cache is full.
+
+With --model hf-gpt2 or hf-llama the model is transformers' GPT2LMHeadModel or
+LlamaForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU 352 wide) with 512
+positions, so that the text fits without a shift (transformers' generate does not shift),
+and the frameworks are gptc (compile_generate: the model's forward with gptc's caches,
+512 positions each step), transformers' generate in eager PyTorch (its DynamicCache grows
+a position a token) and under torch.compile (a static cache, the forward compiled).
 """
 import json
 import os
@@ -28,8 +37,49 @@ from _cli import Parser  # noqa: E402
 
 STORE = os.path.join(HERE, "results", "generate")
 FRAMEWORKS = ("gptc", "gptc-no-cache", "eager", "compile")
+HF_FRAMEWORKS = ("gptc", "transformers", "transformers-compile")
 MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=97, bias=False)
+HF_POSITIONS = 512
 TOP_K = 40
+
+
+def hf_model(kind):
+    """transformers' GPT-2 or LLaMA at MODEL's sizes, HF_POSITIONS positions, seed 0."""
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    ids = dict(vocab_size=MODEL["vocab_size"], bos_token_id=0, eos_token_id=0)
+    if kind == "hf-gpt2":
+        cfg = transformers.GPT2Config(n_layer=MODEL["n_layer"], n_head=MODEL["n_head"],
+                                      n_embd=MODEL["n_embd"], n_positions=HF_POSITIONS, **ids)
+    else:
+        cfg = transformers.LlamaConfig(
+            hidden_size=MODEL["n_embd"], intermediate_size=(8 * MODEL["n_embd"] // 3 + 31) // 32 * 32,
+            num_hidden_layers=MODEL["n_layer"], num_attention_heads=MODEL["n_head"],
+            num_key_value_heads=2, max_position_embeddings=HF_POSITIONS, **ids)
+    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def hf_runner(kind, framework, tokens):
+    """run(seed) writing `tokens` tokens after a one-token prompt with `framework`."""
+    import torch
+    import gptc
+    hf = hf_model(kind)
+    if framework == "gptc":
+        gen = gptc.compile_generate(hf)
+        return lambda seed: gen.generate([0], tokens, temperature=1.0, top_k=TOP_K, seed=seed)
+    kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, top_k=TOP_K,
+              temperature=1.0, pad_token_id=0)
+    if framework == "transformers-compile":
+        hf.forward = torch.compile(hf.forward)
+        kw["cache_implementation"] = "static"
+
+    def run(seed):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            return hf.generate(torch.zeros(1, 1, dtype=torch.long), **kw)
+    return run
 
 
 def nanogpt_generate(model, idx, n, block, temperature, top_k, generator):
@@ -48,12 +98,14 @@ def nanogpt_generate(model, idx, n, block, temperature, top_k, generator):
     return idx
 
 
-def worker(framework, tokens, threads):
+def runner(kind, framework, tokens):
+    """run(seed) writing `tokens` tokens after a one-token prompt with `framework`."""
     import torch
     import gptc
     from gptc.apps.sampling import FullBlock
     from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
-    torch.set_num_threads(threads)
+    if kind != "gpt":
+        return hf_runner(kind, framework, tokens)
     torch.manual_seed(0)
     model = TinyGPT(TinyGPTConfig(**MODEL)).eval()
     block = MODEL["block_size"]
@@ -71,6 +123,13 @@ def worker(framework, tokens, threads):
             with torch.no_grad():
                 return nanogpt_generate(net, torch.zeros(1, 1, dtype=torch.long), tokens,
                                         block, 1.0, TOP_K, torch.Generator().manual_seed(seed))
+    return run
+
+
+def worker(kind, framework, tokens, threads):
+    import torch
+    torch.set_num_threads(threads)
+    run = runner(kind, framework, tokens)
     t0 = time.perf_counter()
     run(1)  # warm-up (torch.compile compiles here)
     warm = time.perf_counter() - t0
@@ -89,22 +148,28 @@ def worker(framework, tokens, threads):
 def main():
     argv = sys.argv[1:]
     if argv[:1] == ["--worker"]:
-        return worker(argv[1], int(argv[2]), int(argv[3]))
+        return worker(argv[1], argv[2], int(argv[3]), int(argv[4]))
     ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--model", default="gpt", choices=("gpt", "hf-gpt2", "hf-llama"))
+    ap.add_argument("--frameworks", default=None,
+                    help=f"some of {','.join(FRAMEWORKS)} (with --model hf-*: of "
+                         f"{','.join(HF_FRAMEWORKS)}); default: all")
     ap.add_argument("--note", default=None)
     args = ap.parse_args(argv)
-    frameworks = args.frameworks.split(",")
-    if any(f not in FRAMEWORKS for f in frameworks):
-        ap.error(f"--frameworks takes some of {','.join(FRAMEWORKS)}")
+    known = FRAMEWORKS if args.model == "gpt" else HF_FRAMEWORKS
+    frameworks = args.frameworks.split(",") if args.frameworks else list(known)
+    if any(f not in known for f in frameworks):
+        ap.error(f"--frameworks takes some of {','.join(known)} with --model {args.model}")
+    if args.model != "gpt" and args.tokens >= HF_POSITIONS:
+        ap.error(f"--tokens must be below {HF_POSITIONS} with --model {args.model}")
     if args.tokens < 1 or args.threads < 1:
         ap.error("--tokens and --threads must be at least 1")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     results = {}
     for fw in frameworks:
-        proc = subprocess.run([sys.executable, __file__, "--worker", fw, str(args.tokens),
+        proc = subprocess.run([sys.executable, __file__, "--worker", args.model, fw, str(args.tokens),
                                str(args.threads)], capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"generate.py: {fw} failed: {proc.stderr.strip()[-500:]}")
@@ -113,7 +178,9 @@ def main():
         print(f"{fw:>14}: {r['tokens_per_s_median']:8.0f} tokens/s (median of 3; "
               f"{r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f}), warm-up "
               f"{r['warmup_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-    path = store.write_new(STORE, {"model": MODEL, "tokens": args.tokens, "threads": args.threads,
+    model = MODEL if args.model == "gpt" else dict(MODEL, kind=args.model,
+                                                   block_size=HF_POSITIONS)
+    path = store.write_new(STORE, {"model": model, "tokens": args.tokens, "threads": args.threads,
                                    "temperature": 1.0, "top_k": TOP_K}, results, args.note)
     print(f"generate: wrote {path}")
 

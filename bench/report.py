@@ -158,9 +158,9 @@ def page(runs, gpu_dir: str = "", main_job=None, generation=None) -> list:
     if main_job:
         lines += ["", "## The main job against PyTorch", ""] + main_job_table(
             *main_job, "../bench/results/main_job/")
-    if generation:
-        lines += ["", "## Generation against nanoGPT's loop", ""] + generate_table(
-            *generation, "../bench/results/generate/")
+    for name, record in generation or []:
+        lines += ["", "## " + generate_heading(record), ""] + generate_table(
+            name, record, "../bench/results/generate/")
     return lines + (gpu_section(gpu_dir) if gpu_dir else []) + [""]
 
 
@@ -243,8 +243,8 @@ def families_section(name, r) -> list:
 
 
 def latest_record(directory: str):
-    """(name, record) of the newest record in `directory` (bench/results/main_job/ or
-    generate/, written by bench/main_job.py and bench/generate.py), or None."""
+    """(name, record) of the newest record in `directory` (bench/results/main_job/, written
+    by bench/main_job.py), or None."""
     records = []
     for path in glob.glob(os.path.join(directory, "*.json")):
         with open(path) as f:
@@ -282,19 +282,48 @@ def main_job_table(name, r, link) -> list:
 
 
 GENERATORS = {"gptc": "gptc (KV cache)", "gptc-no-cache": "gptc, whole block a token",
-              "eager": "nanoGPT's generate, eager", "compile": "nanoGPT's generate, torch.compile"}
+              "eager": "nanoGPT's generate, eager", "compile": "nanoGPT's generate, torch.compile",
+              "transformers": "transformers' generate, eager",
+              "transformers-compile": "transformers' generate, torch.compile (static cache)"}
+# bench/generate.py --model: the transformers model each names.
+HF_MODELS = {"hf-gpt2": "transformers' GPT-2", "hf-llama": "transformers' LLaMA"}
+
+
+def latest_generation(directory: str) -> list:
+    """The newest record of bench/generate.py for each model it ran (nanoGPT's GPT, then
+    the transformers models), as (name, record)."""
+    newest = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path) as f:
+            r = json.load(f)
+        kind = r["settings"]["model"].get("kind", "gpt")
+        if kind not in newest or r["finished"] > newest[kind][1]["finished"]:
+            newest[kind] = (os.path.basename(path)[:-5], r)
+    return [newest[k] for k in sorted(newest, key=lambda k: (k != "gpt", k))]
+
+
+def generate_heading(r) -> str:
+    hf = HF_MODELS.get(r["settings"]["model"].get("kind"))
+    return f"Generation of {hf} against transformers' generate" if hf else (
+        "Generation against nanoGPT's loop")
 
 
 def generate_table(name, r, link) -> list:
     """Generation speed by each framework: tokens a second (median of 3), peak RSS."""
     s, fig = r["settings"], r["figures"]
     m = s["model"]
-    eager = fig.get("eager", {}).get("tokens_per_s_median")
+    hf = HF_MODELS.get(m.get("kind"))
+    base = "transformers" if hf else "eager"
+    eager = fig.get(base, {}).get("tokens_per_s_median")
+    model = (f"{hf} at the main job's sizes ({m['n_layer']} layers, {m['n_embd']} wide, "
+             f"{m['block_size']} positions)" if hf else
+             f"the main job's model ({m['n_layer']} layers, {m['n_embd']} wide, block "
+             f"{m['block_size']})")
     lines = [f"Generation (`bench/generate.py`): {s['tokens']} tokens after a one-token prompt "
-             f"from the main job's model ({m['n_layer']} layers, {m['n_embd']} wide, block "
-             f"{m['block_size']}), top-k {s['top_k']}; {cpu(r)}, {s['threads']} threads, "
+             f"from {model}, top-k {s['top_k']}; {cpu(r)}, {s['threads']} threads, "
              f"{r['finished'][:10]} ([record]({link}{name}.json)):", "",
-             "| | tokens/s (median of 3) | vs eager | peak RSS, MiB |", "|---|---|---|---|"]
+             f"| | tokens/s (median of 3) | vs {'transformers' if hf else 'eager'} | "
+             "peak RSS, MiB |", "|---|---|---|---|"]
     for fw, label in GENERATORS.items():
         if fw in fig:
             t = fig[fw]["tokens_per_s_median"]
@@ -366,7 +395,7 @@ def main():
     if not runs:
         fail(f"no records in {args.store} (bench/run.py writes them)")
     main_job = latest_record(os.path.join(args.store, "main_job"))
-    generation = latest_record(os.path.join(args.store, "generate"))
+    generation = latest_generation(os.path.join(args.store, "generate"))
     try:
         with open(args.page, "w") as f:
             f.write("\n".join(page(runs, os.path.join(args.store, "gpu"), main_job,

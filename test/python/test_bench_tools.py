@@ -636,11 +636,29 @@ def test_report_shows_generation_speed(tmp_path):
            "settings": {"model": {"n_layer": 4, "n_embd": 128, "block_size": 64},
                         "tokens": 500, "threads": 2, "top_k": 40}, "figures": fig}
     (tmp_path / "g.json").write_text(json.dumps(rec))
-    name, r = report.latest_record(str(tmp_path))
+    [(name, r)] = report.latest_generation(str(tmp_path))
     lines = report.generate_table(name, r, "x/")
     assert "| gptc (KV cache) | 4,000 | 10.0× | 500 |" in lines
     assert "| nanoGPT's generate, eager | 400 | 1.0× | 500 |" in lines
     assert not any("torch.compile" in line for line in lines[2:])
+    # A transformers model's run (--model hf-llama) is a table of its own, against
+    # transformers' generate; the newest run of each model is shown, the GPT's first.
+    hf = dict(rec, finished="2026-12-05T14:00:00Z", figures={
+        fw: {"tokens_per_s_median": t, "peak_rss_mib": 700.0}
+        for fw, t in (("gptc", 2000.0), ("transformers", 500.0))})
+    hf["settings"] = dict(rec["settings"], model={"n_layer": 4, "n_embd": 128,
+                                                  "block_size": 512, "kind": "hf-llama"})
+    (tmp_path / "h.json").write_text(json.dumps(hf))
+    (tmp_path / "h0.json").write_text(json.dumps(dict(hf, finished="2026-12-05T13:00:00Z")))
+    runs = report.latest_generation(str(tmp_path))
+    assert [n for n, _ in runs] == ["g", "h"]
+    assert report.generate_heading(runs[1][1]) == (
+        "Generation of transformers' LLaMA against transformers' generate")
+    lines = report.generate_table(*runs[1], "x/")
+    assert "from transformers' LLaMA at the main job's sizes (4 layers, 128 wide, 512 " \
+           "positions)" in lines[0]
+    assert "| gptc (KV cache) | 2,000 | 4.0× | 700 |" in lines
+    assert "| transformers' generate, eager | 500 | 1.0× | 700 |" in lines
 
 
 def test_step_flops_is_the_step_s_products_counted_one_by_one():
