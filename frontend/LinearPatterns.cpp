@@ -8,6 +8,7 @@
 #include "frontend/AtenToGpt.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -95,13 +96,73 @@ LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   return success();
 }
 
+/// Attention with a boolean attn_mask (true: the query sees the key), spelled out as
+/// PyTorch's math: scores q k^T * scale, the hidden ones -inf, softmax over the keys
+/// (dropout_p: then dropout), times v. A query that sees no key gets zeros, as PyTorch's
+/// SDPA gives since 2.5 (its "safe softmax"): its row of scores is set to 0 before the
+/// softmax (so that nothing there is NaN, forward or backward) and its output to 0 after. Matmuls and the softmax
+/// keep their own reduction orders; capture turns the masks that are causal or hide
+/// nothing into is_causal or no mask first (python/gptc/fold.py).
+LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out,
+                                     Value q, Value k, Value v, Value mask, double scale) {
+  Location loc = op.loc();
+  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
+  auto mt = cast<RankedTensorType>(mask.getType());
+  if (!mt.getElementType().isInteger(1))
+    return op.unsupported("only a boolean attn_mask is supported");
+  if (op.getBool("is_causal").value_or(false))
+    return op.unsupported("attn_mask with is_causal=True");
+  if (kt.getRank() != 4 || kt.getDimSize(1) != qt.getDimSize(1))
+    return op.unsupported("attn_mask with grouped-query attention (enable_gqa) is not supported");
+  if (mt.getRank() > 4)
+    return op.unsupported("attn_mask of rank above 4");
+  Type f32 = qt.getElementType();
+  SmallVector<int64_t> sshape(qt.getShape().take_front(3));
+  sshape.push_back(kt.getDimSize(2));
+  auto st = RankedTensorType::get(sshape, f32);
+  SmallVector<int64_t> mshape(4 - mt.getRank(), 1);
+  mshape.append(mt.getShape().begin(), mt.getShape().end());
+  if (mt.getRank() < 4)
+    mask = ReshapeOp::create(b, loc, mt.clone(mshape), mask);
+  for (int d = 0; d < 4; ++d)
+    if (mshape[d] != 1 && mshape[d] != sshape[d])
+      return op.unsupported("attn_mask does not broadcast to the scores");
+  auto scalar = RankedTensorType::get({}, f32);
+  Value s = buildMatmul(b, loc, st, q, k, /*transposeRhs=*/true);
+  s = MulOp::create(b, loc, st, s, splat(b, loc, scalar, scale));
+  s = WhereOp::create(b, loc, st, mask, s,
+                      splat(b, loc, scalar, -std::numeric_limits<double>::infinity()));
+  SmallVector<int64_t> rshape(mshape);
+  rshape[3] = 1;
+  auto rt = RankedTensorType::get(rshape, f32);
+  Value seen = ReduceMaxOp::create(b, loc, rt, ConvertOp::create(b, loc, RankedTensorType::get(mshape, f32), mask),
+                                   b.getDenseI64ArrayAttr({3}), b.getBoolAttr(true),
+                                   orderAttr(b, ReductionOrder::Canonical));
+  Value any = CompareOp::create(b, loc, seen, splat(b, loc, scalar, 0.0), ComparePredicate::gt);
+  s = WhereOp::create(b, loc, st, any, s, splat(b, loc, scalar, 0.0));
+  Value p = SoftmaxOp::create(b, loc, st, s, b.getI64IntegerAttr(3),
+                              orderAttr(b, ReductionOrder::Canonical));
+  if (double dropout = op.getFloat("dropout_p").value_or(0.0); dropout > 0.0)
+    p = DropoutOp::create(b, loc, st, p, op.rngArgument(), b.getF64FloatAttr(dropout),
+                          b.getBoolAttr(true), b.getI64IntegerAttr(0));
+  RankedTensorType yt = op.resultType();
+  Value y = buildMatmul(b, loc, yt, p, v, /*transposeRhs=*/false);
+  out.push_back(WhereOp::create(b, loc, yt, any, y, splat(b, loc, scalar, 0.0)));
+  return success();
+}
+
 LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"query", "key", "value"})))
     return failure();
   Value q = op.operand("query"), k = op.operand("key"), v = op.operand("value");
-  if (op.operand("attn_mask"))
-    return op.unsupported("attn_mask is not supported; use is_causal=True");
   auto qt = cast<RankedTensorType>(q.getType());
+  if (Value mask = op.operand("attn_mask")) {
+    if (qt.getRank() != 4)
+      return op.unsupported("q, k, v must be [B, H, T, D]");
+    return convertMaskedAttention(
+        op, b, out, q, k, v, mask,
+        op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back())));
+  }
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
   // Grouped-query attention: each key/value head serves H / Hkv query heads (gpt.attention

@@ -381,3 +381,25 @@ func.func @pow_products(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, ten
   %2 = "torch.aten.pow.Tensor_Scalar"(%x) {torch.operands = ["self"], exponent = 4 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A boolean attn_mask (transformers' padding mask): PyTorch's math spelled out, the hidden
+// scores -inf; a query that sees no key has its scores set to 0 and its output to 0.
+// CHECK-LABEL: func.func @attention_with_a_mask
+// CHECK: %[[S:.*]] = gpt.matmul %arg0, %arg0 {{{.*}}transpose_rhs = true} : {{.*}} -> tensor<2x2x3x3xf32>
+// CHECK: %[[SC:.*]] = gpt.mul %[[S]]
+// CHECK: %[[NEG:.*]] = gpt.constant dense<0xFF800000>
+// CHECK: %[[HID:.*]] = gpt.where %arg1, %[[SC]], %[[NEG]]
+// CHECK: %[[M:.*]] = gpt.convert %arg1 : tensor<2x1x3x3xi1> -> tensor<2x1x3x3xf32>
+// CHECK: %[[MAX:.*]] = gpt.reduce_max %[[M]] {dims = array<i64: 3>, keepdim = true
+// CHECK: %[[ANY:.*]] = gpt.compare %[[MAX]], %{{.*}} {predicate = #gpt.predicate<gt>}
+// CHECK: %[[SAFE:.*]] = gpt.where %[[ANY]], %[[HID]]
+// CHECK: %[[P:.*]] = gpt.softmax %[[SAFE]] {dim = 3 : i64
+// CHECK: %[[Y:.*]] = gpt.matmul %[[P]], %arg0 {{.*}} -> tensor<2x2x3x4xf32>
+// CHECK: %[[OUT:.*]] = gpt.where %[[ANY]], %[[Y]]
+// CHECK: return %[[OUT]]
+func.func @attention_with_a_mask(%q: tensor<2x2x3x4xf32>, %m: tensor<2x1x3x3xi1>) -> tensor<2x2x3x4xf32> {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x3x3xi1>) -> tensor<2x2x3x4xf32>
+  return %0 : tensor<2x2x3x4xf32>
+}
