@@ -8,10 +8,15 @@ depends on the tokens or the weights, so capture evaluates it here, and:
 - an attention whose `attn_mask` is such a mask and the causal one (query i sees keys
   j <= i, top-left aligned as `is_causal`) is printed with `is_causal=True` and without the
   mask; one whose mask lets every query see every key, without the mask. A mask that is
-  neither stays an operand, which the frontend refuses in one line;
+  neither stays an operand, which the frontend spells out;
 - a value the rest of the graph needs, computed with an op gptc has no conversion for
   (`gptc ops`), is printed as a `gpt.constant` instead of its ops. Values computed by ops
   gptc converts stay ops (an `arange` feeding an embedding becomes a slice of it).
+
+An `index` whose index tensors are such values, each counting 0, 1, ... along a dimension of
+its own (transformers' padding mask, `attention_mask[batch_idx, kv_idx]` with the two
+aranges), reads every element where it is: it is printed as a view of the tensor indexed
+(and an expand where the result is wider), without the index tensors.
 
 An operand of `cat` with no elements (Phi-3's pass-through half of a fully rotated head) is
 dropped. Folded and empty nodes, and the inline constants (signature.py), that nothing
@@ -39,6 +44,7 @@ class Plan:
     embed: dict = field(default_factory=dict)   # node -> value printed as gpt.constant
     dropped: dict = field(default_factory=dict)  # node -> names of operands not printed
     skip: set = field(default_factory=set)      # nodes not printed
+    views: dict = field(default_factory=dict)   # index node -> shape its `self` is viewed as
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,6 +67,10 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
     for node in nodes:
         if node.name in p.causal:
             p.dropped[node.name] = {bound_args(node)["attn_mask"].name}
+        elif (node.target is torch.ops.aten.index.Tensor
+              and (shape := index_view(node, folded)) is not None):
+            p.views[node.name] = shape
+            p.dropped[node.name] = {n.name for n in bound_args(node)["indices"]}
         elif node.target is torch.ops.aten.cat.default:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
             if empty and len(empty) < len(node.all_input_nodes):
@@ -121,6 +131,37 @@ def input_independent(ep, constants: dict) -> dict:
     for name in constants:
         del values[name]
     return values
+
+
+def index_view(node, folded: dict) -> tuple | None:
+    """For `x[i0, i1, ...]` (aten.index.Tensor, an index for every dimension of x) whose
+    index tensors are input-independent and each counts 0, 1, ... along one dimension of
+    the result, in order, x's dimension k being as long as that result dimension d_k: the
+    shape x is viewed as (its dimension k at d_k, 1 elsewhere) before it is expanded to the
+    result. None for any other index."""
+    bound = bound_args(node)
+    x, indices = bound["self"], bound["indices"]
+    result = node.meta.get("val")
+    if (not isinstance(result, torch.Tensor) or len(indices) != x.meta["val"].dim()
+            or any(i is None or i.name not in folded for i in indices)):
+        return None
+    shape, xs, at = tuple(result.shape), tuple(x.meta["val"].shape), -1
+    view = [1] * len(shape)
+    for k, i in enumerate(indices):
+        try:
+            idx = torch.broadcast_to(folded[i.name], shape)
+        except RuntimeError:
+            return None
+        for d in range(at + 1, len(shape)):
+            if shape[d] != xs[k]:
+                continue
+            grid = torch.arange(shape[d]).view([-1 if j == d else 1 for j in range(len(shape))])
+            if bool((idx == grid).all()):
+                break
+        else:
+            return None
+        view[d], at = xs[k], d
+    return tuple(view)
 
 
 def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | None:

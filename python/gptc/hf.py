@@ -8,6 +8,9 @@ tensors and return (logits, loss). causal_lm() wraps one into the other without 
 the wrapper's parameters are the model's own, under the model's own names, so state_dict()
 and load_state_dict() speak the checkpoint's names. `labels` are transformers' labels, the
 input ids themselves (the loss shifts them; -100 is ignored), not nanoGPT's shifted targets.
+A third input, transformers' attention_mask, trains and runs padded batches: the mask
+transformers builds from it reaches the attention as a boolean attn_mask (fold.py reads its
+`attention_mask[batch_idx, kv_idx]` as a view), which the frontend spells out.
 
 gptc.compile_generate(model) takes a transformers model too: its decode step and prefill
 (below) are the model's own forward, given gptc's key/value caches through the object
@@ -26,7 +29,9 @@ from .errors import GptcError
 
 
 class CausalLM(torch.nn.Module):
-    """`model(input_ids, labels)` -> (logits, loss); `model(input_ids)` -> logits."""
+    """`model(input_ids, labels)` -> (logits, loss); `model(input_ids)` -> logits;
+    `model(input_ids, labels, attention_mask)`: transformers' padding mask (1: a token, 0:
+    padding), [batch, tokens]."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -43,8 +48,9 @@ class CausalLM(torch.nn.Module):
         self.hf.train(mode)
         return super().train(mode)
 
-    def forward(self, input_ids, labels=None):
-        out = self.hf(input_ids=input_ids, labels=labels, use_cache=False, return_dict=True)
+    def forward(self, input_ids, labels=None, attention_mask=None):
+        out = self.hf(input_ids=input_ids, labels=labels, attention_mask=attention_mask,
+                      use_cache=False, return_dict=True)
         return out.logits if labels is None else (out.logits, out.loss)
 
 

@@ -183,6 +183,9 @@ class FuncPrinter:
                 "context manager")
         if not isinstance(node.target, torch._ops.OpOverload):
             raise CaptureError(f"unsupported call {node.target} {at}")
+        if node.name in self.plan.views:
+            self.view(node, self.plan.views[node.name])
+            return
         schema = node.target._schema
         opname = "torch." + str(node.target)
         operands, operand_types, operand_names, attrs = [], [], [], []
@@ -232,6 +235,25 @@ class FuncPrinter:
             res_ty = result_types[0]
         self.lines.append(f'    {lhs} = "{opname}"({", ".join(operands)}) {{{", ".join(attrs)}}} : '
                           f'({", ".join(operand_types)}) -> {res_ty} {loc(node)}')
+
+    def view(self, node, shape: tuple) -> None:
+        """An index that reads every element where it is (fold.index_view): its `self`
+        viewed as `shape`, expanded to the result's shape where that is wider."""
+        at = where(node)
+        x = fold.bound_args(node)["self"]
+        val = node.meta["val"]
+        ssa, ty = self.values[x.name][0], tensor_type(x.meta["val"], at)
+        for target, size in ((torch.ops.aten.view.default, shape),
+                             (torch.ops.aten.expand.default, tuple(val.shape))):
+            out_ty = type_text(dtype_name(val.dtype, at), size)
+            if out_ty == ty:
+                continue
+            n = self.counter
+            self.counter += 1
+            self.lines.append(f'    %{n} = "torch.{target}"({ssa}) {{torch.operands = ["self"], '
+                              f'size = {attr(list(size), at)}}} : ({ty}) -> {out_ty} {loc(node)}')
+            ssa, ty = f"%{n}", out_ty
+        self.values[node.name] = [ssa]
 
     def grad_region(self, node) -> None:
         """A torch.no_grad() (or enable_grad()) region, its ops printed in place: the

@@ -39,11 +39,12 @@ def torch_adamw(model, *, lr, betas, eps, weight_decay):
                              lr=lr, betas=betas, eps=eps)
 
 
-def torch_step(model, opt, x, y, *, lr, grad_clip=1.0):
-    """One eager step: forward, backward, clip_grad_norm_, AdamW at `lr`; returns the loss."""
+def torch_step(model, opt, x, y, *more, lr, grad_clip=1.0):
+    """One eager step: forward (of x, y and any more inputs), backward, clip_grad_norm_,
+    AdamW at `lr`; returns the loss."""
     for group in opt.param_groups:
         group["lr"] = lr
-    _, loss = model(x, y)
+    _, loss = model(x, y, *more)
     opt.zero_grad()
     loss.backward()
     if grad_clip:
@@ -72,7 +73,8 @@ def worst_param_difference(state_dict, model):
 
 def report(model, batches, *, lr=1e-3, min_lr=1e-4, warmup=5, betas=(0.9, 0.99),
            weight_decay=0.1, eps=1e-8, grad_clip=1.0, threads=1, out=print):
-    """Trains `model` on `batches` ([(x, y)]) with gptc and a copy of it with eager PyTorch;
+    """Trains `model` on `batches` ([(x, y)], or (x, y, more inputs...): a padding mask)
+    with gptc and a copy of it with eager PyTorch;
     prints a line per step and returns the rows: (step, gptc loss, torch loss, relative
     loss difference, worst parameter name, its absolute difference)."""
     if not batches:  # batches[0] shapes the compiled step
@@ -88,10 +90,10 @@ def report(model, batches, *, lr=1e-3, min_lr=1e-4, warmup=5, betas=(0.9, 0.99),
     out(f"{'step':>4} {'gptc loss':>12} {'torch loss':>12} {'loss rel diff':>13} "
         f"{'worst param diff':>16}  tensor")
     rows = []
-    for it, (x, y) in enumerate(batches):
+    for it, batch in enumerate(batches):
         rate = nanogpt_lr(it, lr=lr, min_lr=min_lr, warmup=warmup, decay_iters=len(batches))
-        loss = step(x, y, lr=rate).item()
-        ref_loss = torch_step(ref, opt, x, y, lr=rate, grad_clip=grad_clip)
+        loss = step(*batch, lr=rate).item()
+        ref_loss = torch_step(ref, opt, *batch, lr=rate, grad_clip=grad_clip)
         name, worst = worst_tensor_difference(step.state_dict(), ref)
         rel = abs(loss - ref_loss) / abs(ref_loss) if ref_loss != 0 else abs(loss)
         rows.append((it + 1, loss, ref_loss, rel, name, worst))

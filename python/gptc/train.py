@@ -165,21 +165,23 @@ class TrainStep:
     def num_threads(self) -> int:
         return self.model.num_threads
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float | None = None) -> torch.Tensor:
-        """One step on batch (x, y) at learning rate `lr`; returns the loss before the update."""
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, *more: torch.Tensor,
+                 lr: float | None = None) -> torch.Tensor:
+        """One step on batch (x, y) (and any more inputs the model takes after them: a
+        padding mask) at learning rate `lr`; returns the loss before the update."""
         lr = check_at_least("lr", self.optimizer.lr if lr is None else lr, 0.0)
         with self._lock:
-            return self._step(x, y, lr)
+            return self._step((x, y) + more, lr)
 
-    def _step(self, x: torch.Tensor, y: torch.Tensor, lr: float) -> torch.Tensor:
+    def _step(self, batch: tuple, lr: float) -> torch.Tensor:
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
                 "step": np.array(float(step), dtype=np.float64)}
         user = [n for n in self._inputs if n not in feed]
-        if len(user) != 2:
-            raise GptcError(f"the training step takes inputs {user}, expected (x, y)")
-        for name, t in zip(user, (x, y)):
+        if len(user) != len(batch):
+            raise GptcError(f"the training step takes inputs {user}, got {len(batch)} tensors")
+        for name, t in zip(user, batch):
             feed[name] = self.model.input_array(name, t)
         # The kernels update in place, in the same call that computes the gradients' norms:
         # with the check on, the state before the step is kept so that a refused step can
