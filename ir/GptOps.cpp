@@ -545,17 +545,30 @@ struct EmbeddingOfArange : OpRewritePattern<EmbeddingOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(EmbeddingOp op, PatternRewriter &rewriter) const override {
-    auto arange = op.getIndices().getDefiningOp<ArangeOp>();
+    // The arange itself, or reshaped with leading dims of 1 (transformers' position ids,
+    // [1, T]): the rows are the slice, reshaped the same way.
+    Value indices = op.getIndices();
+    if (auto reshape = indices.getDefiningOp<ReshapeOp>()) {
+      ArrayRef<int64_t> shape = reshape.getType().getShape();
+      if (llvm::all_of(shape.drop_back(), [](int64_t d) { return d == 1; }))
+        indices = reshape.getX();
+    }
+    auto arange = indices.getDefiningOp<ArangeOp>();
     if (!arange || arange.getStep() != 1 || arange.getType().getRank() != 1)
       return failure();
     int64_t start = arange.getStart(), n = arange.getType().getDimSize(0);
-    if (start < 0 || start + n > op.getWeight().getType().getDimSize(0))
+    auto wt = op.getWeight().getType();
+    if (start < 0 || start + n > wt.getDimSize(0))
       return failure(); // the kernel reports the index out of range
-    rewriter.replaceOpWithNewOp<SliceOp>(op, op.getType(), op.getWeight(),
-                                         rewriter.getI64IntegerAttr(0),
-                                         rewriter.getI64IntegerAttr(start),
-                                         rewriter.getI64IntegerAttr(start + n),
-                                         rewriter.getI64IntegerAttr(1));
+    auto rows = RankedTensorType::get({n, wt.getDimSize(1)}, wt.getElementType());
+    Value slice = SliceOp::create(rewriter, op.getLoc(), rows, op.getWeight(),
+                                  rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(start),
+                                  rewriter.getI64IntegerAttr(start + n),
+                                  rewriter.getI64IntegerAttr(1));
+    if (rows == op.getType())
+      rewriter.replaceOp(op, slice);
+    else
+      rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), slice);
     return success();
   }
 };

@@ -90,6 +90,24 @@ func.func @embedding_of_arange(%w: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<
 
 // -----
 
+// Tests transformers' position ids, the arange reshaped to [1, T]: the rows are the slice,
+// reshaped to [1, T, C]; a reshape to [2, 2] is not an arange of rows and stays.
+// CHECK-LABEL: func.func @embedding_of_reshaped_arange
+// CHECK: %[[S:.*]] = gpt.slice %arg0 {dim = 0 : i64, end = 4 : i64, start = 0 : i64, step = 1 : i64} : (tensor<8x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[R:.*]] = gpt.reshape %[[S]] : (tensor<4x4xf32>) -> tensor<1x4x4xf32>
+// CHECK: %[[E:.*]] = gpt.embedding %arg0, %{{.*}} : (tensor<8x4xf32>, tensor<2x2xi64>) -> tensor<2x2x4xf32>
+// CHECK-NEXT: return %[[R]], %[[E]]
+func.func @embedding_of_reshaped_arange(%w: tensor<8x4xf32>) -> (tensor<1x4x4xf32>, tensor<2x2x4xf32>) {
+  %p = gpt.arange {start = 0 : i64, step = 1 : i64} : tensor<4xi64>
+  %r = gpt.reshape %p : (tensor<4xi64>) -> tensor<1x4xi64>
+  %e = gpt.embedding %w, %r : (tensor<8x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+  %s = gpt.reshape %p : (tensor<4xi64>) -> tensor<2x2xi64>
+  %f = gpt.embedding %w, %s : (tensor<8x4xf32>, tensor<2x2xi64>) -> tensor<2x2x4xf32>
+  return %e, %f : tensor<1x4x4xf32>, tensor<2x2x4xf32>
+}
+
+// -----
+
 // Tests that two transposes that undo each other fold away (a key cache held transposed,
 // turned to [B, H, T, D] and back), and that two that do not are one transpose.
 // CHECK-LABEL: func.func @transpose_of_transpose
