@@ -109,12 +109,15 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
 def input_independent(ep, constants: dict) -> dict:
     """{fx node name: value} of every call_function node whose value depends on no input,
     parameter or buffer (only on `constants`, the inline constants, and literals), and is
-    not random."""
+    not random. An op that writes into an operand (`fill_` on a view of a mask) is not
+    evaluated: it stays in the graph, where the frontend refuses it in one line, rather
+    than be left out unused while what it wrote into is printed without its write."""
     values = dict(constants)
     for node in ep.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        if torch.Tag.nondeterministic_seeded in node.target.tags:
+        if (torch.Tag.nondeterministic_seeded in node.target.tags
+                or node.target._schema.is_mutable):
             continue
         numel = _numel(node)
         if numel is None or numel > _MAX_ELEMENTS:
