@@ -96,20 +96,22 @@ LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   return success();
 }
 
-/// Attention with a boolean attn_mask (true: the query sees the key), spelled out as
-/// PyTorch's math: scores q k^T * scale, the hidden ones -inf, softmax over the keys
-/// (dropout_p: then dropout), times v. A query that sees no key gets zeros, as PyTorch's
-/// SDPA gives since 2.5 (its "safe softmax"): its row of scores is set to 0 before the
-/// softmax (so that nothing there is NaN, forward or backward) and its output to 0 after. Matmuls and the softmax
-/// keep their own reduction orders; capture turns the masks that are causal or hide
-/// nothing into is_causal or no mask first (python/gptc/fold.py).
+/// Attention with an attn_mask, spelled out as PyTorch's math: scores q k^T * scale, plus
+/// the mask where it is float (a bias, -inf hiding a key) or -inf where a boolean mask is
+/// false, softmax over the keys (dropout_p: then dropout), times v. A query that sees no
+/// key gets zeros, as PyTorch's SDPA gives since 2.5 (its "safe softmax"): its row of
+/// scores is set to 0 before the softmax (so that nothing there is NaN, forward or
+/// backward) and its output to 0 after. Matmuls and the softmax keep their own reduction
+/// orders; capture turns the masks that are causal or hide nothing into is_causal or no
+/// mask first (python/gptc/fold.py).
 LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out,
                                      Value q, Value k, Value v, Value mask, double scale) {
   Location loc = op.loc();
   auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
   auto mt = cast<RankedTensorType>(mask.getType());
-  if (!mt.getElementType().isInteger(1))
-    return op.unsupported("only a boolean attn_mask is supported");
+  bool boolean = mt.getElementType().isInteger(1);
+  if (!boolean && mt.getElementType() != qt.getElementType())
+    return op.unsupported("attn_mask must be boolean or of q's type");
   if (op.getBool("is_causal").value_or(false))
     return op.unsupported("attn_mask with is_causal=True");
   if (kt.getRank() != 4 || kt.getDimSize(1) != qt.getDimSize(1))
@@ -130,12 +132,19 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
   auto scalar = RankedTensorType::get({}, f32);
   Value s = buildMatmul(b, loc, st, q, k, /*transposeRhs=*/true);
   s = MulOp::create(b, loc, st, s, splat(b, loc, scalar, scale));
-  s = WhereOp::create(b, loc, st, mask, s,
-                      splat(b, loc, scalar, -std::numeric_limits<double>::infinity()));
+  Value negInf = splat(b, loc, scalar, -std::numeric_limits<double>::infinity());
+  auto mf = RankedTensorType::get(mshape, f32);
+  Value visible = mask;
+  if (boolean) {
+    s = WhereOp::create(b, loc, st, mask, s, negInf);
+  } else {
+    s = AddOp::create(b, loc, st, s, mask);
+    visible = CompareOp::create(b, loc, mask, negInf, ComparePredicate::ne);
+  }
   SmallVector<int64_t> rshape(mshape);
   rshape[3] = 1;
   auto rt = RankedTensorType::get(rshape, f32);
-  Value seen = ReduceMaxOp::create(b, loc, rt, ConvertOp::create(b, loc, RankedTensorType::get(mshape, f32), mask),
+  Value seen = ReduceMaxOp::create(b, loc, rt, ConvertOp::create(b, loc, mf, visible),
                                    b.getDenseI64ArrayAttr({3}), b.getBoolAttr(true),
                                    orderAttr(b, ReductionOrder::Canonical));
   Value any = CompareOp::create(b, loc, seen, splat(b, loc, scalar, 0.0), ComparePredicate::gt);

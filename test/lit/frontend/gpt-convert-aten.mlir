@@ -403,3 +403,18 @@ func.func @attention_with_a_mask(%q: tensor<2x2x3x4xf32>, %m: tensor<2x1x3x3xi1>
   %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x3x3xi1>) -> tensor<2x2x3x4xf32>
   return %0 : tensor<2x2x3x4xf32>
 }
+
+// -----
+
+// A float attn_mask is a bias added to the scores (-inf hides a key); which keys a query
+// sees is where the mask is not -inf.
+// CHECK-LABEL: func.func @attention_with_a_bias
+// CHECK: %[[SC:.*]] = gpt.mul
+// CHECK: %[[B:.*]] = gpt.add %[[SC]], %arg1 : (tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x2x3x3xf32>
+// CHECK: %[[VIS:.*]] = gpt.compare %arg1, %{{.*}} {predicate = #gpt.predicate<ne>}
+// CHECK: gpt.convert %[[VIS]] : tensor<1x1x3x3xi1> -> tensor<1x1x3x3xf32>
+// CHECK: gpt.softmax
+func.func @attention_with_a_bias(%q: tensor<1x2x3x4xf32>, %m: tensor<1x1x3x3xf32>) -> tensor<1x2x3x4xf32> {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x2x3x4xf32>
+  return %0 : tensor<1x2x3x4xf32>
+}

@@ -34,8 +34,8 @@ func.func @pad_crop(%x: tensor<3x4xf32>) -> tensor<3x3xf32> {
 
 // -----
 
-// CHECK: model.py:11:0: error: unsupported PyTorch op 'aten.scaled_dot_product_attention.default' (only a boolean attn_mask is supported)
-func.func @float_mask(%q: tensor<1x2x3x4xf32>, %m: tensor<1x1x3x3xf32>) -> tensor<1x2x3x4xf32> {
-  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x2x3x4xf32> loc("model.py":11:0)
+// CHECK: model.py:11:0: error: unsupported PyTorch op 'aten.scaled_dot_product_attention.default' (attn_mask must be boolean or of q's type)
+func.func @integer_mask(%q: tensor<1x2x3x4xf32>, %m: tensor<1x1x3x3xi64>) -> tensor<1x2x3x4xf32> {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x1x3x3xi64>) -> tensor<1x2x3x4xf32> loc("model.py":11:0)
   return %0 : tensor<1x2x3x4xf32>
 }
