@@ -62,6 +62,20 @@ def sample(logits, *, temperature: float = 1.0, top_k: int | None = None,
         raise GptcError(str(e)) from None
 
 
+def attend_cached(q, keys_t, values, own_k, own_v, unwritten, scale):
+    """The decode step's attention: query rows `q` ([..., rows, head size]) over the cached
+    keys (held transposed, [..., head size, max_len]) and values ([..., max_len, head size])
+    at the positions `unwritten` does not hide, and over the token's own key and value
+    ([..., 1, head size]), whose score is joined to the cached ones before one softmax: no
+    cache is copied to write the token in. Returns [..., rows, head size]."""
+    T = keys_t.shape[-1]
+    cached = (q @ keys_t) * scale                                # [..., rows, T]
+    own = (q * own_k).sum(dim=-1, keepdim=True) * scale          # [..., rows, 1]
+    att = F.softmax(torch.cat([cached.masked_fill(unwritten, float("-inf")), own], dim=-1),
+                    dim=-1)
+    return att[..., :T] @ values + att[..., T:] * own_v
+
+
 class DecodeStep(nn.Module):
     """One decode step of a nanoGPT-style GPT (transformer.wte, .wpe, .h[i].ln_1,
     .attn.c_attn, .attn.c_proj, .attn.n_head, .ln_2, .mlp, transformer.ln_f, lm_head),
@@ -91,12 +105,8 @@ class DecodeStep(nn.Module):
             hs = C // H
             q, k, v = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
             q, k, v = (t.view(B, 1, H, hs).transpose(1, 2) for t in (q, k, v))  # [B, H, 1, hs]
-            scale = 1.0 / math.sqrt(hs)
-            cached = (q @ caches[i]) * scale                                    # [B, H, 1, T]
-            own = (q * k).sum(dim=-1, keepdim=True) * scale                     # [B, H, 1, 1]
-            att = F.softmax(torch.cat([cached.masked_fill(unwritten, float("-inf")), own],
-                                      dim=-1), dim=-1)
-            y = att[..., :T] @ caches[L + i] + att[..., T:] * v
+            y = attend_cached(q, caches[i], caches[L + i], k, v, unwritten,
+                              1.0 / math.sqrt(hs))                              # [B, H, 1, hs]
             x = x + block.attn.c_proj(y.transpose(1, 2).contiguous().view(B, 1, C))
             x = x + block.mlp(block.ln_2(x))
             ks.append(k)

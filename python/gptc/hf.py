@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from .errors import GptcError
+from .generate import attend_cached
 
 
 class CausalLM(torch.nn.Module):
@@ -115,11 +116,11 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
                       **kwargs):
     """transformers' attention interface, for the decode step: the token's query heads
     ([batch, heads, 1, head size]) over the cached positions before `pos` and over its own
-    key and value, generate.py's DecodeStep's arithmetic. Grouped-query attention's query
-    heads that share a key/value head are rows of one product, so no cache is repeated
-    per head (transformers' repeat_kv), and no cache is copied to write the token in:
-    `key` and `value` are the caches _Cache.update gave back, the token's own its last
-    update's. Returns ([batch, 1, heads, head size], None) as transformers' functions do."""
+    key and value (generate.attend_cached, as nanoGPT's decode step). Grouped-query
+    attention's query heads that share a key/value head are rows of one product, so no
+    cache is repeated per head (transformers' repeat_kv): `key` and `value` are the caches
+    _Cache.update gave back, the token's own its last update's. Returns ([batch, 1, heads,
+    head size], None) as transformers' functions do."""
     cache = _Cache.decoding
     for name in ("softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
@@ -131,15 +132,10 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     B, H, _, hs = query.shape
     keys_t = key.transpose(2, 3)  # the cache as it came in: [B, kv heads, hs, T]
     kv, T = keys_t.shape[1], keys_t.shape[3]
-    own_k, own_v = cache.new_keys[-1], cache.new_values[-1]  # [B, kv heads, 1, hs]
-    scale = hs ** -0.5 if scaling is None else scaling
     q = query.reshape(B, kv, H // kv, hs)  # the query heads of each key/value head
-    cached = (q @ keys_t) * scale  # [B, kv, H/kv, T]
-    own = (q * own_k).sum(dim=-1, keepdim=True) * scale  # [B, kv, H/kv, 1]
     unwritten = (torch.arange(T, dtype=torch.long) >= cache.pos).view(1, 1, 1, T)
-    att = torch.softmax(torch.cat([cached.masked_fill(unwritten, float("-inf")), own],
-                                  dim=-1), dim=-1)
-    y = att[..., :T] @ value + att[..., T:] * own_v  # [B, kv, H/kv, hs]
+    y = attend_cached(q, keys_t, value, cache.new_keys[-1], cache.new_values[-1], unwritten,
+                      hs ** -0.5 if scaling is None else scaling)  # [B, kv, H/kv, hs]
     return y.reshape(B, H, 1, hs).transpose(1, 2), None
 
 
@@ -219,10 +215,11 @@ def is_transformers_model(model) -> bool:
 
 
 def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):
-    """The decode step and the prefill, run eagerly on a few tokens, against the model's
-    own forward: a family whose layers ignore the mask or the positions they are given,
-    or keep keys where _Cache does not see them, is refused here rather than generating
-    text of its own. Returns the kv cache's (layers, heads, head size)."""
+    """The decode step, run eagerly on a few tokens from empty caches, against the model's
+    own forward: a family whose layers ignore the positions they are given, attend in a
+    way _decode_attention does not, or keep keys where _Cache does not see them, is refused
+    here rather than generating text of its own. Returns the kv cache's (layers, heads,
+    head size), read off what a one-token forward hands to _Cache."""
     name = type(model.hf).__name__
     n = min(4, decode.max_len)
     ids = (torch.arange(n, dtype=torch.long) * 7 % vocab).view(1, n)
