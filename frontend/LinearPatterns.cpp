@@ -132,6 +132,7 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
   auto scalar = RankedTensorType::get({}, f32);
   Value s = buildMatmul(b, loc, st, q, k, /*transposeRhs=*/true);
   s = MulOp::create(b, loc, st, s, splat(b, loc, scalar, scale));
+  Value zero = splat(b, loc, scalar, 0.0);
   Value negInf = splat(b, loc, scalar, -std::numeric_limits<double>::infinity());
   auto mf = RankedTensorType::get(mshape, f32);
   Value visible = mask;
@@ -147,8 +148,8 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
   Value seen = ReduceMaxOp::create(b, loc, rt, ConvertOp::create(b, loc, mf, visible),
                                    b.getDenseI64ArrayAttr({3}), b.getBoolAttr(true),
                                    orderAttr(b, ReductionOrder::Canonical));
-  Value any = CompareOp::create(b, loc, seen, splat(b, loc, scalar, 0.0), ComparePredicate::gt);
-  s = WhereOp::create(b, loc, st, any, s, splat(b, loc, scalar, 0.0));
+  Value any = CompareOp::create(b, loc, seen, zero, ComparePredicate::gt);
+  s = WhereOp::create(b, loc, st, any, s, zero);
   Value p = SoftmaxOp::create(b, loc, st, s, b.getI64IntegerAttr(3),
                               orderAttr(b, ReductionOrder::Canonical));
   if (double dropout = op.getFloat("dropout_p").value_or(0.0); dropout > 0.0)
@@ -156,7 +157,7 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
                           b.getBoolAttr(true), b.getI64IntegerAttr(0));
   RankedTensorType yt = op.resultType();
   Value y = buildMatmul(b, loc, yt, p, v, /*transposeRhs=*/false);
-  out.push_back(WhereOp::create(b, loc, yt, any, y, splat(b, loc, scalar, 0.0)));
+  out.push_back(WhereOp::create(b, loc, yt, any, y, zero));
   return success();
 }
 
@@ -165,15 +166,11 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
     return failure();
   Value q = op.operand("query"), k = op.operand("key"), v = op.operand("value");
   auto qt = cast<RankedTensorType>(q.getType());
-  if (Value mask = op.operand("attn_mask")) {
-    if (qt.getRank() != 4)
-      return op.unsupported("q, k, v must be [B, H, T, D]");
-    return convertMaskedAttention(
-        op, b, out, q, k, v, mask,
-        op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back())));
-  }
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
+  double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
+  if (Value mask = op.operand("attn_mask"))
+    return convertMaskedAttention(op, b, out, q, k, v, mask, scale);
   // Grouped-query attention: each key/value head serves H / Hkv query heads (gpt.attention
   // reads k and v as they are; without enable_gqa their heads must be q's).
   for (Value kv : {k, v}) {
@@ -185,7 +182,6 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
     if (kvHeads < 1 || heads % kvHeads != 0)
       return op.unsupported("enable_gqa needs the query heads a multiple of the key/value heads");
   }
-  double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
   double dropout = op.getFloat("dropout_p").value_or(0.0);
   Value rng = dropout > 0.0 ? op.rngArgument() : Value();
   out.push_back(AttentionOp::create(
