@@ -32,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
+import config  # noqa: E402 (beside this file)
 import store  # noqa: E402 (beside this file)
 from _cli import Parser  # noqa: E402
 
@@ -46,19 +47,9 @@ TOP_K = 40
 def hf_model(kind):
     """transformers' GPT-2 or LLaMA at MODEL's sizes, HF_POSITIONS positions, seed 0."""
     import torch
-    import transformers
-    transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    ids = dict(vocab_size=MODEL["vocab_size"], bos_token_id=0, eos_token_id=0)
-    if kind == "hf-gpt2":
-        cfg = transformers.GPT2Config(n_layer=MODEL["n_layer"], n_head=MODEL["n_head"],
-                                      n_embd=MODEL["n_embd"], n_positions=HF_POSITIONS, **ids)
-    else:
-        cfg = transformers.LlamaConfig(
-            hidden_size=MODEL["n_embd"], intermediate_size=(8 * MODEL["n_embd"] // 3 + 31) // 32 * 32,
-            num_hidden_layers=MODEL["n_layer"], num_attention_heads=MODEL["n_head"],
-            num_key_value_heads=2, max_position_embeddings=HF_POSITIONS, **ids)
-    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    return config.hf_model(kind, MODEL["n_layer"], MODEL["n_head"], MODEL["n_embd"],
+                           MODEL["vocab_size"], HF_POSITIONS).eval()
 
 
 def hf_runner(kind, framework, tokens):

@@ -23,7 +23,7 @@ from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from _cli import (Parser, model_arguments, refuse_below,  # noqa: E402 (beside this file)
                   refuse_dropout, refuse_huge_batch, refuse_model_options)
-from config import HYPER, SIZES, step_flops  # noqa: E402 (beside this file)
+from config import HYPER, SIZES, hf_model, step_flops  # noqa: E402 (beside this file)
 
 
 def count_eager_kernels(model, opt, x, y):
@@ -77,20 +77,9 @@ def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: f
         cfg = LlamaConfig(n_kv_head=2, **cfg_args)
         model = LlamaStyle(cfg).train()
     elif kind in ("hf-gpt2", "hf-llama"):
-        import transformers
-        transformers.logging.set_verbosity_error()
         cfg = TinyGPTConfig(**cfg_args)  # the sizes, for the batch below
-        ids = dict(vocab_size=cfg.vocab_size, bos_token_id=0, eos_token_id=0)
-        if kind == "hf-gpt2":
-            hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-                n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
-                n_positions=cfg.block_size, resid_pdrop=dropout, embd_pdrop=dropout,
-                attn_pdrop=dropout, **ids))
-        else:  # llama_style's sizes: 2 key/value heads, SwiGLU 8/3 wide to a multiple of 32
-            hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-                hidden_size=cfg.n_embd, intermediate_size=(8 * cfg.n_embd // 3 + 31) // 32 * 32,
-                num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head,
-                num_key_value_heads=2, max_position_embeddings=cfg.block_size, **ids))
+        hf = hf_model(kind, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size,
+                      cfg.block_size, dropout)
         model = gptc.hf.causal_lm(hf).train()
     else:
         cfg = TinyGPTConfig(dropout=dropout, bias=False, flash=attention == "sdpa", **cfg_args)
