@@ -246,13 +246,10 @@ class FuncPrinter:
         for target, size in ((torch.ops.aten.view.default, shape),
                              (torch.ops.aten.expand.default, tuple(val.shape))):
             out_ty = type_text(dtype_name(val.dtype, at), size)
-            if out_ty == ty:
-                continue
-            n = self.counter
-            self.counter += 1
-            self.lines.append(f'    %{n} = "torch.{target}"({ssa}) {{torch.operands = ["self"], '
-                              f'size = {attr(list(size), at)}}} : ({ty}) -> {out_ty} {loc(node)}')
-            ssa, ty = f"%{n}", out_ty
+            if out_ty != ty:
+                ssa = self.self_op(f"torch.{target}", ssa, ty, out_ty, node,
+                                   f"size = {attr(list(size), at)}")
+                ty = out_ty
         self.values[node.name] = [ssa]
 
     def grad_region(self, node) -> None:
@@ -278,10 +275,15 @@ class FuncPrinter:
     def detach(self, node, ssa: str) -> str:
         """`ssa` (the value of fx `node`) through aten.detach: no gradient flows back."""
         ty = tensor_type(node.meta["val"], where(node))
+        return self.self_op("torch.aten.detach.default", ssa, ty, ty, node)
+
+    def self_op(self, opname: str, ssa: str, ty: str, out_ty: str, node, attrs: str = "") -> str:
+        """An op of one operand (`self`) that capture adds, located at fx `node`; its value."""
         out = f"%{self.counter}"
         self.counter += 1
-        self.lines.append(f'    {out} = "torch.aten.detach.default"({ssa}) '
-                          f'{{torch.operands = ["self"]}} : ({ty}) -> {ty} {loc(node)}')
+        extra = f", {attrs}" if attrs else ""
+        self.lines.append(f'    {out} = "{opname}"({ssa}) {{torch.operands = ["self"]{extra}}} : '
+                          f'({ty}) -> {out_ty} {loc(node)}')
         return out
 
     def module(self, results) -> str:
