@@ -897,6 +897,24 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
            << "LL);\n";
         return success();
       })
+      .Case([&](CumsumOp c) {
+        // A line along dim an iteration, its elements in order (reversed: from the last).
+        ArrayRef<int64_t> shape = c.getType().getShape();
+        int64_t n = shape[c.getDim()], inner = 1;
+        for (int64_t d = c.getDim() + 1; d < (int64_t)shape.size(); ++d)
+          inner *= shape[d];
+        bool floating = isa<FloatType>(c.getType().getElementType());
+        os << "  " << loop("l", c.getType().getNumElements() / std::max<int64_t>(n, 1)) << " {\n"
+           << "    const int64_t base = l / " << inner << " * " << n * inner << " + l % " << inner
+           << ";\n"
+           << "    " << (floating ? "double" : "int64_t") << " acc = 0;\n"
+           << "    for (int64_t t = 0; t < " << n << "; ++t) {\n"
+           << "      const int64_t at = base + " << (c.getReverse() ? "(" + std::to_string(n - 1) + " - t)" : "t")
+           << " * " << inner << ";\n"
+           << "      acc += in0[at];\n"
+           << "      out0[at] = static_cast<" << elemType(c) << ">(acc);\n    }\n  }\n";
+        return success();
+      })
       .Case([&](EmbeddingOp e) {
         int64_t v = e.getWeight().getType().getDimSize(0), c = e.getWeight().getType().getDimSize(1);
         os << "  " << loop("i", e.getIndices().getType().getNumElements()) << " {\n"

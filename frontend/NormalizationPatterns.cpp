@@ -1,7 +1,7 @@
 //===- NormalizationPatterns.cpp - aten norms, softmax, loss, reductions --===//
 //
 // layer_norm, rms_norm (composed), softmax/log_softmax, cross_entropy_loss, dropout, the
-// sum/mean/amax reductions, logsumexp, var and std (composed). Each gets its canonical reduction order here.
+// sum/mean/amax reductions, cumsum, logsumexp, var and std (composed). Each gets its canonical reduction order here.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/AtenToGpt.h"
@@ -225,6 +225,28 @@ template <bool Std> LogicalResult convertVariance(AtenOp &op, OpBuilder &b, Smal
   return success();
 }
 
+/// cumsum(self, dim, dtype): self in the result's type (a bool or integer tensor's sums are
+/// i64, as PyTorch promotes them), then gpt.cumsum; a scalar is its own sum.
+LogicalResult convertCumsum(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  RankedTensorType type = op.resultType();
+  Type elem = type.getElementType();
+  if (!elem.isF32() && !elem.isF64() && !elem.isInteger(64))
+    return op.unsupported("sums of f32, f64 or i64 only");
+  Value x = convertElementType(b, op.loc(), op.operand("self"), elem);
+  if (type.getRank() == 0) {
+    out.push_back(x);
+    return success();
+  }
+  auto dim = op.dimIndex(op.getInt("dim").value_or(0), type.getRank());
+  if (failed(dim))
+    return failure();
+  out.push_back(CumsumOp::create(b, op.loc(), type, x, b.getI64IntegerAttr(*dim),
+                                 b.getBoolAttr(false), orderAttr(b, ReductionOrder::Sequential)));
+  return success();
+}
+
 } // namespace
 
 void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
@@ -242,6 +264,7 @@ void mlir::gpt::populateNormalizationPatterns(AtenConverterTable &t) {
   t["aten.mean.default"] = convertReduce<ReduceMeanOp>;
   t["aten.amax.default"] = convertReduce<ReduceMaxOp>;
   t["aten.logsumexp.default"] = convertLogSumExp;
+  t["aten.cumsum.default"] = convertCumsum;
   for (StringRef n : {"aten.var.default", "aten.var.dim", "aten.var.correction"})
     t[n] = convertVariance<false>;
   for (StringRef n : {"aten.std.default", "aten.std.dim", "aten.std.correction"})

@@ -264,6 +264,12 @@ template <typename Op> static LogicalResult verifySoftmaxLike(Op op) {
 LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxLike(*this); }
 
+LogicalResult CumsumOp::verify() {
+  if (failed(verifyReductionOrder(*this, getOrder(), ReductionOrder::Sequential)))
+    return failure();
+  return verifyDim(*this, getDim(), getType().getRank());
+}
+
 /// A [B, T, H, D] shape as [B, H, T, D] (attention's `bthd` layout).
 static SmallVector<int64_t> headsOuter(ArrayRef<int64_t> s, bool bthd) {
   if (!bthd || s.size() != 4)

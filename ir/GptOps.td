@@ -438,6 +438,27 @@ def Gpt_ReduceSumOp : Gpt_ReduceOp<"reduce_sum", "Sum">;
 def Gpt_ReduceMaxOp : Gpt_ReduceOp<"reduce_max", "Maximum">;
 def Gpt_ReduceMeanOp : Gpt_ReduceOp<"reduce_mean", "Mean (sum, then one division)">;
 
+def Gpt_CumsumOp : Gpt_Op<"cumsum", [SameOperandsAndResultType]> {
+  let summary = "Running sums along one dimension";
+  let description = [{
+    Element i along `dim` is x[0] + x[1] + ... + x[i]; with `reverse`, x[i] +
+    x[i + 1] + ... + x[n - 1] (the gradient of a cumsum). Each line along `dim`
+    has one accumulator that takes the elements in that order
+    (`order = #gpt.order<sequential>`). Floating-point sums accumulate in f64 and
+    each running sum is rounded to the element type, as PyTorch's CPU cumsum
+    does (so the bits are its bits); i64 sums are exact.
+
+    ```mlir
+    %pos = gpt.cumsum %mask {dim = 1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x32xi64>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32, F64, I64]>:$x, I64Attr:$dim, BoolAttr:$reverse,
+                   Gpt_ReductionOrderAttr:$order);
+  let results = (outs RankedTensorOf<[F32, F64, I64]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

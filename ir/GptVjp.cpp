@@ -370,6 +370,15 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorIm
   return unaryGrad(*this, mul(b, loc, getResult(), sub(b, loc, g[0], s)), grads);
 }
 
+// dx = the running sums of g the other way (PyTorch's reversed_cumsum); none for i64.
+LogicalResult CumsumOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
+  if (!isa<FloatType>(getType().getElementType()))
+    return unaryGrad(*this, Value(), grads);
+  Value dx = CumsumOp::create(b, getLoc(), getType(), g[0], getDimAttr(),
+                              b.getBoolAttr(!getReverse()), getOrderAttr());
+  return unaryGrad(*this, dx, grads);
+}
+
 // dx = g - exp(y) * sum(g)
 LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
                                      SmallVectorImpl<Value> &grads) {

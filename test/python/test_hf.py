@@ -77,17 +77,20 @@ def padded_batches(n):
     return out
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "opt"])
 def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one and the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
     attn_mask, spelled out by the frontend; a padding query, which sees no key, gives zeros
-    as PyTorch's does. 4 AdamW steps beside eager's, losses and parameters within the
-    parity tolerances, and the forward's logits eager's everywhere, padding included."""
+    as PyTorch's does. OPT numbers its positions from the mask (`cumsum(mask) * mask - 1`),
+    so its padded rows' positions start after the padding. 4 AdamW steps beside eager's,
+    losses and parameters within the parity tolerances, and the forward's logits eager's
+    everywhere, padding included."""
     model = gptc.hf.causal_lm(hf_model(family))
     data = padded_batches(4)
     captured = gptc.capture(model, data[0])
     assert "aten.index" not in captured.mlir
+    assert ("aten.cumsum" in captured.mlir) == (family == "opt")
     assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])

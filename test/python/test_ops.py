@@ -168,6 +168,9 @@ CASES = {
     "var_std": (lambda x: (x.var(-1, keepdim=True, unbiased=False) + x.std(-1, keepdim=True) + x.var(unbiased=False)
                            + torch.var(x, dim=(0, 2), correction=0).sum() + x.std(dim=1).mean()),
                 lambda r: (torch.randn(rand_shape(r, 3)) * 3 + 1,)),
+    "cumsum": (lambda x, m: (x.cumsum(0) + x.cumsum(-1, dtype=torch.float64) * m.cumsum(-1)
+                             + (m.cumsum(1) * m - 1).float()),
+               lambda r: (lambda s: (torch.randn(s) * 3, torch.rand(s) < 0.7))(rand_shape(r, 3))),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
@@ -320,6 +323,51 @@ class ScalarForms(torch.nn.Module):
     def forward(self, m):
         w = self.w
         return (2 / (w * w + 1) + 2 ** w + torch.where(m, w, 0.0) + torch.where(m, 1.5, w)).sum()
+
+
+class RunningSums(torch.nn.Module):
+    """cumsum along each dim of a parameter (its gradient a running sum the other way),
+    and OPT's position ids from a padding mask, `cumsum(mask) * mask - 1`, as embedding
+    rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.ws = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(3, 300, 7) * 10) for _ in range(3)])
+        self.e = torch.nn.Embedding(12, 7)
+        self.register_buffer("c", torch.randn(3, 300, 7))
+
+    def forward(self, mask):
+        pos = (torch.cumsum(mask, dim=1) * mask - 1).long() + 1
+        rows = self.e(pos[:, :10])
+        return sum((torch.cumsum(w, d) * self.c).sum() for d, w in enumerate(self.ws)) + (rows * rows).sum()
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_cumsum_is_pytorchs_bits_forward_and_backward(target, tmp_path):
+    """A running sum accumulates in f64 and rounds each prefix, as PyTorch's CPU kernel does,
+    so the sums and their gradient (the running sums of g from the other end) are eager's bits,
+    on the CPU and the emulated GPU; with f32 accumulation 300 terms would be off in the last
+    bits. Position ids from a mask left-padded by 0 to 9 are exact, and only the embedding
+    rows they select get a gradient."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(8)
+    model = RunningSums()
+    mask = torch.ones(3, 300, dtype=torch.long)
+    for b, pad in enumerate((0, 4, 9)):
+        mask[b, :pad] = 0
+    cm = CompiledModel(*capture_and_compile(model, (mask,), str(tmp_path), "cumsum-", "--grad",
+                                            f"--target={target}"))
+    out = dict(zip([r[0] for r in cm.runtime.results], cm.runtime.run([cm.input_array("mask", mask)])))
+    loss = model(mask)
+    loss.backward()
+    for d, w in enumerate(model.ws):
+        assert np.array_equal(out[f"grad.ws.{d}"], w.grad.numpy()), d
+    assert np.array_equal(out["grad.e.weight"], model.e.weight.grad.numpy())
+    assert (model.e.weight.grad.abs().sum(1) > 0).tolist() == [True] * 11 + [False]
+    x = model.ws[0].detach()
+    sums = Fn(lambda x: torch.stack([x.cumsum(d) for d in range(3)]))
+    cm = CompiledModel(*capture_and_compile(sums, (x,), str(tmp_path / "fwd"), "sums-", f"--target={target}"))
+    assert torch.equal(cm(x), sums(x))
 
 
 def test_scalar_forms_have_gradients():

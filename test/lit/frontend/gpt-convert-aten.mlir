@@ -128,6 +128,24 @@ func.func @reductions(%x: tensor<8x16xf32>) -> (tensor<8x1xf32>, tensor<f32>, te
 
 // -----
 
+// Tests that a bool tensor's running sums are i64 (PyTorch's promotion), a dtype converts
+// first, the dim is made positive, and a scalar is its own sum.
+// CHECK-LABEL: func.func @cumsum
+// CHECK: %[[I:.*]] = gpt.convert %arg0 : tensor<2x5xi1> -> tensor<2x5xi64>
+// CHECK: gpt.cumsum %[[I]] {dim = 1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xi64>
+// CHECK: %[[D:.*]] = gpt.convert %arg1 : tensor<2x5xf32> -> tensor<2x5xf64>
+// CHECK: gpt.cumsum %[[D]] {dim = 0 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xf64>
+// CHECK-NOT: gpt.cumsum
+// CHECK: return
+func.func @cumsum(%m: tensor<2x5xi1>, %x: tensor<2x5xf32>, %s: tensor<f32>) -> (tensor<2x5xi64>, tensor<2x5xf64>, tensor<f32>) {
+  %0 = "torch.aten.cumsum.default"(%m) {torch.operands = ["self"], dim = -1 : i64} : (tensor<2x5xi1>) -> tensor<2x5xi64>
+  %1 = "torch.aten.cumsum.default"(%x) {torch.operands = ["self"], dim = 0 : i64, dtype = "f64"} : (tensor<2x5xf32>) -> tensor<2x5xf64>
+  %2 = "torch.aten.cumsum.default"(%s) {torch.operands = ["self"], dim = 0 : i64} : (tensor<f32>) -> tensor<f32>
+  return %0, %1, %2 : tensor<2x5xi64>, tensor<2x5xf64>, tensor<f32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @attention
 // CHECK: gpt.attention %arg0, %arg0, %arg0 {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 2.500000e-01 : f64}
 func.func @attention(%q: tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32> {

@@ -463,3 +463,27 @@ func.func @matmul_gelu_attr(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>, %x: tensor
   %0 = gpt.matmul %a, %b gelu_grad %x {order = #gpt.order<sequential>, transpose_lhs = false, transpose_rhs = false} : (tensor<4x8xf32>, tensor<8x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
+
+// -----
+
+func.func @cumsum_order(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  // expected-error @+1 {{supports only reduction order 'sequential'}}
+  %0 = gpt.cumsum %x {dim = 1 : i64, order = #gpt.order<canonical>, reverse = false} : tensor<2x64xf32>
+  return %0 : tensor<2x64xf32>
+}
+
+// -----
+
+func.func @cumsum_dim(%x: tensor<2x64xi64>) -> tensor<2x64xi64> {
+  // expected-error @+1 {{dim -1 out of range for rank 2}}
+  %0 = gpt.cumsum %x {dim = -1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x64xi64>
+  return %0 : tensor<2x64xi64>
+}
+
+// -----
+
+func.func @cumsum_bool(%x: tensor<2x64xi1>) -> tensor<2x64xi1> {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float or 64-bit signless integer values}}
+  %0 = gpt.cumsum %x {dim = 1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x64xi1>
+  return %0 : tensor<2x64xi1>
+}

@@ -99,6 +99,8 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
   %lsm = gpt.log_softmax %sm {dim = 0 : i64, order = #gpt.order<canonical>} : tensor<64x64xf32>
   // CHECK: gpt.reduce_sum {{.*}}dims = array<i64: 1>, keepdim = true
   %rs = gpt.reduce_sum %lsm {dims = array<i64: 1>, keepdim = true, order = #gpt.order<canonical>} : (tensor<64x64xf32>) -> tensor<64x1xf32>
+  // CHECK: gpt.cumsum {{.*}}dim = 0 : i64, order = #gpt.order<sequential>, reverse = true
+  %cs = gpt.cumsum %rs {dim = 0 : i64, order = #gpt.order<sequential>, reverse = true} : tensor<64x1xf32>
   // CHECK: gpt.reduce_max
   %rm = gpt.reduce_max %rs {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<64x1xf32>) -> tensor<f32>
   // CHECK: gpt.reduce_mean

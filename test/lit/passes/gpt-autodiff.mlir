@@ -227,3 +227,22 @@ func.func @reduce_max(%w: tensor<2x3xf32> {gpt.kind = "param", gpt.name = "w"}) 
   %1 = gpt.reduce_sum %0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Tests that a running sum's gradient is the running sum of g from the other end, and
+// that an i64 running sum (position ids from a mask) gets none.
+// CHECK-LABEL: func.func @cumsum
+// CHECK: gpt.cumsum %arg1 {dim = 1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xi64>
+// CHECK: %[[F:.*]] = gpt.cumsum %arg0 {dim = 0 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xf32>
+// CHECK: gpt.cumsum %{{.*}} {dim = 0 : i64, order = #gpt.order<sequential>, reverse = true} : tensor<2x5xf32>
+// CHECK-NOT: gpt.cumsum
+// CHECK: return
+func.func @cumsum(%w: tensor<2x5xf32> {gpt.kind = "param", gpt.name = "w"}, %m: tensor<2x5xi64> {gpt.kind = "input", gpt.name = "m"}) -> tensor<f32> {
+  %p = gpt.cumsum %m {dim = 1 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xi64>
+  %pf = gpt.convert %p : tensor<2x5xi64> -> tensor<2x5xf32>
+  %c = gpt.cumsum %w {dim = 0 : i64, order = #gpt.order<sequential>, reverse = false} : tensor<2x5xf32>
+  %y = gpt.mul %c, %pf : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %r = gpt.reduce_sum %y {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x5xf32>) -> tensor<f32>
+  return %r : tensor<f32>
+}
