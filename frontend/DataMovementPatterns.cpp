@@ -93,6 +93,17 @@ LogicalResult convertT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   return success();
 }
 
+/// x.T (numpy's): every dimension reversed.
+LogicalResult convertNumpyT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Value x = op.operand("self");
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  auto perm = llvm::to_vector(llvm::reverse(llvm::seq<int64_t>(0, rank)));
+  out.push_back(rank < 2 ? x : buildTranspose(b, op.loc(), op.resultType(), x, perm));
+  return success();
+}
+
 /// x.mT: the last two dimensions swapped.
 LogicalResult convertMT(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
@@ -366,6 +377,31 @@ LogicalResult convertRepeatInterleave(AtenOp &op, OpBuilder &b, SmallVectorImpl<
   return success();
 }
 
+/// repeat(self, repeats): self tiled repeats[d] times along each dim d (repeats longer than
+/// self's rank add leading dims): self reshaped to [1, s0, 1, s1, ...], broadcast to [r0, s0,
+/// r1, s1, ...], reshaped to the result (the gradient: broadcast's, the tiles summed).
+LogicalResult convertRepeat(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
+  if (failed(op.require({"self"})))
+    return failure();
+  Value x = op.operand("self");
+  auto xt = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> repeats = op.getInts("repeats").value_or(SmallVector<int64_t>{});
+  if ((int64_t)repeats.size() < xt.getRank() || llvm::any_of(repeats, [](int64_t r) { return r < 1; }))
+    return op.unsupported("repeats must be >= 1, one for each dimension at least");
+  SmallVector<int64_t> shape(repeats.size() - xt.getRank(), 1);
+  llvm::append_range(shape, xt.getShape());
+  SmallVector<int64_t> single, tiled;
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    single.append({1, shape[d]});
+    tiled.append({repeats[d], shape[d]});
+  }
+  Location loc = op.loc();
+  Value r = ReshapeOp::create(b, loc, xt.clone(single), x);
+  r = BroadcastOp::create(b, loc, xt.clone(tiled), r);
+  out.push_back(ReshapeOp::create(b, loc, op.resultType(), r));
+  return success();
+}
+
 LogicalResult convertExpand(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
     return failure();
@@ -415,6 +451,7 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.permute.default"] = convertPermute;
   t["aten.t.default"] = convertT;
   t["aten.mT.default"] = convertMT;
+  t["aten.numpy_T.default"] = convertNumpyT;
   t["aten.tril.default"] = convertTriangle<true>;
   t["aten.triu.default"] = convertTriangle<false>;
   for (StringRef n : {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default"})
@@ -433,7 +470,9 @@ void mlir::gpt::populateDataMovementPatterns(AtenConverterTable &t) {
   t["aten.stack.default"] = convertCat<true>;
   t["aten.index.Tensor"] = convertIndex;
   t["aten.expand.default"] = convertExpand;
+  t["aten.broadcast_to.default"] = convertExpand;
   t["aten.repeat_interleave.self_int"] = convertRepeatInterleave;
+  t["aten.repeat.default"] = convertRepeat;
   for (StringRef n : {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"})
     t[n] = convertArange;
 }

@@ -39,18 +39,35 @@ LogicalResult convertLinear(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
 
 /// addmm(self [N] or [M, N], mat1 [M, K], mat2 [K, N]) = mat1 @ mat2 + self, with beta and
 /// alpha 1 (torch.nn.Linear's and Hugging Face Conv1D's form).
+/// addmm(self, mat1, mat2) and baddbmm(self, batch1, batch2): beta * self + alpha * (mat1 @
+/// mat2), as gpt.matmul, gpt.mul by alpha where it is not 1, and gpt.add of self (times beta
+/// where that is not 1; self left out where beta is 0, as PyTorch ignores it then).
+template <bool Batched>
 LogicalResult convertAddmm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
-  if (failed(op.require({"self", "mat1", "mat2"})))
+  StringRef lhsName = Batched ? "batch1" : "mat1", rhsName = Batched ? "batch2" : "mat2";
+  if (failed(op.require({"self", lhsName, rhsName})))
     return failure();
-  if (op.getFloat("beta").value_or(1.0) != 1.0 || op.getFloat("alpha").value_or(1.0) != 1.0)
-    return op.unsupported("only beta = alpha = 1");
-  auto xt = cast<RankedTensorType>(op.operand("mat1").getType());
-  auto wt = cast<RankedTensorType>(op.operand("mat2").getType());
-  if (xt.getRank() != 2 || wt.getRank() != 2)
-    return op.unsupported("needs 2-D mat1 and mat2");
+  Value lhs = op.operand(lhsName), rhs = op.operand(rhsName);
+  auto lt = cast<RankedTensorType>(lhs.getType()), rt = cast<RankedTensorType>(rhs.getType());
+  int64_t rank = Batched ? 3 : 2;
+  if (lt.getRank() != rank || rt.getRank() != rank ||
+      lt.getShape().drop_back(2) != rt.getShape().drop_back(2))
+    return op.unsupported(Batched ? "needs 3-D batch1 and batch2 of one batch size"
+                                  : "needs 2-D mat1 and mat2");
   RankedTensorType type = op.resultType();
-  Value y = buildMatmul(b, op.loc(), type, op.operand("mat1"), op.operand("mat2"), false);
-  out.push_back(AddOp::create(b, op.loc(), type, y, op.operand("self")));
+  Location loc = op.loc();
+  auto scaled = [&](Value v, double factor) -> Value {
+    if (factor == 1.0)
+      return v;
+    auto scalar = RankedTensorType::get({}, type.getElementType());
+    return MulOp::create(b, loc, cast<RankedTensorType>(v.getType()), v,
+                         splat(b, loc, scalar, factor));
+  };
+  double beta = op.getFloat("beta").value_or(1.0), alpha = op.getFloat("alpha").value_or(1.0);
+  Value y = scaled(buildMatmul(b, loc, type, lhs, rhs, false), alpha);
+  if (beta != 0.0)
+    y = AddOp::create(b, loc, type, y, scaled(op.operand("self"), beta));
+  out.push_back(y);
   return success();
 }
 
@@ -114,10 +131,14 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
     return op.unsupported("attn_mask must be boolean or of q's type");
   if (op.getBool("is_causal").value_or(false))
     return op.unsupported("attn_mask with is_causal=True");
-  if (kt.getRank() != 4 || kt.getDimSize(1) != qt.getDimSize(1))
-    return op.unsupported("attn_mask with grouped-query attention (enable_gqa) is not supported");
   if (mt.getRank() > 4)
     return op.unsupported("attn_mask of rank above 4");
+  // Grouped heads (convertAttention checked them): each key/value head repeated for its
+  // query heads, as enable_gqa's repeat_interleave (or PyTorch's broadcast of one head).
+  if (int64_t group = qt.getDimSize(1) / kt.getDimSize(1); group != 1) {
+    k = repeatInterleave(b, loc, k, 1, group);
+    v = repeatInterleave(b, loc, v, 1, group);
+  }
   Type f32 = qt.getElementType();
   SmallVector<int64_t> sshape(qt.getShape().take_front(3));
   sshape.push_back(kt.getDimSize(2));
@@ -169,19 +190,20 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
   double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
-  if (Value mask = op.operand("attn_mask"))
-    return convertMaskedAttention(op, b, out, q, k, v, mask, scale);
   // Grouped-query attention: each key/value head serves H / Hkv query heads (gpt.attention
-  // reads k and v as they are; without enable_gqa their heads must be q's).
+  // reads k and v as they are; without enable_gqa their heads must be q's, or one head, which
+  // PyTorch broadcasts to all of q's: multi-query attention, Falcon's).
   for (Value kv : {k, v}) {
     auto t = cast<RankedTensorType>(kv.getType());
     int64_t heads = qt.getDimSize(1), kvHeads = t.getRank() == 4 ? t.getDimSize(1) : 0;
-    if (kvHeads != heads && !op.getBool("enable_gqa").value_or(false))
+    if (kvHeads != heads && kvHeads != 1 && !op.getBool("enable_gqa").value_or(false))
       return op.unsupported("q has " + std::to_string(heads) + " heads and k, v " +
                             std::to_string(kvHeads) + ": pass enable_gqa=True");
     if (kvHeads < 1 || heads % kvHeads != 0)
       return op.unsupported("enable_gqa needs the query heads a multiple of the key/value heads");
   }
+  if (Value mask = op.operand("attn_mask"))
+    return convertMaskedAttention(op, b, out, q, k, v, mask, scale);
   double dropout = op.getFloat("dropout_p").value_or(0.0);
   Value rng = dropout > 0.0 ? op.rngArgument() : Value();
   out.push_back(AttentionOp::create(
@@ -214,7 +236,8 @@ void mlir::gpt::populateLinearPatterns(AtenConverterTable &t) {
   t["aten.linear.default"] = convertLinear;
   t["aten.matmul.default"] = convertMatmul;
   t["aten.mm.default"] = convertMatmul;
-  t["aten.addmm.default"] = convertAddmm;
+  t["aten.addmm.default"] = convertAddmm<false>;
+  t["aten.baddbmm.default"] = convertAddmm<true>;
   t["aten.bmm.default"] = convertMatmul;
   t["aten.embedding.default"] = convertEmbedding;
   t["aten.scaled_dot_product_attention.default"] = convertAttention;

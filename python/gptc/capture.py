@@ -59,6 +59,7 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
         first = (str(e).strip().splitlines() or ["(no message)"])[0]
         raise CaptureError(f"torch.export failed: {type(e).__name__}: {first}")
 
+    functional_in_place(ep.graph)
     sig = signature.extract(model, ep, input_names)
     printer = FuncPrinter(sig)
     printer.body(ep)  # an op it cannot print is reported before a problem with the outputs
@@ -69,6 +70,37 @@ def capture(model: torch.nn.Module, example_inputs, input_names=None) -> Capture
                     const_outputs=const_outputs, tied=sig.tied,
                     example_inputs={a.name: x for a, x in zip(
                         [s for s in sig.args if s.kind == "input"], example_inputs)})
+
+
+def _fresh(node) -> bool:
+    """Whether `node` is an aten op whose results share no storage with its operands."""
+    return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+            and all(r.alias_info is None for r in node.target._schema.returns))
+
+
+def functional_in_place(graph) -> None:
+    """Makes each in-place op that cannot be told from its functional form that form:
+    `y += x` (aten.add_) on a tensor an op made for itself (no input, parameter, buffer or
+    view), that no op reads after the write but through the write's result. torch.export
+    keeps such writes (Falcon's `mlp_output += attention_output`). Any other write (into a
+    view, an input, or a tensor read again afterwards) stays, and the frontend refuses it
+    in one line."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for node in graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        schema = node.target._schema
+        written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        name = node.target.overloadpacket.__name__
+        if not written or written[0] is not schema.arguments[0] or len(written) > 1 \
+                or not name.endswith("_") or not node.args:
+            continue
+        functional = getattr(getattr(torch.ops.aten, name[:-1], None), node.target._overloadname, None)
+        target = node.args[0]
+        if functional is None or not isinstance(target, torch.fx.Node) or not _fresh(target):
+            continue
+        if all(u is node or (order[u] < order[node] and _fresh(u)) for u in target.users):
+            node.target = functional
 
 
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

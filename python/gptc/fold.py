@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import CaptureError
+from .signature import DTYPES
 
 # Larger results are not evaluated (a mask is batch x 1 x T x T booleans at most).
 _MAX_ELEMENTS = 1 << 26
@@ -75,11 +76,13 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
             if empty and len(empty) < len(node.all_input_nodes):
                 p.dropped[node.name] = empty
-    # A folded value computed with an op the frontend lacks: embedded where first needed.
+    # A folded value computed with an op the frontend lacks, or in a type gptc does not
+    # compile (Bloom's int32 arange of its ALiBi slopes' powers): embedded where first needed.
     opaque = set()
     for node in nodes:
-        if node.name in folded and converted and (str(node.target) not in converted or any(
-                n.name in opaque for n in node.all_input_nodes)):
+        if node.name in folded and converted and (
+                str(node.target) not in converted or not _compiled_type(node)
+                or any(n.name in opaque for n in node.all_input_nodes)):
             opaque.add(node.name)
     needed = set()
     for node in reversed(nodes):
@@ -222,6 +225,12 @@ def _numel(node) -> int | None:
     if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape):
         return None
     return val.numel()
+
+
+def _compiled_type(node) -> bool:
+    """Whether the node's value, a tensor, is of an element type gptc compiles."""
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype in DTYPES
 
 
 def bound_args(node) -> dict:

@@ -35,6 +35,12 @@ def hf_model(family: str):
                "opt": lambda: transformers.OPTConfig(
                    hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
                    max_position_embeddings=T, word_embed_proj_dim=64, dropout=0.0, **small),
+               "falcon": lambda: transformers.FalconConfig(
+                   hidden_size=64, num_hidden_layers=2, num_attention_heads=4, hidden_dropout=0.0,
+                   attention_dropout=0.0, **small),
+               "bloom": lambda: transformers.BloomConfig(
+                   hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
+                   **small),
                }[family]()
     return transformers.AutoModelForCausalLM.from_config(cfg)
 
@@ -77,21 +83,25 @@ def padded_batches(n):
     return out
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "opt"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom"])
 def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one and the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
     attn_mask, spelled out by the frontend; a padding query, which sees no key, gives zeros
     as PyTorch's does. OPT numbers its positions from the mask (`cumsum(mask) * mask - 1`),
-    so its padded rows' positions start after the padding. 4 AdamW steps beside eager's,
-    losses and parameters within the parity tolerances, and the forward's logits eager's
-    everywhere, padding included."""
+    so its padded rows' positions start after the padding; Bloom's ALiBi biases count the
+    same way (`baddbmm` adds them to the scores; their slopes' powers an int32 arange, folded
+    at capture); Falcon attends with one key/value head for all four query heads and adds
+    its branches in place (`+=`). 4 AdamW steps beside eager's, losses and parameters within
+    the parity tolerances, and the forward's logits eager's everywhere, padding included."""
     model = gptc.hf.causal_lm(hf_model(family))
     data = padded_batches(4)
     captured = gptc.capture(model, data[0])
-    assert "aten.index" not in captured.mlir
-    assert ("aten.cumsum" in captured.mlir) == (family == "opt")
-    assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
+    assert "add_" not in captured.mlir
+    assert not re.search(r"aten\.index\.Tensor.*\(tensor<4x32xi", captured.mlir)  # the mask's
+    assert ("aten.cumsum" in captured.mlir) == (family in ("opt", "bloom"))
+    if family != "bloom":  # Bloom's own attention: baddbmm, softmax, bmm
+        assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])
     with torch.no_grad():

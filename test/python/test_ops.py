@@ -171,6 +171,22 @@ CASES = {
     "cumsum": (lambda x, m: (x.cumsum(0) + x.cumsum(-1, dtype=torch.float64) * m.cumsum(-1)
                              + (m.cumsum(1) * m - 1).float()),
                lambda r: (lambda s: (torch.randn(s) * 3, torch.rand(s) < 0.7))(rand_shape(r, 3))),
+    "repeat": (lambda x: torch.cat([x.repeat(2, 1, 3).flatten(), x.repeat(1, 2, 1, 1).flatten(),
+                                    x.broadcast_to(2, *x.shape).flatten()]),
+               lambda r: (torch.randn(rand_shape(r, 3, hi=9)),)),
+    "numpy_T": (lambda x, y: x.T @ y.mT.T, lambda r: (lambda m, k, n: (torch.randn(k, m), torch.randn(k, n)))(
+        *rand_shape(r, 3))),
+    "baddbmm_addmm": (lambda c, a, b: (torch.baddbmm(c, a, b, beta=0.5, alpha=0.25) + torch.baddbmm(c, a, b)
+                                       + torch.addmm(c[0], a[0], b[0], beta=0.0, alpha=3.0)),
+                      lambda r: (lambda n, m, k, p: (torch.randn(n, m, p), torch.randn(n, m, k), torch.randn(n, k, p)))(
+                          *rand_shape(r, 4, hi=20))),
+    "sdpa_one_kv_head": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                         lambda r: (lambda b, h, t, d: (torch.randn(b, h, t, d), torch.randn(b, 1, t, d),
+                                                        torch.randn(b, 1, t, d)))(*rand_shape(r, 4, hi=12))),
+    "sdpa_mask_gqa": (lambda q, k, v, m: (F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+                                          + F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], attn_mask=m)),
+                      lambda r: (lambda b, t, d: (torch.randn(b, 4, t, d), torch.randn(b, 2, t, d), torch.randn(b, 2, t, d),
+                                                  torch.rand(b, 1, t, t) < 0.7))(*rand_shape(r, 3, hi=12))),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
@@ -368,6 +384,48 @@ def test_cumsum_is_pytorchs_bits_forward_and_backward(target, tmp_path):
     sums = Fn(lambda x: torch.stack([x.cumsum(d) for d in range(3)]))
     cm = CompiledModel(*capture_and_compile(sums, (x,), str(tmp_path / "fwd"), "sums-", f"--target={target}"))
     assert torch.equal(cm(x), sums(x))
+
+
+class InPlace(torch.nn.Module):
+    """`y += x` and `y.mul_(2)` on a tensor a linear layer made (Falcon's `mlp_output +=
+    attention_output`); `write` picks a write gptc cannot take as the functional op: into a
+    view, into the input, or into a tensor a view read before the write shares."""
+
+    def __init__(self, write=None):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+        self.write = write
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.write == "view":
+            y[:, :2] += 1.0
+            return y
+        if self.write == "input":
+            x += 1.0
+            return x * y
+        if self.write == "shared":
+            t = y.t()
+            y += 1.0
+            return t * 2.0
+        y += x
+        y.mul_(2.0)
+        return (y * y + y).sum()
+
+
+def test_in_place_writes_on_fresh_tensors_are_the_functional_ops(tmp_path):
+    """A write into a tensor no one else sees compiles as its functional op and trains as
+    eager; the other writes are one line naming the in-place op."""
+    torch.manual_seed(3)
+    model, x = InPlace(), torch.randn(5, 6)
+    got = gptc.compile(model, (x,), workdir=str(tmp_path / "fresh"))(x.clone())
+    assert torch.allclose(got, model(x.clone()), rtol=1e-5, atol=1e-6)
+    assert "add_" not in gptc.capture(model, (x,)).mlir
+    worst = gptc.gradcheck(model, (x.double(),))
+    assert max(worst.values()) < 1e-8, worst
+    for write in ("view", "input", "shared"):
+        with pytest.raises(gptc.GptcError, match=r"^[^\n]*unsupported PyTorch op 'aten.add_.Tensor'"):
+            gptc.compile(InPlace(write), (x,), workdir=str(tmp_path / write))
 
 
 def test_scalar_forms_have_gradients():

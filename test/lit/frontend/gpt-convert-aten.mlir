@@ -355,6 +355,57 @@ func.func @addmm(%b: tensor<16xf32>, %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) 
 
 // -----
 
+// baddbmm(bias, q, k, beta=1, alpha=0.25) (Bloom's ALiBi scores): the product times alpha,
+// plus the bias (beta 1: not multiplied); beta 0.5 multiplies it.
+// CHECK-LABEL: func.func @baddbmm
+// CHECK: %[[M:.*]] = gpt.matmul %arg1, %arg2 {{.*}} -> tensor<2x3x5xf32>
+// CHECK: %[[A:.*]] = gpt.mul %[[M]], %{{.*}} : (tensor<2x3x5xf32>, tensor<f32>) -> tensor<2x3x5xf32>
+// CHECK: gpt.add %[[A]], %arg0 : (tensor<2x3x5xf32>, tensor<2x1x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: %[[M2:.*]] = gpt.matmul %arg1, %arg2
+// CHECK: %[[B:.*]] = gpt.mul %arg0, %{{.*}} : (tensor<2x1x5xf32>, tensor<f32>) -> tensor<2x1x5xf32>
+// CHECK: gpt.add %[[M2]], %[[B]]
+func.func @baddbmm(%b: tensor<2x1x5xf32>, %q: tensor<2x3x4xf32>, %k: tensor<2x4x5xf32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>) {
+  %0 = "torch.aten.baddbmm.default"(%b, %q, %k) {torch.operands = ["self", "batch1", "batch2"], beta = 1.0 : f64, alpha = 0.25 : f64} : (tensor<2x1x5xf32>, tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  %1 = "torch.aten.baddbmm.default"(%b, %q, %k) {torch.operands = ["self", "batch1", "batch2"], beta = 0.5 : f64} : (tensor<2x1x5xf32>, tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  return %0, %1 : tensor<2x3x5xf32>, tensor<2x3x5xf32>
+}
+
+// -----
+
+// x.repeat(2, 1, 3) of a [4, 5] tensor: [1, 1, 1, 4, 1, 5] broadcast to [2, 1, 1, 4, 3, 5],
+// then the result's shape; x.T reverses the dimensions; broadcast_to is expand.
+// CHECK-LABEL: func.func @repeat_and_T
+// CHECK: %[[R:.*]] = gpt.reshape %arg0 : (tensor<4x5xf32>) -> tensor<1x1x1x4x1x5xf32>
+// CHECK: %[[B:.*]] = gpt.broadcast %[[R]] : (tensor<1x1x1x4x1x5xf32>) -> tensor<2x1x1x4x3x5xf32>
+// CHECK: gpt.reshape %[[B]] : (tensor<2x1x1x4x3x5xf32>) -> tensor<2x4x15xf32>
+// CHECK: gpt.transpose %arg0 {perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+// CHECK: gpt.broadcast %arg0 : (tensor<4x5xf32>) -> tensor<3x4x5xf32>
+func.func @repeat_and_T(%x: tensor<4x5xf32>) -> (tensor<2x4x15xf32>, tensor<5x4xf32>, tensor<3x4x5xf32>) {
+  %0 = "torch.aten.repeat.default"(%x) {torch.operands = ["self"], repeats = array<i64: 2, 1, 3>} : (tensor<4x5xf32>) -> tensor<2x4x15xf32>
+  %1 = "torch.aten.numpy_T.default"(%x) {torch.operands = ["self"]} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  %2 = "torch.aten.broadcast_to.default"(%x) {torch.operands = ["self"], size = array<i64: 3, 4, 5>} : (tensor<4x5xf32>) -> tensor<3x4x5xf32>
+  return %0, %1, %2 : tensor<2x4x15xf32>, tensor<5x4xf32>, tensor<3x4x5xf32>
+}
+
+// -----
+
+// One key/value head without enable_gqa (Falcon's multi-query attention, which PyTorch
+// broadcasts): read as it is, as grouped heads; with a mask, repeated for the query heads
+// before the scores.
+// CHECK-LABEL: func.func @one_kv_head
+// CHECK: gpt.attention %arg0, %arg1, %arg1 {{.*}} : (tensor<1x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>)
+// CHECK: %[[R:.*]] = gpt.reshape %arg1 : (tensor<1x1x5x8xf32>) -> tensor<1x1x1x5x8xf32>
+// CHECK: %[[B:.*]] = gpt.broadcast %[[R]] : (tensor<1x1x1x5x8xf32>) -> tensor<1x1x4x5x8xf32>
+// CHECK: %[[K:.*]] = gpt.reshape %[[B]] : (tensor<1x1x4x5x8xf32>) -> tensor<1x4x5x8xf32>
+// CHECK: gpt.matmul %arg0, %[[K]]
+func.func @one_kv_head(%q: tensor<1x4x5x8xf32>, %k: tensor<1x1x5x8xf32>, %m: tensor<1x1x5x5xi1>) -> (tensor<1x4x5x8xf32>, tensor<1x4x5x8xf32>) {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %k, %k) {torch.operands = ["query", "key", "value"], is_causal = true} : (tensor<1x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<1x4x5x8xf32>
+  %1 = "torch.aten.scaled_dot_product_attention.default"(%q, %k, %k, %m) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<1x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x5xi1>) -> tensor<1x4x5x8xf32>
+  return %0, %1 : tensor<1x4x5x8xf32>, tensor<1x4x5x8xf32>
+}
+
+// -----
+
 // pad(labels, (0, 1), value=-100) (transformers' causal-LM loss): a concat with a filled
 // column; pad(x, (1, 0, 0, 2)): the last dimension first, then the one before.
 // CHECK-LABEL: func.func @pad

@@ -10,10 +10,10 @@ func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// CHECK: model.py:8:0: error: unsupported PyTorch op 'aten.addmm.default' (only beta = alpha = 1)
-func.func @addmm_beta(%b: tensor<16xf32>, %x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
-  %0 = "torch.aten.addmm.default"(%b, %x, %w) {torch.operands = ["self", "mat1", "mat2"], beta = 2.0 : f64} : (tensor<16xf32>, tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32> loc("model.py":8:0)
-  return %0 : tensor<4x16xf32>
+// CHECK: model.py:8:0: error: unsupported PyTorch op 'aten.baddbmm.default' (needs 3-D batch1 and batch2 of one batch size)
+func.func @baddbmm_batches(%b: tensor<16xf32>, %x: tensor<2x4x8xf32>, %w: tensor<3x8x16xf32>) -> tensor<2x4x16xf32> {
+  %0 = "torch.aten.baddbmm.default"(%b, %x, %w) {torch.operands = ["self", "batch1", "batch2"], beta = 2.0 : f64} : (tensor<16xf32>, tensor<2x4x8xf32>, tensor<3x8x16xf32>) -> tensor<2x4x16xf32> loc("model.py":8:0)
+  return %0 : tensor<2x4x16xf32>
 }
 
 // -----
