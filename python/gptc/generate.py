@@ -62,15 +62,18 @@ def sample(logits, *, temperature: float = 1.0, top_k: int | None = None,
         raise GptcError(str(e)) from None
 
 
-def attend_cached(q, keys_t, values, own_k, own_v, unwritten, scale):
+def attend_cached(q, keys_t, values, own_k, own_v, unwritten, scale, softcap=None):
     """The decode step's attention: query rows `q` ([..., rows, head size]) over the cached
     keys (held transposed, [..., head size, max_len]) and values ([..., max_len, head size])
     at the positions `unwritten` does not hide, and over the token's own key and value
     ([..., 1, head size]), whose score is joined to the cached ones before one softmax: no
-    cache is copied to write the token in. Returns [..., rows, head size]."""
+    cache is copied to write the token in. `softcap` (Gemma 2's): the scores are
+    tanh(s / softcap) * softcap. Returns [..., rows, head size]."""
     T = keys_t.shape[-1]
     cached = (q @ keys_t) * scale                                # [..., rows, T]
     own = (q * own_k).sum(dim=-1, keepdim=True) * scale          # [..., rows, 1]
+    if softcap is not None:
+        cached, own = (torch.tanh(s / softcap) * softcap for s in (cached, own))
     att = F.softmax(torch.cat([cached.masked_fill(unwritten, float("-inf")), own], dim=-1),
                     dim=-1)
     return att[..., :T] @ values + att[..., T:] * own_v

@@ -120,9 +120,10 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     attention's query heads that share a key/value head are rows of one product, so no
     cache is repeated per head (transformers' repeat_kv): `key` and `value` are the caches
     _Cache.update gave back, the token's own its last update's. Returns ([batch, 1, heads,
-    head size], None) as transformers' functions do."""
+    head size], None) as transformers' functions do. A layer's `sliding_window` hides the
+    cached positions that many or more before the token; `softcap` caps the scores."""
     cache = _Cache.decoding
-    for name in ("softcap", "s_aux", "sinks"):
+    for name in ("s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise GptcError(f"compile_generate: {type(module).__name__} attends with {name}, "
                             f"which gptc's decode step does not")
@@ -133,9 +134,14 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     keys_t = key.transpose(2, 3)  # the cache as it came in: [B, kv heads, hs, T]
     kv, T = keys_t.shape[1], keys_t.shape[3]
     q = query.reshape(B, kv, H // kv, hs)  # the query heads of each key/value head
-    unwritten = (torch.arange(T, dtype=torch.long) >= cache.pos).view(1, 1, 1, T)
-    y = attend_cached(q, keys_t, value, cache.new_keys[-1], cache.new_values[-1], unwritten,
-                      hs ** -0.5 if scaling is None else scaling)  # [B, kv, H/kv, hs]
+    positions = torch.arange(T, dtype=torch.long)
+    unwritten = positions >= cache.pos
+    window = kwargs.get("sliding_window")
+    if window is not None:
+        unwritten = unwritten | (positions <= cache.pos - window)
+    y = attend_cached(q, keys_t, value, cache.new_keys[-1], cache.new_values[-1],
+                      unwritten.view(1, 1, 1, T), hs ** -0.5 if scaling is None else scaling,
+                      kwargs.get("softcap"))  # [B, kv, H/kv, hs]
     return y.reshape(B, H, 1, hs).transpose(1, 2), None
 
 
@@ -268,16 +274,18 @@ def generation_programs(model, max_len: int | None):
         positions = 2**31
     max_len = (min(positions, 1024) if max_len is None
                else check_int("max_len", max_len, 2, positions))
-    window = getattr(cfg, "sliding_window", None)
-    if (isinstance(window, int) and getattr(cfg, "use_sliding_window", True)
-            and window < max_len):
-        raise GptcError(f"compile_generate: {name} attends over a sliding window of {window} "
-                        f"tokens, and gptc's cache spans max_len {max_len}; give max_len <= "
-                        f"{window}")
     out = model.hf.get_output_embeddings()
     vocab = out.weight.shape[0] if out is not None else cfg.vocab_size
     decode = DecodeStep(model, max_len).eval()
-    layers, heads, head_size = _check_generation(model, decode, vocab)
+    try:
+        layers, heads, head_size = _check_generation(model, decode, vocab)
+    except GptcError:
+        raise
+    except Exception as e:  # noqa: BLE001 (the model's own code, under gptc's cache)
+        first = (str(e).strip().splitlines() or ["(no message)"])[0]
+        raise GptcError(f"compile_generate: {name}'s forward fails under gptc's key/value cache "
+                        f"and attention ({type(e).__name__}: {first}); gptc cannot generate "
+                        f"with it") from None
     prefill = PrefillStep(model, max_len, max_len // 2).eval()
     return decode, prefill, dict(max_len=max_len, vocab_size=vocab, n_layer=layers,
                                  n_head=heads, head_size=head_size)

@@ -406,18 +406,40 @@ def test_a_c_program_writes_a_hugging_face_models_text(tmp_path, llama_generator
     assert c.stdout == b"ABC" + b"".join(tokens[i] for i in ids) + b"\n"
 
 
-def test_generation_refuses_what_its_cache_cannot_hold(monkeypatch):
-    """One line each, before anything is compiled: a sliding window shorter than the cache
-    (its decode step would attend past the window), and a decode step that differs from the
-    model's own forward (here, planted: the positions after the token left visible)."""
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_sliding_windows_and_softcaps_generate_transformers_greedy_text(family):
+    """A sliding window of 5 tokens, shorter than the cache: the decode step hides the cached
+    positions 5 or more before the token (Mistral's every layer; Gemma 2's every other, with
+    its scores soft-capped, tanh(s / 50) * 50). Greedy, the tokens transformers' generate
+    writes, from a short prompt and from one past the prefill's length (whose own forward
+    masks the window)."""
     torch.manual_seed(0)
-    mistral = transformers.MistralConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=T, sliding_window=8, vocab_size=V)
+    sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=T, sliding_window=5, vocab_size=V,
+                 bos_token_id=0, eos_token_id=0)
+    cfg = (transformers.MistralConfig(**sizes) if family == "mistral"
+           else transformers.Gemma2Config(head_dim=16, **sizes))
+    hf = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    gen = gptc.compile_generate(hf)
+    assert gen.max_len == T
+    for prompt in ([5, 6, 7], list(range(3, 3 + T // 2 + 1))):
+        n = T - len(prompt)
+        assert gen.generate(prompt, n, temperature=0) == greedy_as_transformers(hf, prompt, n)
+
+
+def test_generation_refuses_what_its_cache_cannot_hold(monkeypatch):
+    """One line each, before anything is compiled: a model whose own attention code fails
+    with gptc's cache (Falcon's eager path, which adds a mask transformers gives only its
+    own attention), and a decode step that differs from the model's own forward (here,
+    planted: the positions after the token left visible)."""
+    torch.manual_seed(0)
+    falcon = transformers.FalconConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       vocab_size=V)
     with pytest.raises(GptcError) as e:
-        gptc.compile_generate(transformers.AutoModelForCausalLM.from_config(mistral))
-    assert str(e.value) == ("compile_generate: MistralForCausalLM attends over a sliding window "
-                            "of 8 tokens, and gptc's cache spans max_len 32; give max_len <= 8")
+        gptc.compile_generate(transformers.AutoModelForCausalLM.from_config(falcon), max_len=T)
+    assert re.fullmatch(r"compile_generate: FalconForCausalLM's forward fails under gptc's "
+                        r"key/value cache and attention \(TypeError: [^\n]+\); gptc cannot "
+                        r"generate with it", str(e.value))
 
     hf = hf_model("llama").eval()
     attention = gptc.hf._decode_attention
