@@ -497,12 +497,36 @@ static Value padAlong(OpBuilder &b, Location loc, Value piece, RankedTensorType 
   return ConcatOp::create(b, loc, full, parts, b.getI64IntegerAttr(dim));
 }
 
+// dx: g's elements at start, start + step, ... along dim, zeros elsewhere. For a step > 1,
+// g with step - 1 zeros after each element (a concat along a new dim after `dim`, merged
+// back into it), cut where x ends, is the piece placed at `start` (GPT-J's x[..., ::2]).
 LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {
-  if (getStep() != 1)
-    return emitError("no gradient for a strided slice yet");
-  return unaryGrad(*this,
-                   padAlong(b, getLoc(), g[0], getX().getType(), getDim(), (int64_t)getStart()),
-                   grads);
+  Location loc = getLoc();
+  int64_t dim = getDim(), step = getStep(), start = getStart();
+  Value piece = g[0];
+  if (step != 1) {
+    auto gt = tt(g[0]);
+    int64_t n = gt.getDimSize(dim);
+    SmallVector<int64_t> one(gt.getShape()), gaps, spread(gt.getShape());
+    one.insert(one.begin() + dim + 1, 1);
+    gaps = one;
+    gaps[dim + 1] = step - 1;
+    SmallVector<int64_t> both = one;
+    both[dim + 1] = step;
+    Value column = ReshapeOp::create(b, loc, gt.clone(one), g[0]);
+    Value interleaved = ConcatOp::create(b, loc, gt.clone(both),
+                                         ValueRange{column, zerosLike(b, loc, gt.clone(gaps))},
+                                         b.getI64IntegerAttr(dim + 1));
+    spread[dim] = n * step;
+    piece = ReshapeOp::create(b, loc, gt.clone(spread), interleaved);
+    if (int64_t room = getX().getType().getDimSize(dim) - start; room < n * step) {
+      spread[dim] = room;
+      piece = SliceOp::create(b, loc, gt.clone(spread), piece, b.getI64IntegerAttr(dim),
+                              b.getI64IntegerAttr(0), b.getI64IntegerAttr(room),
+                              b.getI64IntegerAttr(1));
+    }
+  }
+  return unaryGrad(*this, padAlong(b, loc, piece, getX().getType(), dim, start), grads);
 }
 
 LogicalResult SplitOp::buildVjp(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &grads) {

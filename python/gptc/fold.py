@@ -46,6 +46,7 @@ class Plan:
     dropped: dict = field(default_factory=dict)  # node -> names of operands not printed
     skip: set = field(default_factory=set)      # nodes not printed
     views: dict = field(default_factory=dict)   # index node -> shape its `self` is viewed as
+    slices: dict = field(default_factory=dict)  # gather node -> (dim, start, end) of `self`
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,6 +73,10 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
               and (shape := index_view(node, folded)) is not None):
             p.views[node.name] = shape
             p.dropped[node.name] = {n.name for n in bound_args(node)["indices"]}
+        elif (node.target is torch.ops.aten.gather.default
+              and (run := gather_slice(node, folded)) is not None):
+            p.slices[node.name] = run
+            p.dropped[node.name] = {bound_args(node)["index"].name}
         elif node.target is torch.ops.aten.cat.default:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
             if empty and len(empty) < len(node.all_input_nodes):
@@ -168,6 +173,28 @@ def index_view(node, folded: dict) -> tuple | None:
             return None
         view[d], at = xs[k], d
     return tuple(view)
+
+
+def gather_slice(node, folded: dict) -> tuple | None:
+    """For gather(x, dim, index) whose index is input-independent, counts start, start + 1,
+    ... along dim and has x's size along every other dimension (GPT-J's rotary table read
+    at position ids 0..T-1): (dim, start, end), the run x[start:end] along dim that it
+    reads. None for any other index."""
+    bound = bound_args(node)
+    x, index = bound["self"], bound["index"]
+    if bound.get("sparse_grad") or not isinstance(index, torch.fx.Node) or index.name not in folded:
+        return None
+    idx, shape = folded[index.name], tuple(x.meta["val"].shape)
+    if idx.dim() != len(shape) or idx.numel() == 0:
+        return None
+    dim = bound["dim"] % len(shape)
+    if any(idx.shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None
+    start, n = int(idx.flatten()[0]), idx.shape[dim]
+    grid = start + torch.arange(n).view([-1 if d == dim else 1 for d in range(len(shape))])
+    if start < 0 or start + n > shape[dim] or not bool((idx == grid).all()):
+        return None
+    return dim, start, start + n
 
 
 def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | None:

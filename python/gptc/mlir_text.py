@@ -186,6 +186,9 @@ class FuncPrinter:
         if node.name in self.plan.views:
             self.view(node, self.plan.views[node.name])
             return
+        if node.name in self.plan.slices:
+            self.slice(node, *self.plan.slices[node.name])
+            return
         schema = node.target._schema
         opname = "torch." + str(node.target)
         operands, operand_types, operand_names, attrs = [], [], [], []
@@ -251,6 +254,17 @@ class FuncPrinter:
                                    f"size = {attr(list(size), at)}")
                 ty = out_ty
         self.values[node.name] = [ssa]
+
+    def slice(self, node, dim: int, start: int, end: int) -> None:
+        """A gather that reads a run of its `self` in place (fold.gather_slice): that run,
+        x[start:end] along dim."""
+        at = where(node)
+        x = fold.bound_args(node)["self"]
+        ty = tensor_type(x.meta["val"], at)
+        self.values[node.name] = [self.self_op(
+            "torch.aten.slice.Tensor", self.values[x.name][0], ty, tensor_type(node.meta["val"], at),
+            node, ", ".join(f"{k} = {attr(v, at)}" for k, v in
+                            (("dim", dim), ("start", start), ("end", end), ("step", 1))))]
 
     def grad_region(self, node) -> None:
         """A torch.no_grad() (or enable_grad()) region, its ops printed in place: the

@@ -38,6 +38,9 @@ def hf_model(family: str):
                "falcon": lambda: transformers.FalconConfig(
                    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, hidden_dropout=0.0,
                    attention_dropout=0.0, **small),
+               "gptj": lambda: transformers.GPTJConfig(
+                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=T, resid_pdrop=0.0,
+                   embd_pdrop=0.0, attn_pdrop=0.0, **small),
                "bloom": lambda: transformers.BloomConfig(
                    hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
                    **small),
@@ -83,7 +86,7 @@ def padded_batches(n):
     return out
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj"])
 def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one and the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
@@ -92,15 +95,17 @@ def test_padded_batches_train_as_eager_does(family):
     so its padded rows' positions start after the padding; Bloom's ALiBi biases count the
     same way (`baddbmm` adds them to the scores; their slopes' powers an int32 arange, folded
     at capture); Falcon attends with one key/value head for all four query heads and adds
-    its branches in place (`+=`). 4 AdamW steps beside eager's, losses and parameters within
-    the parity tolerances, and the forward's logits eager's everywhere, padding included."""
+    its branches in place (`+=`); GPT-J gathers its rotary table at the positions (a slice,
+    at capture) and rotates every other element (`x[..., ::2]`, whose gradient is strided).
+    4 AdamW steps beside eager's, losses and parameters within the parity tolerances, and
+    the forward's logits eager's everywhere, padding included."""
     model = gptc.hf.causal_lm(hf_model(family))
     data = padded_batches(4)
     captured = gptc.capture(model, data[0])
-    assert "add_" not in captured.mlir
+    assert "add_" not in captured.mlir and "aten.gather" not in captured.mlir
     assert not re.search(r"aten\.index\.Tensor.*\(tensor<4x32xi", captured.mlir)  # the mask's
     assert ("aten.cumsum" in captured.mlir) == (family in ("opt", "bloom"))
-    if family != "bloom":  # Bloom's own attention: baddbmm, softmax, bmm
+    if family not in ("bloom", "gptj"):  # their own attention: matmuls and softmax
         assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])

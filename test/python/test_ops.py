@@ -490,6 +490,31 @@ def test_activations_have_gradients():
     assert len(worst) == len(Kinks.RULES) and max(worst.values()) < 1e-8, worst
 
 
+class Strided(torch.nn.Module):
+    """Every other element, every third from the second, every other row (GPT-J's
+    rotate_every_two), and a gather of a table's rows 0..T-1 at arange positions."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.randn(7, 9))
+        self.table = torch.nn.Parameter(torch.randn(12, 9))
+
+    def forward(self, x):
+        p = self.p
+        index = torch.arange(7).view(1, 7, 1).expand(2, 7, 9)
+        rows = torch.gather(self.table.repeat(2, 1, 1), 1, index)
+        return ((p[:, ::2] * x[:, ::2]).sum() + (p[:, 1::3] ** 2).sum() + (p[1::2] * x[1::2]).sum()
+                + (rows * x).sum())
+
+
+def test_strided_slices_and_gathered_runs_have_gradients(tmp_path):
+    torch.manual_seed(5)
+    x = torch.randn(7, 9, dtype=torch.float64)
+    assert "aten.gather" not in gptc.capture(Strided().double(), (x,)).mlir
+    worst = gptc.gradcheck(Strided(), (x,))
+    assert set(worst) == {"p", "table"} and max(worst.values()) < 1e-8, worst
+
+
 def test_pow_of_a_half_is_sqrt_at_special_values(tmp_path):
     """x ** 0.5 and x ** -0.5 are PyTorch's sqrt and rsqrt: NaN at -inf (C's pow gives +inf),
     -0.0 at -0.0, and eager's bits at these values. (Elsewhere gptc's sqrt is IEEE's, correctly

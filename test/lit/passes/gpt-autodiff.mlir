@@ -246,3 +246,21 @@ func.func @cumsum(%w: tensor<2x5xf32> {gpt.kind = "param", gpt.name = "w"}, %m: 
   %r = gpt.reduce_sum %y {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x5xf32>) -> tensor<f32>
   return %r : tensor<f32>
 }
+
+// -----
+
+// Tests a strided slice's gradient: g with step - 1 zeros after each element (a concat
+// along a new dim, merged back), cut where x ends, placed at the start. x[1::3] of 8
+// elements: elements 1, 4, 7; spread to 9, cut to the 7 after the start, 1 zero before.
+// CHECK-LABEL: func.func @strided_slice
+// CHECK: %[[C:.*]] = gpt.reshape %{{.*}} : (tensor<3xf32>) -> tensor<3x1xf32>
+// CHECK: %[[I:.*]] = gpt.concat %[[C]], %{{.*}} {dim = 1 : i64} : (tensor<3x1xf32>, tensor<3x2xf32>) -> tensor<3x3xf32>
+// CHECK: %[[S:.*]] = gpt.reshape %[[I]] : (tensor<3x3xf32>) -> tensor<9xf32>
+// CHECK: %[[K:.*]] = gpt.slice %[[S]] {dim = 0 : i64, end = 7 : i64, start = 0 : i64, step = 1 : i64} : (tensor<9xf32>) -> tensor<7xf32>
+// CHECK: gpt.concat %{{.*}}, %[[K]] {dim = 0 : i64} : (tensor<1xf32>, tensor<7xf32>) -> tensor<8xf32>
+func.func @strided_slice(%w: tensor<8xf32> {gpt.kind = "param", gpt.name = "w"}) -> tensor<f32> {
+  %s = gpt.slice %w {dim = 0 : i64, start = 1 : i64, end = 8 : i64, step = 3 : i64} : (tensor<8xf32>) -> tensor<3xf32>
+  %y = gpt.mul %s, %s : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %r = gpt.reduce_sum %y {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<3xf32>) -> tensor<f32>
+  return %r : tensor<f32>
+}
