@@ -45,8 +45,9 @@ class Plan:
     embed: dict = field(default_factory=dict)   # node -> value printed as gpt.constant
     dropped: dict = field(default_factory=dict)  # node -> names of operands not printed
     skip: set = field(default_factory=set)      # nodes not printed
-    views: dict = field(default_factory=dict)   # index node -> shape its `self` is viewed as
-    slices: dict = field(default_factory=dict)  # gather node -> (dim, start, end) of `self`
+    # index or gather node -> (runs, shape): its `self` sliced to each run (dim, start, end),
+    # viewed as shape, expanded to the result
+    views: dict = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,12 +71,12 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
         if node.name in p.causal:
             p.dropped[node.name] = {bound_args(node)["attn_mask"].name}
         elif (node.target is torch.ops.aten.index.Tensor
-              and (shape := index_view(node, folded)) is not None):
-            p.views[node.name] = shape
+              and (view := index_view(node, folded)) is not None):
+            p.views[node.name] = view
             p.dropped[node.name] = {n.name for n in bound_args(node)["indices"]}
         elif (node.target is torch.ops.aten.gather.default
               and (run := gather_slice(node, folded)) is not None):
-            p.slices[node.name] = run
+            p.views[node.name] = ([run], tuple(node.meta["val"].shape))
             p.dropped[node.name] = {bound_args(node)["index"].name}
         elif node.target is torch.ops.aten.cat.default:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
@@ -144,35 +145,54 @@ def input_independent(ep, constants: dict) -> dict:
     return values
 
 
+def _counts(idx: torch.Tensor, shape: tuple, d: int, limit: int) -> int | None:
+    """start where `idx` (broadcast to `shape`) counts start, start + 1, ... along dimension
+    d of `shape` and is constant along the others, within [0, limit); else None."""
+    try:
+        idx = torch.broadcast_to(idx, shape)
+    except RuntimeError:
+        return None
+    if idx.numel() == 0:
+        return None
+    start = int(idx.flatten()[0])
+    grid = start + torch.arange(shape[d]).view([-1 if j == d else 1 for j in range(len(shape))])
+    if start < 0 or start + shape[d] > limit or not bool((idx == grid).all()):
+        return None
+    return start
+
+
 def index_view(node, folded: dict) -> tuple | None:
-    """For `x[i0, i1, ...]` (aten.index.Tensor, an index for every dimension of x) whose
-    index tensors are input-independent and each counts 0, 1, ... along one dimension of
-    the result, in order, x's dimension k being as long as that result dimension d_k: the
-    shape x is viewed as (its dimension k at d_k, 1 elsewhere) before it is expanded to the
-    result. None for any other index."""
+    """For `x[i0, i1, ...]` (aten.index.Tensor; x's dimensions past the indices taken whole)
+    whose index tensors are input-independent and each counts start, start + 1, ... along
+    one dimension of the result, in order: (runs, shape), x sliced to each run (dim,
+    start, end) where it reads less than its whole dimension, viewed as shape (dimension k
+    at the result dimension d_k it fills, 1 elsewhere, then x's dimensions taken whole)
+    and expanded to the result. transformers' padding mask, `attention_mask[batch_idx,
+    kv_idx]`, reads every element; CodeGen's rotary table at positions 0..T-1 a run. None
+    for any other index."""
     bound = bound_args(node)
     x, indices = bound["self"], bound["indices"]
     result = node.meta.get("val")
-    if (not isinstance(result, torch.Tensor) or len(indices) != x.meta["val"].dim()
+    xs = tuple(x.meta["val"].shape)
+    if (not isinstance(result, torch.Tensor) or not indices or len(indices) > len(xs)
             or any(i is None or i.name not in folded for i in indices)):
         return None
-    shape, xs, at = tuple(result.shape), tuple(x.meta["val"].shape), -1
-    view = [1] * len(shape)
+    whole = xs[len(indices):]
+    shape = tuple(result.shape)
+    lead = shape[:len(shape) - len(whole)]
+    if shape[len(lead):] != whole:
+        return None
+    view, runs, at = [1] * len(lead), [], -1
     for k, i in enumerate(indices):
-        try:
-            idx = torch.broadcast_to(folded[i.name], shape)
-        except RuntimeError:
-            return None
-        for d in range(at + 1, len(shape)):
-            if shape[d] != xs[k]:
-                continue
-            grid = torch.arange(shape[d]).view([-1 if j == d else 1 for j in range(len(shape))])
-            if bool((idx == grid).all()):
+        for d in range(at + 1, len(lead)):
+            if (start := _counts(folded[i.name], lead, d, xs[k])) is not None:
                 break
         else:
             return None
-        view[d], at = xs[k], d
-    return tuple(view)
+        if lead[d] != xs[k]:
+            runs.append((k, start, start + lead[d]))
+        view[d], at = lead[d], d
+    return runs, tuple(view) + whole
 
 
 def gather_slice(node, folded: dict) -> tuple | None:
@@ -184,17 +204,14 @@ def gather_slice(node, folded: dict) -> tuple | None:
     x, index = bound["self"], bound["index"]
     if bound.get("sparse_grad") or not isinstance(index, torch.fx.Node) or index.name not in folded:
         return None
-    idx, shape = folded[index.name], tuple(x.meta["val"].shape)
-    if idx.dim() != len(shape) or idx.numel() == 0:
+    idx, xs = folded[index.name], tuple(x.meta["val"].shape)
+    if idx.dim() != len(xs):
         return None
-    dim = bound["dim"] % len(shape)
-    if any(idx.shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+    dim = bound["dim"] % len(xs)
+    if any(idx.shape[d] != xs[d] for d in range(len(xs)) if d != dim):
         return None
-    start, n = int(idx.flatten()[0]), idx.shape[dim]
-    grid = start + torch.arange(n).view([-1 if d == dim else 1 for d in range(len(shape))])
-    if start < 0 or start + n > shape[dim] or not bool((idx == grid).all()):
-        return None
-    return dim, start, start + n
+    start = _counts(idx, tuple(idx.shape), dim, xs[dim])
+    return None if start is None else (dim, start, start + idx.shape[dim])
 
 
 def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | None:

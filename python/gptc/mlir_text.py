@@ -184,10 +184,7 @@ class FuncPrinter:
         if not isinstance(node.target, torch._ops.OpOverload):
             raise CaptureError(f"unsupported call {node.target} {at}")
         if node.name in self.plan.views:
-            self.view(node, self.plan.views[node.name])
-            return
-        if node.name in self.plan.slices:
-            self.slice(node, *self.plan.slices[node.name])
+            self.view(node, *self.plan.views[node.name])
             return
         schema = node.target._schema
         opname = "torch." + str(node.target)
@@ -239,13 +236,21 @@ class FuncPrinter:
         self.lines.append(f'    {lhs} = "{opname}"({", ".join(operands)}) {{{", ".join(attrs)}}} : '
                           f'({", ".join(operand_types)}) -> {res_ty} {loc(node)}')
 
-    def view(self, node, shape: tuple) -> None:
-        """An index that reads every element where it is (fold.index_view): its `self`
-        viewed as `shape`, expanded to the result's shape where that is wider."""
+    def view(self, node, runs: list, shape: tuple) -> None:
+        """An index or gather that reads its `self` in place (fold.index_view,
+        fold.gather_slice): `self` sliced to each run (dim, start, end), viewed as `shape`,
+        expanded to the result's shape where that is wider."""
         at = where(node)
         x = fold.bound_args(node)["self"]
         val = node.meta["val"]
-        ssa, ty = self.values[x.name][0], tensor_type(x.meta["val"], at)
+        ssa, ty, size = self.values[x.name][0], tensor_type(x.meta["val"], at), list(x.meta["val"].shape)
+        for dim, start, end in runs:
+            size[dim] = end - start
+            out_ty = type_text(dtype_name(val.dtype, at), size)
+            ssa = self.self_op("torch.aten.slice.Tensor", ssa, ty, out_ty, node, ", ".join(
+                f"{k} = {attr(v, at)}" for k, v in (("dim", dim), ("start", start), ("end", end),
+                                                    ("step", 1))))
+            ty = out_ty
         for target, size in ((torch.ops.aten.view.default, shape),
                              (torch.ops.aten.expand.default, tuple(val.shape))):
             out_ty = type_text(dtype_name(val.dtype, at), size)
@@ -254,17 +259,6 @@ class FuncPrinter:
                                    f"size = {attr(list(size), at)}")
                 ty = out_ty
         self.values[node.name] = [ssa]
-
-    def slice(self, node, dim: int, start: int, end: int) -> None:
-        """A gather that reads a run of its `self` in place (fold.gather_slice): that run,
-        x[start:end] along dim."""
-        at = where(node)
-        x = fold.bound_args(node)["self"]
-        ty = tensor_type(x.meta["val"], at)
-        self.values[node.name] = [self.self_op(
-            "torch.aten.slice.Tensor", self.values[x.name][0], ty, tensor_type(node.meta["val"], at),
-            node, ", ".join(f"{k} = {attr(v, at)}" for k, v in
-                            (("dim", dim), ("start", start), ("end", end), ("step", 1))))]
 
     def grad_region(self, node) -> None:
         """A torch.no_grad() (or enable_grad()) region, its ops printed in place: the

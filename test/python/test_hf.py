@@ -41,6 +41,9 @@ def hf_model(family: str):
                "gptj": lambda: transformers.GPTJConfig(
                    n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=T, resid_pdrop=0.0,
                    embd_pdrop=0.0, attn_pdrop=0.0, **small),
+               "codegen": lambda: transformers.CodeGenConfig(
+                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=T, n_ctx=T,
+                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **small),
                "bloom": lambda: transformers.BloomConfig(
                    hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
                    **small),
@@ -86,7 +89,7 @@ def padded_batches(n):
     return out
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj", "codegen"])
 def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one and the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
@@ -95,8 +98,9 @@ def test_padded_batches_train_as_eager_does(family):
     so its padded rows' positions start after the padding; Bloom's ALiBi biases count the
     same way (`baddbmm` adds them to the scores; their slopes' powers an int32 arange, folded
     at capture); Falcon attends with one key/value head for all four query heads and adds
-    its branches in place (`+=`); GPT-J gathers its rotary table at the positions (a slice,
-    at capture) and rotates every other element (`x[..., ::2]`, whose gradient is strided).
+    its branches in place (`+=`); GPT-J gathers its rotary table at the positions (CodeGen
+    indexes it: a slice, at capture either way) and rotates every other element
+    (`x[..., ::2]`, whose gradient is strided).
     4 AdamW steps beside eager's, losses and parameters within the parity tolerances, and
     the forward's logits eager's everywhere, padding included."""
     model = gptc.hf.causal_lm(hf_model(family))
@@ -105,7 +109,7 @@ def test_padded_batches_train_as_eager_does(family):
     assert "add_" not in captured.mlir and "aten.gather" not in captured.mlir
     assert not re.search(r"aten\.index\.Tensor.*\(tensor<4x32xi", captured.mlir)  # the mask's
     assert ("aten.cumsum" in captured.mlir) == (family in ("opt", "bloom"))
-    if family not in ("bloom", "gptj"):  # their own attention: matmuls and softmax
+    if family not in ("bloom", "gptj", "codegen"):  # their own attention: matmuls, softmax
         assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])
@@ -299,30 +303,42 @@ def test_a_mask_written_in_place_is_one_line_not_left_out():
 
 
 class Gathered(torch.nn.Module):
-    """x[rows, cols] with index tensors made from aranges: in order (a view of x) or with
-    the rows reversed (a gather)."""
+    """x[rows, cols] with index tensors made from aranges: in order (a view of x), read
+    twice along a dimension no index counts (a view, expanded), a run of x's rows with its
+    columns taken whole (a slice, then a view: CodeGen's rotary table), or with the rows
+    reversed (a gather)."""
 
-    def __init__(self, reverse):
+    def __init__(self, kind):
         super().__init__()
-        self.reverse = reverse
+        self.kind = kind
 
     def forward(self, x, y):
         rows, cols = torch.arange(x.shape[0]), torch.arange(x.shape[1])
-        if self.reverse:
+        if self.kind == "reversed":
             rows = rows.flip(0)
-        g = x[rows.view(-1, 1, 1), cols.view(1, 1, -1)]
+        if self.kind == "run":
+            g = x[torch.arange(1, 3).view(1, -1)]
+        elif self.kind == "wider":
+            g = x[rows.view(-1, 1, 1).expand(-1, 2, 1), cols.view(1, 1, -1)]
+        else:
+            g = x[rows.view(-1, 1, 1), cols.view(1, 1, -1)]
         return g, ((g - y) ** 2).mean()
 
 
 def test_an_index_by_aranges_in_order_is_a_view_and_any_other_is_refused():
-    x, y = torch.randn(3, 5), torch.randn(3, 1, 5)
-    captured = gptc.capture(Gathered(False), (x, y))
-    assert "aten.index" not in captured.mlir and "arange" not in captured.mlir
-    out, _ = gptc.compile(Gathered(False), (x, y))(x, y)
-    assert torch.equal(out, x.view(3, 1, 5))
-    assert "aten.index" in gptc.capture(Gathered(True), (x, y)).mlir
+    x = torch.randn(3, 5)
+    want = {"in order": x.view(3, 1, 5), "wider": x.view(3, 1, 5).expand(3, 2, 5),
+            "run": x[1:3].view(1, 2, 5)}
+    for kind, view in want.items():
+        y = torch.randn(view.shape)
+        captured = gptc.capture(Gathered(kind), (x, y))
+        assert "aten.index" not in captured.mlir and "arange" not in captured.mlir, kind
+        out, _ = gptc.compile(Gathered(kind), (x, y))(x, y)
+        assert torch.equal(out, view), kind
+    y = torch.randn(3, 1, 5)
+    assert "aten.index" in gptc.capture(Gathered("reversed"), (x, y)).mlir
     with pytest.raises(GptcError, match=r"'aten.index.Tensor' \(only one index tensor"):
-        gptc.compile(Gathered(True), (x, y))
+        gptc.compile(Gathered("reversed"), (x, y))
 
 
 class NoGradScale(torch.nn.Module):
