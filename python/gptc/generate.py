@@ -79,6 +79,14 @@ def attend_cached(q, keys_t, values, own_k, own_v, unwritten, scale, softcap=Non
     return att[..., :T] @ values + att[..., T:] * own_v
 
 
+def store_rows(k, v, k_row, v_row, pos: int) -> None:
+    """Writes a decode step's own keys and values ([layers, batch, heads, 1, head size]
+    each, numpy or torch) into the stacked caches at `pos`: keys [layers, batch, heads,
+    head size, max_len] (transposed), values [layers, batch, heads, max_len, head size]."""
+    k[:, :, :, :, pos] = k_row[:, :, :, 0]
+    v[:, :, :, pos] = v_row[:, :, :, 0]
+
+
 class DecodeStep(nn.Module):
     """One decode step of a nanoGPT-style GPT (transformer.wte, .wpe, .h[i].ln_1,
     .attn.c_attn, .attn.c_proj, .attn.n_head, .ln_2, .mlp, transformer.ln_f, lm_head),
@@ -240,8 +248,7 @@ class Generator:
         values stored into the caches k and v at `pos`."""
         logits, k_row, v_row = self._run(
             self.step, [np.array([[token]], np.int64), np.array([pos], np.int64), *k, *v])
-        k[:, :, :, :, pos] = k_row[:, :, :, 0]
-        v[:, :, :, pos] = v_row[:, :, :, 0]
+        store_rows(k, v, k_row, v_row, pos)
         return logits[0], k, v
 
     def _feed(self, tokens):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from .errors import GptcError
-from .generate import attend_cached
+from .generate import attend_cached, store_rows
 
 
 class CausalLM(torch.nn.Module):
@@ -243,8 +243,8 @@ def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):
         _, heads, _, head_size = shapes.pop()
         layers = len(probe.new_keys)
         T = decode.max_len
-        k = [torch.zeros(1, heads, head_size, T) for _ in range(layers)]
-        v = [torch.zeros(1, heads, T, head_size) for _ in range(layers)]
+        k = torch.zeros(layers, 1, heads, head_size, T)
+        v = torch.zeros(layers, 1, heads, T, head_size)
         scale = 1.0 + full.abs().max().item()
         for pos in range(n):
             logits, k_row, v_row = decode(ids[:, pos:pos + 1], torch.tensor([pos]), *k, *v)
@@ -253,9 +253,7 @@ def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):
                 raise GptcError(f"compile_generate: {name}'s forward through gptc's key/value "
                                 f"cache is {err:.3g} from its own at position {pos}; gptc "
                                 f"cannot generate with it")
-            for i in range(layers):
-                k[i][:, :, :, pos] = k_row[i, :, :, 0]
-                v[i][:, :, pos] = v_row[i, :, :, 0]
+            store_rows(k, v, k_row, v_row, pos)
     return layers, heads, head_size
 
 
