@@ -391,6 +391,10 @@ LogicalResult mlir::gpt::writeArtifact(func::FuncOp fn, const EmittedSource &src
     spec["kind"] = kind;
     if (trilOnes)
       spec["tril_ones"] = true;
+    // A parameter no gradient reaches (gpt-autodiff): a training step never moves it, and
+    // gptc's gradient-flow check names it at the first step.
+    if (fn.getArgAttr(i, kNoGradientAttr))
+      spec["no_gradient"] = true;
     args.push_back(std::move(spec));
   }
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {

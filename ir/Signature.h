@@ -28,8 +28,9 @@ inline constexpr StringLiteral kUpdatesAttr = "gpt.updates";
 /// On a gradient result of gpt-autodiff: the parameter it is the gradient of.
 inline constexpr StringLiteral kGradOfAttr = "gpt.grad_of";
 /// On a gradient result of gpt-autodiff that nothing reached (the parameter is unused,
-/// or used only through a detach): gpt-adamw leaves such a parameter as it is, as
-/// PyTorch's optimizers skip one whose .grad is None.
+/// or used only through a detach), and on that parameter's argument (the manifest's
+/// "no_gradient"): gpt-adamw leaves such a parameter as it is, as PyTorch's optimizers
+/// skip one whose .grad is None.
 inline constexpr StringLiteral kNoGradientAttr = "gpt.no_gradient";
 
 /// Argument i's name and kind (null when absent).

@@ -160,8 +160,10 @@ struct AutodiffPass : gpt::impl::AutodiffBase<AutodiffPass> {
           b.getNamedAttr(kNameAttr, b.getStringAttr("grad." + pname))};
       // Nothing reached the parameter (unused, or used only through a detach): PyTorch
       // leaves its .grad None, and its optimizer then skips it, weight decay included.
-      if (!reached)
+      if (!reached) {
         attrs.push_back(b.getNamedAttr(kNoGradientAttr, b.getUnitAttr()));
+        fn.setArgAttr(i, kNoGradientAttr, b.getUnitAttr()); // the manifest says so
+      }
       resultAttrs.push_back(b.getDictionaryAttr(attrs));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);

@@ -117,10 +117,15 @@ def remove_stale_temporaries(directory: str) -> None:
             pass
 
 
-def check_gradient_flow(names, norms) -> None:
-    """Raise GradientFlowError naming every parameter whose gradient is zero or not finite."""
-    bad = [f"{n} ({'no gradient' if v == 0 else 'non-finite gradient'})"
-           for n, v in zip(names, norms) if v == 0 or not math.isfinite(v)]
+def check_gradient_flow(names, norms, unreached=(), zero_before=()) -> None:
+    """Raise GradientFlowError naming every parameter whose gradient is not finite, that no
+    gradient reaches (`unreached`: unused, or used only through a detach), or whose
+    gradient is zero on this step and was on the one before (`zero_before`). A zero on one
+    step alone is not a failure: LoRA's A matrices get exactly zero at the first step,
+    while their B matrices are still the zeros they start as."""
+    bad = [f"{n} ({'non-finite gradient' if not math.isfinite(v) else 'no gradient'})"
+           for n, v in zip(names, norms)
+           if not math.isfinite(v) or n in unreached or (v == 0 and n in zero_before)]
     if bad:
         raise GradientFlowError("gradient-flow check failed: " + ", ".join(bad))
 
@@ -140,6 +145,8 @@ class TrainStep:
         self._inputs = [name for name, _, _ in rt.inputs]
         self._params = [a.name for a in captured.args if a.kind == "param"]
         self._trainable = [a.name for a in captured.args if a.trainable]  # params only
+        self._unreached = {a["name"] for a in self.model.manifest["args"] if a.get("no_gradient")}
+        self._zero_before = set()  # trainable parameters whose last step's gradient was zero
         self._persistent = [name for name, _, _ in rt.params]  # params and moments
         self._results = [name for name, _, _ in rt.results]
         self.last_grad_norms = None
@@ -196,7 +203,9 @@ class TrainStep:
         self.last_grad_norms = torch.from_numpy(np.asarray(results["grad_norms"]))
         if self.check_gradients:
             try:
-                check_gradient_flow(self._trainable, self.last_grad_norms.tolist())
+                norms = self.last_grad_norms.tolist()
+                check_gradient_flow(self._trainable, norms, self._unreached, self._zero_before)
+                self._zero_before = {n for n, v in zip(self._trainable, norms) if v == 0}
             except GradientFlowError as e:
                 for n, a in before.items():
                     self.model.set_param(n, a)
@@ -323,7 +332,9 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
     loss as a scalar output. With check_gradients, every step checks that each parameter
-    got a finite, non-zero gradient (the gradient-flow arbiter); a step that fails it is
+    got a finite gradient, that a gradient reaches it at all, and that it is not zero on two
+    steps in a row (the gradient-flow arbiter; LoRA's A matrices get a zero gradient at the
+    first step, while their B matrices are zeros); a step that fails it is
     undone (parameters, moments and step count as before it; each step keeps a copy of the
     state for that) and raises GradientFlowError. fuse=False compiles
     one kernel per op (gptc compile -O0): slower, and bit for bit the same results.

@@ -124,6 +124,33 @@ def test_padded_batches_train_as_eager_does(family):
     assert failure is None, failure
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_lora_adapters_train_as_eager_and_nothing_else_moves(family):
+    """peft's LoRA on the attention's projections (GPT-2's Conv1D c_attn, LLaMA's q_proj and
+    v_proj): 4 AdamW steps beside eager's within the parity tolerances, with the gradient-
+    flow check on (each A's gradient is exactly zero at the first step, its B still zero);
+    only the adapters move: the frozen weights are no trainable parameters of the step."""
+    peft = pytest.importorskip("peft")
+    targets = ["c_attn"] if family == "gpt2" else ["q_proj", "v_proj"]
+    full = gptc.hf.causal_lm(hf_model(family))
+    model = gptc.hf.causal_lm(peft.get_peft_model(hf_model(family), peft.LoraConfig(
+        r=4, lora_alpha=8, target_modules=targets, lora_dropout=0.0,
+        fan_in_fan_out=family == "gpt2")))  # GPT-2's Conv1D holds its weight transposed
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows = parity.report(model, batches(4), lr=1e-2, out=lambda line: None)
+    summary, failure = parity.verdict(rows, 1e-5, 1e-4)
+    print(f"\n{family} LoRA: {summary}")
+    assert failure is None, failure
+    step = gptc.compile_train_step(model, batches(1)[0], optimizer=gptc.AdamW())
+    x, y = batches(1)[0]
+    step(x, y, lr=1e-2)
+    moved = {n for n, t in step.state_dict().items() if n in before and not torch.equal(t, before[n])}
+    assert moved and all(".lora_" in n for n in moved), sorted(moved)
+    assert len(moved) == 2 * len(targets) * 2  # A and B of each target in both layers
+    trainable = [sum(a.trainable for a in gptc.capture(m, (x, y)).args) for m in (model, full)]
+    assert trainable[0] == 2 * len(targets) * 2 < trainable[1]
+
+
 def test_a_trained_state_loads_back_into_the_transformers_model():
     """step.state_dict() has the model's own keys: LLaMA's rotary inv_freq buffers,
     registered persistent=False, are not among them, so a strict load takes it."""

@@ -761,12 +761,53 @@ class Detached(nn.Module):
 def test_gradient_flow_arbiter_names_the_parameter(model, missing, tmp_path):
     x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
     step = gptc.compile_train_step(model, (x, y), check_gradients=True, workdir=str(tmp_path))
+    assert sorted(a["name"] for a in step.model.manifest["args"] if a.get("no_gradient")) == sorted(missing)
     with pytest.raises(gptc.GradientFlowError) as info:
         step(x, y)
     print("\n" + str(info.value))
     for name in missing:
         assert f"{name} (no gradient)" in str(info.value)
     assert "second" not in str(info.value) and "used" not in str(info.value)
+
+
+class ZeroThenMoving(nn.Module):
+    """A low-rank branch as LoRA starts it, B zero (so A's gradient is exactly zero at the
+    first step, and not after), and a parameter a gradient reaches only times zero (zero at
+    every step)."""
+
+    def __init__(self, dead):
+        super().__init__()
+        self.base = nn.Linear(8, 4)
+        self.a = nn.Parameter(torch.randn(2, 8))
+        self.b = nn.Parameter(torch.zeros(4, 2))
+        self.dead = nn.Parameter(torch.randn(4)) if dead else None
+
+    def forward(self, x, y):
+        out = self.base(x) + x @ self.a.t() @ self.b.t()
+        if self.dead is not None:
+            out = out + self.dead * 0.0
+        return F.cross_entropy(out, y)
+
+
+@pytest.mark.parametrize("dead", [False, True])
+def test_a_zero_gradient_on_two_steps_in_a_row_fails_and_on_one_does_not(dead, tmp_path):
+    """The manifest names the parameters no gradient reaches (those fail at the first step,
+    above); a reached one fails only when its gradient is zero on two steps in a row: LoRA's
+    A, zero at the first step only, trains; `dead` fails at the second, named alone."""
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    step = gptc.compile_train_step(ZeroThenMoving(dead), (x, y), check_gradients=True,
+                                   workdir=str(tmp_path))
+    assert not any(a.get("no_gradient") for a in step.model.manifest["args"])
+    step(x, y, lr=1e-2)
+    assert step.last_grad_norms[step._trainable.index("a")].item() == 0.0
+    if dead:
+        with pytest.raises(gptc.GradientFlowError,
+                           match=r"^gradient-flow check failed: dead \(no gradient\); the step"):
+            step(x, y, lr=1e-2)
+    else:
+        step(x, y, lr=1e-2)
+        assert step.last_grad_norms.min().item() > 0
 
 
 def test_a_step_the_gradient_flow_check_refuses_is_not_applied(tmp_path):

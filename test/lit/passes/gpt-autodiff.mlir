@@ -150,8 +150,10 @@ func.func @frozen(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %s: te
 
 // Tests that a parameter nothing reaches (unused, or read only through a detach) gets a
 // zero gradient marked gpt.no_gradient, which gpt-adamw leaves un-updated (PyTorch's
-// .grad is None there); one that is reached is not marked.
+// .grad is None there), and so is its argument (the manifest's "no_gradient"); one that is
+// reached is not marked.
 // CHECK-LABEL: func.func @unreached
+// CHECK-SAME: %arg0: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %arg1: tensor<3xf32> {gpt.kind = "param", gpt.name = "d", gpt.no_gradient}, %arg2: tensor<3xf32> {gpt.kind = "param", gpt.name = "u", gpt.no_gradient}
 // CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {gpt.grad_of = "b", gpt.name = "grad.b"}, tensor<3xf32> {gpt.grad_of = "d", gpt.name = "grad.d", gpt.no_gradient}, tensor<3xf32> {gpt.grad_of = "u", gpt.name = "grad.u", gpt.no_gradient})
 func.func @unreached(%b: tensor<3xf32> {gpt.kind = "param", gpt.name = "b"}, %d: tensor<3xf32> {gpt.kind = "param", gpt.name = "d"}, %u: tensor<3xf32> {gpt.kind = "param", gpt.name = "u"}, %x: tensor<2x3xf32>) -> tensor<f32> {
   %s = gpt.stop_gradient %d : tensor<3xf32>
