@@ -217,7 +217,8 @@ class PrefillStep(torch.nn.Module):
 
 def is_transformers_model(model) -> bool:
     return (isinstance(model, CausalLM)
-            or type(model).__module__.split(".")[0] in ("transformers", "transformers_modules"))
+            or type(model).__module__.split(".")[0] in ("transformers", "transformers_modules",
+                                                        "peft"))
 
 
 def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):

@@ -439,6 +439,25 @@ def test_hugging_face_models_generate_transformers_greedy_text(family, llama_gen
     assert len(long) == T + 8 and long[:T - 3] == greedy_as_transformers(hf, [5, 6, 7], T - 3)
 
 
+def test_a_lora_model_generates_transformers_greedy_text():
+    """compile_generate on peft's LoRA model (its adapters drawn away from zero, so that
+    they change the text): the tokens transformers' generate writes with the same model."""
+    peft = pytest.importorskip("peft")
+    model = peft.get_peft_model(hf_model("llama"), peft.LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".lora_" in name:
+                p.normal_(0.0, 0.3)
+    model.eval()
+    gen = gptc.compile_generate(model)
+    want = greedy_as_transformers(model, [5, 6, 7], 20)
+    assert gen.generate([5, 6, 7], 20, temperature=0) == want
+    with model.disable_adapter():  # the adapters do change the text
+        assert want != greedy_as_transformers(model, [5, 6, 7], 20)
+
+
 def test_a_c_program_writes_a_hugging_face_models_text(tmp_path, llama_generator):
     """Generator.save of a transformers model, run by examples/generate.c (the runtime's
     generator, no Python): the text gptc writes in Python, sampled."""
