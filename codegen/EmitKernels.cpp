@@ -904,13 +904,17 @@ LogicalResult Emitter::emitKernel(Operation *op, raw_ostream &os) {
         for (int64_t d = c.getDim() + 1; d < (int64_t)shape.size(); ++d)
           inner *= shape[d];
         bool floating = isa<FloatType>(c.getType().getElementType());
+        std::string base = inner == 1 ? "l * " + std::to_string(n)
+                                      : "l / " + std::to_string(inner) + " * " +
+                                            std::to_string(n * inner) + " + l % " +
+                                            std::to_string(inner);
+        std::string t = c.getReverse() ? "(" + std::to_string(n - 1) + " - t)" : "t";
         os << "  " << loop("l", c.getType().getNumElements() / std::max<int64_t>(n, 1)) << " {\n"
-           << "    const int64_t base = l / " << inner << " * " << n * inner << " + l % " << inner
-           << ";\n"
+           << "    const int64_t base = " << base << ";\n"
            << "    " << (floating ? "double" : "int64_t") << " acc = 0;\n"
            << "    for (int64_t t = 0; t < " << n << "; ++t) {\n"
-           << "      const int64_t at = base + " << (c.getReverse() ? "(" + std::to_string(n - 1) + " - t)" : "t")
-           << " * " << inner << ";\n"
+           << "      const int64_t at = base + " << t
+           << (inner == 1 ? "" : " * " + std::to_string(inner)) << ";\n"
            << "      acc += in0[at];\n"
            << "      out0[at] = static_cast<" << elemType(c) << ">(acc);\n    }\n  }\n";
         return success();
