@@ -47,6 +47,16 @@ def hf_model(family: str):
                "bloom": lambda: transformers.BloomConfig(
                    hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
                    **small),
+               "qwen3": lambda: transformers.Qwen3Config(num_key_value_heads=2, head_dim=16,
+                                                         **sizes),
+               "gemma2": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=16,
+                                                           sliding_window=8, **sizes),
+               "phi": lambda: transformers.PhiConfig(num_key_value_heads=2, resid_pdrop=0.0,
+                                                     embd_pdrop=0.0, **sizes),
+               "gpt_neox": lambda: transformers.GPTNeoXConfig(hidden_dropout=0.0, **sizes),
+               "gpt_bigcode": lambda: transformers.GPTBigCodeConfig(
+                   n_embd=64, n_layer=2, n_head=4, n_positions=T, resid_pdrop=0.0,
+                   embd_pdrop=0.0, attn_pdrop=0.0, **small),
                }[family]()
     return transformers.AutoModelForCausalLM.from_config(cfg)
 
@@ -89,7 +99,8 @@ def padded_batches(n):
     return out
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj", "codegen"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj", "codegen",
+                                    "qwen3", "phi3", "gemma2", "phi", "gpt_neox", "gpt_bigcode"])
 def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one and the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
@@ -100,7 +111,10 @@ def test_padded_batches_train_as_eager_does(family):
     at capture); Falcon attends with one key/value head for all four query heads and adds
     its branches in place (`+=`); GPT-J gathers its rotary table at the positions (CodeGen
     indexes it: a slice, at capture either way) and rotates every other element
-    (`x[..., ::2]`, whose gradient is strided).
+    (`x[..., ::2]`, whose gradient is strided); and the others, each for what sets it apart:
+    Qwen3's q/k norms, Phi-3's fused gate/up, Gemma 2's soft-capped scores and sliding
+    windows (masks it spells out itself), Phi's partial rotary, GPT-NeoX's parallel
+    residual, GPTBigCode's one key/value head.
     4 AdamW steps beside eager's, losses and parameters within the parity tolerances, and
     the forward's logits eager's everywhere, padding included."""
     model = gptc.hf.causal_lm(hf_model(family))
@@ -109,7 +123,7 @@ def test_padded_batches_train_as_eager_does(family):
     assert "add_" not in captured.mlir and "aten.gather" not in captured.mlir
     assert not re.search(r"aten\.index\.Tensor.*\(tensor<4x32xi", captured.mlir)  # the mask's
     assert ("aten.cumsum" in captured.mlir) == (family in ("opt", "bloom"))
-    if family not in ("bloom", "gptj", "codegen"):  # their own attention: matmuls, softmax
+    if family not in ("bloom", "gptj", "codegen", "gemma2"):  # attention as matmuls, softmax
         assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])
