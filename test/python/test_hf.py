@@ -139,7 +139,7 @@ def test_padded_batches_train_as_eager_does(family):
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_lora_adapters_train_as_eager_and_nothing_else_moves(family):
+def test_lora_adapters_train_as_eager_and_nothing_else_moves(family, tmp_path):
     """peft's LoRA on the attention's projections (GPT-2's Conv1D c_attn, LLaMA's q_proj and
     v_proj): 4 AdamW steps beside eager's within the parity tolerances, with the gradient-
     flow check on (each A's gradient is exactly zero at the first step, its B still zero);
@@ -163,6 +163,15 @@ def test_lora_adapters_train_as_eager_and_nothing_else_moves(family):
     assert len(moved) == 2 * len(targets) * 2  # A and B of each target in both layers
     trainable = [sum(a.trainable for a in gptc.capture(m, (x, y)).args) for m in (model, full)]
     assert trainable[0] == 2 * len(targets) * 2 < trainable[1]
+    # The trained state loads back into the peft model strictly, and its adapters save as
+    # peft saves them (adapter_model.safetensors), the trained values.
+    model.hf.load_state_dict(step.state_dict())
+    model.hf.save_pretrained(str(tmp_path))
+    from safetensors.torch import load_file
+    saved = load_file(str(tmp_path / "adapter_model.safetensors"))
+    assert len(saved) == len(moved)
+    for n in moved:
+        assert torch.equal(saved[n.replace(".default", "")], step.state_dict()[n]), n
 
 
 def test_a_trained_state_loads_back_into_the_transformers_model():
