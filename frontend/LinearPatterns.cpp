@@ -37,8 +37,6 @@ LogicalResult convertLinear(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   return success();
 }
 
-/// addmm(self [N] or [M, N], mat1 [M, K], mat2 [K, N]) = mat1 @ mat2 + self, with beta and
-/// alpha 1 (torch.nn.Linear's and Hugging Face Conv1D's form).
 /// addmm(self, mat1, mat2) and baddbmm(self, batch1, batch2): beta * self + alpha * (mat1 @
 /// mat2), as gpt.matmul, gpt.mul by alpha where it is not 1, and gpt.add of self (times beta
 /// where that is not 1; self left out where beta is 0, as PyTorch ignores it then).
@@ -59,9 +57,8 @@ LogicalResult convertAddmm(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
   auto scaled = [&](Value v, double factor) -> Value {
     if (factor == 1.0)
       return v;
-    auto scalar = RankedTensorType::get({}, type.getElementType());
     return MulOp::create(b, loc, cast<RankedTensorType>(v.getType()), v,
-                         splat(b, loc, scalar, factor));
+                         scalarOf(b, loc, type.getElementType(), factor));
   };
   double beta = op.getFloat("beta").value_or(1.0), alpha = op.getFloat("alpha").value_or(1.0);
   Value y = scaled(buildMatmul(b, loc, type, lhs, rhs, false), alpha);

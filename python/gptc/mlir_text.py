@@ -243,7 +243,8 @@ class FuncPrinter:
         at = where(node)
         x = fold.bound_args(node)["self"]
         val = node.meta["val"]
-        ssa, ty, size = self.values[x.name][0], tensor_type(x.meta["val"], at), list(x.meta["val"].shape)
+        ssa, ty = self.values[x.name][0], tensor_type(x.meta["val"], at)
+        size = list(x.meta["val"].shape)
         for dim, start, end in runs:
             size[dim] = end - start
             out_ty = type_text(dtype_name(val.dtype, at), size)

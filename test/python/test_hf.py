@@ -158,20 +158,22 @@ def test_lora_adapters_train_as_eager_and_nothing_else_moves(family, tmp_path):
     step = gptc.compile_train_step(model, batches(1)[0], optimizer=gptc.AdamW())
     x, y = batches(1)[0]
     step(x, y, lr=1e-2)
-    moved = {n for n, t in step.state_dict().items() if n in before and not torch.equal(t, before[n])}
+    state = step.state_dict()
+    adapters = 2 * len(targets) * 2  # A and B of each target in both layers
+    moved = {n for n, t in state.items() if n in before and not torch.equal(t, before[n])}
     assert moved and all(".lora_" in n for n in moved), sorted(moved)
-    assert len(moved) == 2 * len(targets) * 2  # A and B of each target in both layers
+    assert len(moved) == adapters
     trainable = [sum(a.trainable for a in gptc.capture(m, (x, y)).args) for m in (model, full)]
-    assert trainable[0] == 2 * len(targets) * 2 < trainable[1]
+    assert trainable[0] == adapters < trainable[1]
     # The trained state loads back into the peft model strictly, and its adapters save as
     # peft saves them (adapter_model.safetensors), the trained values.
-    model.hf.load_state_dict(step.state_dict())
+    model.hf.load_state_dict(state)
     model.hf.save_pretrained(str(tmp_path))
     from safetensors.torch import load_file
     saved = load_file(str(tmp_path / "adapter_model.safetensors"))
     assert len(saved) == len(moved)
     for n in moved:
-        assert torch.equal(saved[n.replace(".default", "")], step.state_dict()[n]), n
+        assert torch.equal(saved[n.replace(".default", "")], state[n]), n
 
 
 def test_a_trained_state_loads_back_into_the_transformers_model():
