@@ -173,13 +173,22 @@ void Emitter::emitOnlineBlock(raw_ostream &os, const AttentionShape &a) {
      << "            p[rr][j] = gptc::detail::sel(j < nb[rr], S[rr][j0 + j] * " << a.scale << ", "
      << E << "(-INFINITY));\n"
      << "        gptc::block_max4<" << E << ">(p, mb);\n"
-     << "        for (int64_t rr = 0; rr < 4; ++rr) mn[rr] = gptc::maximum(m[rr], mb[rr]);\n"
-     // The four rows' exps in one loop (and their corrections in one vector), so that
-     // their independent dependency chains overlap: the same values, one lane each.
-     << "        GPTC_SIMD for (int64_t rr = 0; rr < 4; ++rr) corr[rr] = gptc::exp(m[rr] - mn[rr]);\n"
+     << "        for (int64_t rr = 0; rr < 4; ++rr) mn[rr] = gptc::maximum(m[rr], mb[rr]);\n";
+  // With a key mask, mn is -inf in a row whose keys so far are all hidden: its exps are
+  // taken against 0 (exp(-inf) = 0) rather than -inf (NaN).
+  std::string me = a.masked() ? "me" : "mn";
+  if (a.masked())
+    os << "        " << E << " me[4];\n"
+       << "        for (int64_t rr = 0; rr < 4; ++rr) me[rr] = mn[rr] == -INFINITY ? " << E
+       << "(0) : mn[rr];\n";
+  // The four rows' exps in one loop (and their corrections in one vector), so that
+  // their independent dependency chains overlap: the same values, one lane each.
+  os << "        GPTC_SIMD for (int64_t rr = 0; rr < 4; ++rr) corr[rr] = gptc::exp(m[rr] - " << me
+     << "[rr]);\n"
      << "        GPTC_SIMD for (int64_t j = 0; j < 32; ++j) {\n";
   for (int rr = 0; rr < 4; ++rr)
-    os << "          p[" << rr << "][j] = gptc::exp(p[" << rr << "][j] - mn[" << rr << "]);\n";
+    os << "          p[" << rr << "][j] = gptc::exp(p[" << rr << "][j] - " << me << "[" << rr
+       << "]);\n";
   os << "        }\n"
      << "        gptc::block_sum4<" << E << ">(p, bsum);\n";
   if (a.dropout)
@@ -236,6 +245,10 @@ static void emitQueryBlock(raw_ostream &os, const AttentionShape &a, const std::
      << "      gptc::block_dots_rows<" << a.elem << ">(nr, " << a.D << ", " << q << " + "
      << a.headBase(a.Q) << " + t0 * " << qs << ", " << qs << ", kt, " << Sp
      << ", kmax, &" << scores << "[0][0], " << Sp << ");\n";
+  if (a.masked()) // a hidden key's score is -inf in every row
+    os << "      for (int64_t rr = 0; rr < nr; ++rr)\n"
+       << "        for (int64_t j = 0; j < kmax; ++j)\n"
+       << "          if (!km[j]) " << scores << "[rr][j] = -INFINITY;\n";
 }
 
 /// The lane block's rows seen (`vis`, 0 past the last), each also noted in the group's
@@ -249,13 +262,16 @@ static void emitLaneRowsSeen(raw_ostream &os, const AttentionShape &a, bool grou
      << "      }\n";
 }
 
-/// The end of a lane-block call: with dropout, the keep factors of a row's keys as a lambda.
+/// The end of a lane-block call: with dropout, the keep factors of a row's keys as a lambda;
+/// with a key mask, the head's (`km`).
 static void emitLaneRowsKeep(raw_ostream &os, const AttentionShape &a) {
   if (a.dropout)
     os << ",\n          [&](int64_t rr, int64_t j0, int64_t n, float* kf) {\n"
        << "            const int64_t r = bh * " << a.T << " + t0 + rr;\n"
        << "            " << a.keepFactors("r * " + std::to_string(a.S) + " + j0", "n", "kf") << "\n"
        << "          }";
+  if (a.masked())
+    os << (a.dropout ? "" : ", gptc::NoKeep()") << ", km";
   os << ");\n";
 }
 
@@ -286,8 +302,11 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 3,
                                     op.getBthd());
+  if (op.getKeyMask())
+    a.maskOperand = op.getRng() ? 4 : 3;
   os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
-     << " {\n";
+     << " {\n"
+     << a.keyMaskDecl("    ");
   if (a.laneRows())
     emitAttentionLaneRows(os, a);
   emitTransposedKeys(os, a);
@@ -297,7 +316,11 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        " << a.elem << "* y = out0 + " << a.headBase(a.Y) << " + (t0 + rr) * "
      << a.pitch(a.Y) << ";\n"
-     << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / l[rr];\n"
+     << (a.masked() ? "        const " + a.elem + " lr = l[rr] == 0 ? " + a.elem +
+                          "(1) : l[rr]; // 0: the row saw no key (its sums are 0)\n"
+                    : "")
+     << "        GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) y[c] = acc[rr][c] / "
+     << (a.masked() ? "lr" : "l[rr]") << ";\n"
      << "        " << a.elem << "* st = out1 + (bh * " << a.T << " + t0 + rr) * 2;\n"
      << "        st[0] = m[rr];\n"
      << "        st[1] = l[rr];\n"
@@ -393,9 +416,11 @@ static void emitAttentionGradLaneRows(raw_ostream &os, const AttentionShape &a) 
 /// into the thread's scratch as above, then their canonical sums (gptc::reduce_sum16 and
 /// reduce_sum).
 LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
-  const AttentionShape whole = attentionShape(
+  AttentionShape whole = attentionShape(
       op.getQ(), op.getK(), op.getV(), op.getIsCausal(), op.getScale().convertToDouble(),
       op.getDropoutP().convertToDouble(), op.getId(), 5, op.getBthd(), op.getResults());
+  if (op.getKeyMask())
+    whole.maskOperand = op.getRng() ? 6 : 5;
   const std::string &E = whole.elem;
   const int64_t G = whole.G, heads = op.getDq().getType().getNumElements() / (whole.T * whole.D);
   // The query head's dk and dv: in place, or (grouped) a dense part of the scratch.
@@ -426,6 +451,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
        << "    " << E << "* dv = dvParts + g * " << partV << ";\n";
   os << "    const " << E << "* kb = in1 + " << a.headBase(a.K) << ";\n"
      << "    const " << E << "* vb = in2 + " << a.headBase(a.V) << ";\n"
+     << a.keyMaskDecl("    ")
      << "    for (int64_t j = 0; j < " << a.S << "; ++j) {\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.D << "; ++c) dk[j * " << dks << " + c] = 0;\n"
      << "      GPTC_SIMD for (int64_t c = 0; c < " << a.Dv << "; ++c) dv[j * " << dvs << " + c] = 0;\n"
@@ -462,8 +488,13 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   os << "      for (int64_t rr = 0; rr < nr; ++rr) {\n"
      << "        const " << E << "* st = in4 + (bh * " << a.T << " + t0 + rr) * 2;\n"
      << "        m[rr] = st[0];\n"
-     << "        l[rr] = st[1];\n"
-     << "      }\n";
+     << "        l[rr] = st[1];\n";
+  if (a.masked()) // a row that saw no key: P 0 (its scores are all -inf)
+    os << "        if (l[rr] == 0) {\n"
+       << "          m[rr] = 0;\n"
+       << "          l[rr] = 1;\n"
+       << "        }\n";
+  os << "      }\n";
   // P = exp(s - m) / l: the four rows in one loop over the last row's keys, so that their
   // independent exps overlap (a row's P past its own keys is computed and never read; rows
   // past the last are zeros, so that nothing reads an unset value). Then per row P * keep

@@ -83,6 +83,7 @@ struct AttentionShape {
   int64_t id;
   std::string dropP, dropScale;
   int64_t rngOperand; // index of the rng operand (in<rngOperand>)
+  int64_t maskOperand = -1; // index of the key_mask operand, -1 without one
 
   /// The distance between rows of operand `o`.
   int64_t pitch(Operand o) const { return at[o].t; }
@@ -110,6 +111,14 @@ struct AttentionShape {
     if (!causal)
       return std::to_string(S);
     return "(t + 1 < " + std::to_string(S) + " ? t + 1 : " + std::to_string(S) + ")";
+  }
+  bool masked() const { return maskOperand >= 0; }
+  /// Declares `km`, head bh's row of the key mask (batch bh / H), where the op has one.
+  std::string keyMaskDecl(const std::string &indent) const {
+    if (!masked())
+      return "";
+    return indent + "const bool* km = in" + std::to_string(maskOperand) + " + (bh / " +
+           std::to_string(H) + ") * " + std::to_string(S) + ";\n";
   }
   /// Loads the [seed, step] pair the dropout draws are keyed by.
   std::string rngPrologue() const {

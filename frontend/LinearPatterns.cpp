@@ -117,7 +117,8 @@ LogicalResult convertEmbedding(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
 /// scores is set to 0 before the softmax (so that nothing there is NaN, forward or
 /// backward) and its output to 0 after. Matmuls and the softmax keep their own reduction
 /// orders; capture turns the masks that are causal or hide nothing into is_causal or no
-/// mask first (python/gptc/fold.py).
+/// mask first (python/gptc/fold.py), and a mask that hides keys alone is gpt.attention's
+/// key_mask (asKeyMask).
 LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out,
                                      Value q, Value k, Value v, Value mask, double scale) {
   Location loc = op.loc();
@@ -179,6 +180,27 @@ LogicalResult convertMaskedAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<V
   return success();
 }
 
+/// A boolean attn_mask that hides keys alone, the same for every head and query
+/// ([B or 1, 1, 1, S], or fewer leading dimensions: a padding mask), as gpt.attention's
+/// key_mask [B, S]; null for any other mask. Capture prints transformers' causal-and-padding
+/// mask as this mask with is_causal (python/gptc/fold.py), which gpt.attention takes both of.
+Value asKeyMask(OpBuilder &b, Location loc, Value mask, RankedTensorType qt,
+                RankedTensorType kt) {
+  auto mt = cast<RankedTensorType>(mask.getType());
+  if (!mt.getElementType().isInteger(1) || mt.getRank() > 4)
+    return Value();
+  SmallVector<int64_t> shape(4 - mt.getRank(), 1);
+  shape.append(mt.getShape().begin(), mt.getShape().end());
+  int64_t batch = qt.getDimSize(0), keys = kt.getDimSize(2);
+  if ((shape[0] != 1 && shape[0] != batch) || shape[1] != 1 || shape[2] != 1 ||
+      shape[3] != keys)
+    return Value();
+  mask = ReshapeOp::create(b, loc, mt.clone({shape[0], keys}), mask);
+  if (shape[0] != batch)
+    mask = BroadcastOp::create(b, loc, mt.clone({batch, keys}), mask);
+  return mask;
+}
+
 LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"query", "key", "value"})))
     return failure();
@@ -199,13 +221,14 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
     if (kvHeads < 1 || heads % kvHeads != 0)
       return op.unsupported("enable_gqa needs the query heads a multiple of the key/value heads");
   }
-  if (Value mask = op.operand("attn_mask"))
+  Value mask = op.operand("attn_mask"), keyMask;
+  if (mask && !(keyMask = asKeyMask(b, op.loc(), mask, qt, cast<RankedTensorType>(k.getType()))))
     return convertMaskedAttention(op, b, out, q, k, v, mask, scale);
   double dropout = op.getFloat("dropout_p").value_or(0.0);
   Value rng = dropout > 0.0 ? op.rngArgument() : Value();
   out.push_back(AttentionOp::create(
-      b, op.loc(), op.resultType(), AttentionOp::statsType(qt), q, k, v,
-      rng, b.getBoolAttr(op.getBool("is_causal").value_or(false)), b.getF64FloatAttr(dropout),
+      b, op.loc(), op.resultType(), AttentionOp::statsType(qt), q, k, v, rng, keyMask,
+      b.getBoolAttr(op.getBool("is_causal").value_or(false)), b.getF64FloatAttr(dropout),
       b.getF64FloatAttr(scale), b.getI64IntegerAttr(0), orderAttr(b, ReductionOrder::OnlineBlock32),
       /*bthd=*/nullptr).getResult());
   return success();

@@ -318,6 +318,17 @@ attentionHeadsOuter(Operation *op, std::optional<ArrayRef<bool>> bthd, Value q, 
   return s;
 }
 
+/// key_mask, when present, is [B, S]: q's batch and k's keys (heads outer `q`, `k`).
+static LogicalResult verifyKeyMask(Operation *op, Value mask, ArrayRef<int64_t> q,
+                                   ArrayRef<int64_t> k) {
+  if (!mask)
+    return success();
+  SmallVector<int64_t> expect = {q[0], k[2]};
+  if (cast<RankedTensorType>(mask.getType()).getShape() != ArrayRef<int64_t>(expect))
+    return op->emitOpError("key_mask must be ") << shapeStr(expect) << " (batch, keys)";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto s = attentionHeadsOuter(*this, getBthd(), getQ(), getK(), getV());
   if (failed(s))
@@ -334,6 +345,8 @@ LogicalResult AttentionOp::verify() {
   double p = getDropoutP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError("dropout_p must be in [0, 1)");
+  if (failed(verifyKeyMask(*this, getKeyMask(), q, k)))
+    return failure();
   return verifyRng(*this, getRng(), p > 0.0);
 }
 
@@ -370,7 +383,8 @@ struct FoldAttentionTransposes : OpRewritePattern<AttentionOp> {
       return failure();
     auto attention = AttentionOp::create(
         rewriter, op.getLoc(), out ? out.getType() : op.getResult().getType(),
-        op.getStats().getType(), in[0], in[1], in[2], op.getRng(), op.getIsCausalAttr(),
+        op.getStats().getType(), in[0], in[1], in[2], op.getRng(), op.getKeyMask(),
+        op.getIsCausalAttr(),
         op.getDropoutPAttr(), op.getScaleAttr(), op.getIdAttr(), op.getOrderAttr(),
         rewriter.getDenseBoolArrayAttr(layout));
     if (out)
@@ -428,6 +442,8 @@ LogicalResult AttentionGradOp::verify() {
   if (headsOuter(getG().getType().getShape(), bthdAt(3)) != out)
     return emitOpError("g must have the attention output's shape");
   if (failed(verifyStats(*this, getStats().getType(), getQ().getType().clone(q))))
+    return failure();
+  if (failed(verifyKeyMask(*this, getKeyMask(), q, k)))
     return failure();
   return verifyRng(*this, getRng(), getDropoutP().convertToDouble() > 0.0);
 }

@@ -29,6 +29,7 @@ def Gpt_ElementwiseMove
 def Gpt_Tensor : RankedTensorOf<[F32, F64, BF16, I64, I1]>;
 def Gpt_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 def Gpt_IndexTensor : RankedTensorOf<[I64]>;
+def Gpt_BoolTensor : RankedTensorOf<[I1]>;
 
 
 
@@ -351,7 +352,7 @@ class Gpt_SoftmaxLikeOp<string mnemonic, string what> : Gpt_Op<mnemonic, [SameOp
 def Gpt_SoftmaxOp : Gpt_SoftmaxLikeOp<"softmax", "exp(x - max) / sum(exp(x - max))">;
 def Gpt_LogSoftmaxOp : Gpt_SoftmaxLikeOp<"log_softmax", "x - max - log(sum(exp(x - max)))">;
 
-def Gpt_AttentionOp : Gpt_Op<"attention"> {
+def Gpt_AttentionOp : Gpt_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention, optionally causal, with dropout";
   let description = [{
     q [B, H, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] -> [B, H, T, Dv], where
@@ -371,6 +372,14 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     are the same in any layout. The canonicalizer folds a transpose(1, 2) into
     or out of attention into this form, one operand at a time.
 
+    `key_mask` [B, S] (i1), when present, hides key j from every query of batch
+    row b where key_mask[b, j] is false, as well as the causal mask does
+    (PyTorch's padding mask, `attn_mask` [B, 1, 1, S]): a hidden key's score
+    is -inf in its block. A row's max stays -inf, its sum and output 0, while
+    every key it has seen is hidden (the exps are then taken against 0, not
+    -inf, so no NaN arises); a query that sees no key at all gives zeros, as
+    PyTorch's SDPA does, and no gradient.
+
     `stats` [B, H, T, 2] (whatever the layout) holds each query row's final
     running max and running sum, which gpt.attention_grad reads instead of
     recomputing them.
@@ -380,11 +389,12 @@ def Gpt_AttentionOp : Gpt_Op<"attention"> {
     ```
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
-                   Optional<Gpt_IndexTensor>:$rng, BoolAttr:$is_causal, F64Attr:$dropout_p,
+                   Optional<Gpt_IndexTensor>:$rng, Optional<Gpt_BoolTensor>:$key_mask,
+                   BoolAttr:$is_causal, F64Attr:$dropout_p,
                    F64Attr:$scale, I64Attr:$id, Gpt_ReductionOrderAttr:$order,
                    OptionalAttr<DenseBoolArrayAttr>:$bthd);
   let results = (outs Gpt_FloatTensor:$result, Gpt_FloatTensor:$stats);
-  let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$q `,` $k `,` $v (`,` $rng^)? (`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
@@ -605,7 +615,7 @@ def Gpt_LayerNormGradOp : Gpt_Op<"layer_norm_grad"> {
   let hasVerifier = 1;
 }
 
-def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
+def Gpt_AttentionGradOp : Gpt_Op<"attention_grad", [AttrSizedOperandSegments]> {
   let summary = "dq, dk, dv of gpt.attention";
   let description = [{
     Recomputes each query row's probabilities p_ij = exp(s_ij - m_i) / l_i
@@ -618,7 +628,9 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
     `bthd` as for gpt.attention (g in the result's layout, dq, dk and dv in
     q's, k's and v's). With grouped heads (Hkv < H), a kv head's dk and dv sum
     its group's H / Hkv query heads' parts (each as above) in the canonical
-    order: the sums the gradient of repeating the heads takes.
+    order: the sums the gradient of repeating the heads takes. `key_mask` as
+    for gpt.attention: a hidden key's p_ij is exp(-inf) = 0, and a row that
+    sees no key (sum 0) takes max 0 and sum 1, so that its p, ds and dq are 0.
 
     ```mlir
     %dq, %dk, %dv = gpt.attention_grad %q, %k, %v, %g, %stats {dropout_p = 0.000000e+00 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.17677669529663687 : f64} : (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x2xf32>) -> (tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>, tensor<2x2x32x32xf32>)
@@ -626,10 +638,10 @@ def Gpt_AttentionGradOp : Gpt_Op<"attention_grad"> {
   }];
   let arguments = (ins Gpt_FloatTensor:$q, Gpt_FloatTensor:$k, Gpt_FloatTensor:$v,
                    Gpt_FloatTensor:$g, Gpt_FloatTensor:$stats, Optional<Gpt_IndexTensor>:$rng,
-                   BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
+                   Optional<Gpt_BoolTensor>:$key_mask, BoolAttr:$is_causal, F64Attr:$dropout_p, F64Attr:$scale, I64Attr:$id,
                    Gpt_ReductionOrderAttr:$order, OptionalAttr<DenseBoolArrayAttr>:$bthd);
   let results = (outs Gpt_FloatTensor:$dq, Gpt_FloatTensor:$dk, Gpt_FloatTensor:$dv);
-  let assemblyFormat = "$q `,` $k `,` $v `,` $g `,` $stats (`,` $rng^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$q `,` $k `,` $v `,` $g `,` $stats (`,` $rng^)? (`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Whether q and dq (0), k and dk (1), v and dv (2) or g (3) are laid out [B, T, H, D].

@@ -399,10 +399,13 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> g,
   Location loc = getLoc();
   auto grad = AttentionGradOp::create(b, loc, getQ().getType(), getK().getType(),
                                       getV().getType(), getQ(), getK(), getV(), g[0], getStats(),
-                                      getRng(), getIsCausalAttr(), getDropoutPAttr(),
-                                      getScaleAttr(), getIdAttr(), getOrderAttr(), getBthdAttr());
+                                      getRng(), getKeyMask(), getIsCausalAttr(),
+                                      getDropoutPAttr(), getScaleAttr(), getIdAttr(),
+                                      getOrderAttr(), getBthdAttr());
   grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getRng())
+    grads.push_back(Value());
+  if (getKeyMask())
     grads.push_back(Value());
   return success();
 }

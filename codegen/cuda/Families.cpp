@@ -51,6 +51,8 @@ std::string attentionArgs(const AttentionShape &a, int64_t B, const std::string 
   os << "};\n";
   if (a.G > 1)
     os << "  f.kv_group = " << a.G << ";\n";
+  if (a.masked())
+    os << "  f.key_mask = in" << a.maskOperand << ";\n";
   return text;
 }
 
@@ -152,6 +154,8 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
                                           at.getScale().convertToDouble(),
                                           at.getDropoutP().convertToDouble(), at.getId(), 3,
                                           at.getBthd());
+        if (at.getKeyMask())
+          a.maskOperand = at.getRng() ? 4 : 3;
         if (a.Dv > 256)
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << a.Dv;
@@ -165,6 +169,8 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
                                           at.getScale().convertToDouble(),
                                           at.getDropoutP().convertToDouble(), at.getId(), 5,
                                           at.getBthd(), at.getResults());
+        if (at.getKeyMask())
+          a.maskOperand = at.getRng() ? 6 : 5;
         if (a.D > 256 || a.Dv > 256)
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << std::max(a.D, a.Dv);

@@ -8,7 +8,10 @@ depends on the tokens or the weights, so capture evaluates it here, and:
 - an attention whose `attn_mask` is such a mask and the causal one (query i sees keys
   j <= i, top-left aligned as `is_causal`) is printed with `is_causal=True` and without the
   mask; one whose mask lets every query see every key, without the mask. A mask that is
-  neither stays an operand, which the frontend spells out;
+  such a mask and (`&`) one that hides keys alone, the same for every head and query
+  (transformers' padding mask, [B, 1, 1, S]), is printed as that key mask, with
+  `is_causal` as the other says: gpt.attention takes both (its key_mask). Any other mask
+  stays an operand, which the frontend spells out;
 - a value the rest of the graph needs, computed with an op gptc has no conversion for
   (`gptc ops`), is printed as a `gpt.constant` instead of its ops. Values computed by ops
   gptc converts stay ops (an `arange` feeding an embedding becomes a slice of it).
@@ -42,6 +45,7 @@ MAX_EMBEDDED_ELEMENTS = 1 << 16
 @dataclass
 class Plan:
     causal: dict = field(default_factory=dict)  # attention node -> is_causal (mask dropped)
+    key_masks: dict = field(default_factory=dict)  # attention node -> its key mask's node
     embed: dict = field(default_factory=dict)   # node -> value printed as gpt.constant
     dropped: dict = field(default_factory=dict)  # node -> names of operands not printed
     skip: set = field(default_factory=set)      # nodes not printed
@@ -66,6 +70,11 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
     """What the printer does with `ep`'s graph besides printing each op (see the module)."""
     folded = input_independent(ep, constants)
     p = Plan(causal=attention_rewrites(ep, folded))
+    bypassed = set()  # the `&` of a key mask rewrite, and its expands: printed if used elsewhere
+    for node, (causal, keys, chain) in key_mask_rewrites(ep, folded).items():
+        p.causal[node] = causal
+        p.key_masks[node] = keys
+        bypassed.update(chain)
     nodes = list(ep.graph.nodes)
     for node in nodes:
         if node.name in p.causal:
@@ -97,7 +106,7 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
             continue
         if node.op != "call_function" or is_assertion(node):
             continue
-        removable = node.name in folded or _numel(node) == 0
+        removable = node.name in folded or node.name in bypassed or _numel(node) == 0
         if removable and node.name not in needed:
             p.skip.add(node.name)
             continue
@@ -106,6 +115,8 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
             continue
         gone = p.dropped.get(node.name, set())
         needed.update(n.name for n in node.all_input_nodes if n.name not in gone)
+        if node.name in p.key_masks:
+            needed.add(p.key_masks[node.name].name)
     p.skip.update(name for name in constants if name not in needed)
     for name, value in list(p.embed.items()) + [(n, v) for n, v in constants.items()
                                                  if n in needed]:
@@ -254,6 +265,48 @@ def attention_rewrites(ep, folded: dict) -> dict:
         kind = attention_mask_kind(folded[mask.name], q.shape[-2], k.shape[-2])
         if kind is not None:
             rewrites[node.name] = kind == "causal"
+    return rewrites
+
+
+_AND = (torch.ops.aten.__and__.Tensor, torch.ops.aten.logical_and.default,
+        torch.ops.aten.bitwise_and.Tensor)
+
+
+def key_mask_rewrites(ep, folded: dict) -> dict:
+    """{fx node name: (is_causal, key mask node, names of the mask's nodes from the `&` on)}
+    for each scaled_dot_product_attention whose
+    boolean `attn_mask` is (an expand of) `a & b`: a input-independent, causal or hiding
+    nothing (attention_mask_kind), b a mask of its keys alone, [B or 1, 1, 1, S] (or fewer
+    leading dimensions), that depends on the input (transformers' padding mask)."""
+    rewrites = {}
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or node.target is not sdpa:
+            continue
+        bound = bound_args(node)
+        mask = bound.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node) or mask.name in folded or bound.get("is_causal"):
+            continue
+        chain = {mask.name}
+        while mask.target is torch.ops.aten.expand.default:
+            mask = mask.args[0]
+            chain.add(mask.name)
+        if mask.target not in _AND or len(mask.args) != 2:
+            continue
+        q, k = bound["query"].meta["val"], bound["key"].meta["val"]
+        for a, b in (mask.args, mask.args[::-1]):
+            if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+                    and a.name in folded and b.name not in folded):
+                continue
+            kind = attention_mask_kind(folded[a.name], q.shape[-2], k.shape[-2])
+            val = b.meta.get("val")
+            if (kind is None or not isinstance(val, torch.Tensor) or val.dtype != torch.bool
+                    or not 1 <= val.dim() <= 4):
+                continue
+            shape = (1,) * (4 - val.dim()) + tuple(val.shape)
+            if shape[0] in (1, q.shape[0]) and shape[1:] == (1, 1, k.shape[-2]):
+                rewrites[node.name] = (kind == "causal", b, chain)
+                break
     return rewrites
 
 

@@ -193,6 +193,8 @@ class FuncPrinter:
         if node.name in self.plan.causal:
             bound.pop("attn_mask", None)
             bound["is_causal"] = self.plan.causal[node.name]
+        if node.name in self.plan.key_masks:  # with is_causal: gpt.attention takes both
+            bound["attn_mask"] = self.plan.key_masks[node.name]
         dropped = self.plan.dropped.get(node.name, ())
         for a in schema.arguments:
             if a.name not in bound:

@@ -5,6 +5,7 @@ result; shapes are drawn from a seeded generator so a failure reproduces.
 """
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -384,6 +385,76 @@ def test_cumsum_is_pytorchs_bits_forward_and_backward(target, tmp_path):
     sums = Fn(lambda x: torch.stack([x.cumsum(d) for d in range(3)]))
     cm = CompiledModel(*capture_and_compile(sums, (x,), str(tmp_path / "fwd"), "sums-", f"--target={target}"))
     assert torch.equal(cm(x), sums(x))
+
+
+class PaddedAttention(torch.nn.Module):
+    """Causal attention of a padded batch, its mask built as transformers builds it: the
+    causal mask of two aranges (input-independent) `&` the padding mask [B, 1, 1, T] (the
+    input's). Row 0 is left-padded past its first key block (its first 35 queries see no
+    key), row 1 right-padded, row 2 has a hole; the loss weights every output."""
+
+    def __init__(self, t=70, c=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.w = torch.nn.Parameter(torch.randn(c, 3 * c) / c ** 0.5)
+        self.register_buffer("c", torch.randn(t, c))
+
+    def forward(self, x, pad):
+        b, t, c = x.shape
+        q, k, v = (y.view(b, t, self.heads, -1).transpose(1, 2) for y in (x @ self.w).split(c, -1))
+        i = torch.arange(t)
+        causal = (i[None, :] <= i[:, None])[None, None]
+        mask = causal & pad.bool()[:, None, None, :]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return (y.transpose(1, 2).reshape(b, t, c) * self.c).sum()
+
+
+def padded_attention_inputs(t=70, c=16):
+    pad = torch.ones(3, t, dtype=torch.long)
+    pad[0, :35] = 0
+    pad[1, -9:] = 0
+    pad[2, 20:30] = 0
+    return torch.randn(3, t, c), pad
+
+
+def test_padded_attention_is_one_kernel_with_a_key_mask_and_trains_as_eager(tmp_path):
+    """The causal-and-padding mask reaches gpt.attention as is_causal and a key mask [B, S]:
+    no scores are spelled out. Its gradient matches eager's (queries that see no key: zeros,
+    as PyTorch's), and so does the f64 gradient check's, which runs the 4-row kernels."""
+    torch.manual_seed(11)
+    model, (x, pad) = PaddedAttention(), padded_attention_inputs()
+    captured = gptc.capture(model, (x, pad))
+    assert re.search(r'scaled_dot_product_attention.*"attn_mask".*is_causal = true.*tensor<3x1x1x70xi1>',
+                     captured.mlir)
+    assert "aten.__and__" not in captured.mlir
+    compiled = gptc.compile(model, (x, pad), workdir=str(tmp_path / "fwd"))
+    assert compiled.num_kernels <= 4  # the projection, attention, the weighted sum
+    got = compiled(x, pad)
+    with torch.no_grad():
+        expected = model(x, pad)
+    assert abs(got.item() - expected.item()) <= 2e-5 * abs(expected.item())
+    x, pad = padded_attention_inputs(t=40, c=8)
+    worst = gptc.gradcheck(PaddedAttention(t=40, c=8), (x.double(), pad),
+                           workdir=str(tmp_path / "gradcheck"))
+    assert set(worst) == {"w"} and worst["w"] < 1e-8, worst
+
+
+def test_key_masked_attention_gradient_is_eagers_and_the_same_bits_on_both_targets(tmp_path):
+    """The key-masked attention's gradient (AVX lane blocks on the CPU, a warp a row on the
+    emulated GPU) is eager's within 2e-5, and the two targets give the same bits."""
+    from gptc.compiler import CompiledModel, capture_and_compile
+    torch.manual_seed(12)
+    model, (x, pad) = PaddedAttention(), padded_attention_inputs()
+    grads = {}
+    for t in ("cpu", "cuda-emulated"):
+        cm = CompiledModel(*capture_and_compile(model, (x, pad), str(tmp_path / t), "padded-",
+                                                "--grad", f"--target={t}"))
+        feeds = [cm.input_array(n, v) for n, v in (("x", x), ("pad", pad))]
+        grads[t] = dict(zip([r[0] for r in cm.runtime.results], cm.runtime.run(feeds)))["grad.w"]
+    model(x, pad).backward()
+    expected = model.w.grad.numpy()
+    assert np.abs(grads["cpu"] - expected).max() <= 2e-5 * (np.abs(expected).max() + 1)
+    assert np.array_equal(grads["cuda-emulated"], grads["cpu"])
 
 
 class InPlace(torch.nn.Module):

@@ -475,6 +475,25 @@ func.func @attention_with_a_mask(%q: tensor<2x2x3x4xf32>, %m: tensor<2x1x3x3xi1>
 
 // -----
 
+// A boolean attn_mask that hides keys alone ([B, 1, 1, S]: a padding mask) is gpt.attention's
+// key_mask [B, S], no scores spelled out; with is_causal (capture's form of transformers'
+// causal-and-padding mask, python/gptc/fold.py) both hold. A mask of fewer dimensions is
+// broadcast to the batch.
+// CHECK-LABEL: func.func @attention_with_a_key_mask
+// CHECK: %[[KM:.*]] = gpt.reshape %arg1 : (tensor<2x1x1x3xi1>) -> tensor<2x3xi1>
+// CHECK: gpt.attention %arg0, %arg0, %arg0 key_mask %[[KM]] {{{.*}}is_causal = true
+// CHECK: %[[R:.*]] = gpt.reshape %arg2 : (tensor<3xi1>) -> tensor<1x3xi1>
+// CHECK: %[[B:.*]] = gpt.broadcast %[[R]] : (tensor<1x3xi1>) -> tensor<2x3xi1>
+// CHECK: gpt.attention %arg0, %arg0, %arg0 key_mask %[[B]] {{{.*}}is_causal = false
+// CHECK-NOT: gpt.softmax
+func.func @attention_with_a_key_mask(%q: tensor<2x2x3x4xf32>, %m: tensor<2x1x1x3xi1>, %m1: tensor<3xi1>) -> (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) {
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m) {torch.operands = ["query", "key", "value", "attn_mask"], is_causal = true} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x1x3xi1>) -> tensor<2x2x3x4xf32>
+  %1 = "torch.aten.scaled_dot_product_attention.default"(%q, %q, %q, %m1) {torch.operands = ["query", "key", "value", "attn_mask"]} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<3xi1>) -> tensor<2x2x3x4xf32>
+  return %0, %1 : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>
+}
+
+// -----
+
 // A float attn_mask is a bias added to the scores (-inf hides a key); which keys a query
 // sees is where the mask is not -inf.
 // CHECK-LABEL: func.func @attention_with_a_bias

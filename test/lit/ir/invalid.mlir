@@ -115,6 +115,15 @@ func.func @attention_shapes(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x8xf32>)
 
 // -----
 
+// The key mask is [B, S]: q's batch, k's keys.
+func.func @attention_key_mask(%q: tensor<2x2x32x16xf32>, %m: tensor<2x16xi1>) -> tensor<2x2x32x16xf32> {
+  // expected-error @+1 {{key_mask must be [2x32] (batch, keys)}}
+  %0:2 = gpt.attention %q, %q, %q key_mask %m {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.25 : f64} : (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x16xi1>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x2xf32>)
+  return %0#0 : tensor<2x2x32x16xf32>
+}
+
+// -----
+
 // A layout for each of q, k, v and the result: four entries.
 func.func @attention_layouts(%q: tensor<2x2x32x16xf32>) -> tensor<2x2x32x16xf32> {
   // expected-error @+1 {{bthd must have 4 entries: q, k, v and the result}}

@@ -111,13 +111,15 @@ func.func @model_ops(%wte: tensor<65x64xf32>, %idx: tensor<2x32xi64>, %w: tensor
 }
 
 // CHECK-LABEL: func.func @backward_ops
-func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>, %st: tensor<1x2x32x2xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
+func.func @backward_ops(%g: tensor<64x64xf32>, %x: tensor<64x64xf32>, %w: tensor<64xf32>, %q: tensor<1x2x32x32xf32>, %t: tensor<64xi64>, %s: tensor<f32>, %idx: tensor<64xi64>, %rng: tensor<2xi64>, %st: tensor<1x2x32x2xf32>, %km: tensor<1x32xi1>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<1x2x32x32xf32>, tensor<64x64xf32>, tensor<65x64xf32>) {
   // CHECK: gpt.gelu_grad
   %0 = gpt.gelu_grad %g, %x {approximate = #gpt.approximate<none>} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.layer_norm_grad
   %1 = gpt.layer_norm_grad %g, %x, %w {eps = 1.0e-05 : f64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
   // CHECK: gpt.attention_grad {{.*}}, %arg8, %arg7 {dropout_p = 1.000000e-01 : f64
   %dq, %dk, %dv = gpt.attention_grad %q, %q, %q, %q, %st, %rng {dropout_p = 0.1 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x2xf32>, tensor<2xi64>) -> (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>)
+  // CHECK: gpt.attention_grad {{.*}}, %arg8, %arg7 key_mask %arg9 {dropout_p = 1.000000e-01 : f64
+  %mq, %mk, %mv = gpt.attention_grad %q, %q, %q, %q, %st, %rng key_mask %km {dropout_p = 0.1 : f64, id = 3 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.125 : f64} : (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x2xf32>, tensor<2xi64>, tensor<1x32xi1>) -> (tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>, tensor<1x2x32x32xf32>)
   // CHECK: gpt.cross_entropy_grad
   %2 = gpt.cross_entropy_grad %x, %t, %s {ignore_index = -1 : i64, order = #gpt.order<canonical>} : (tensor<64x64xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x64xf32>
   // CHECK: gpt.embedding_grad

@@ -85,6 +85,18 @@ func.func @attention_gelu_dropout(%q: tensor<1x2x8x4xf32> {gpt.kind = "param", g
 
 // -----
 
+// Tests a key mask: the gradient takes it as the forward does, and gives it none.
+// CHECK-LABEL: func.func @key_mask
+// CHECK: %{{.*}}, %[[S:.*]] = gpt.attention %arg0, %arg0, %arg0 key_mask %arg1
+// CHECK: gpt.attention_grad %arg0, %arg0, %arg0, %{{.*}}, %[[S]] key_mask %arg1 {{{.*}}is_causal = true
+func.func @key_mask(%q: tensor<2x2x8x4xf32> {gpt.kind = "param", gpt.name = "q"}, %m: tensor<2x8xi1>) -> tensor<f32> {
+  %a:2 = gpt.attention %q, %q, %q key_mask %m {dropout_p = 0.0 : f64, id = 0 : i64, is_causal = true, order = #gpt.order<online_block32>, scale = 0.5 : f64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x8xi1>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x2xf32>)
+  %s = gpt.reduce_sum %a#0 {dims = array<i64: 0, 1, 2, 3>, keepdim = false, order = #gpt.order<canonical>} : (tensor<2x2x8x4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
 // Tests grouped-query attention (2 key/value heads for 4 query heads, v read [B, T, H, D]):
 // attention_grad gives k's and v's gradients themselves, in their layouts (each group's 2
 // query heads' parts summed inside it in the canonical order, the gradient of repeating

@@ -49,6 +49,7 @@ struct AttentionArgs {
   int64_t dropout_id = 0;
   float dropout_p = 0, dropout_scale = 1;
   int64_t kv_group = 1;
+  const bool* key_mask = nullptr;  // [B, S]: key s hidden from batch row b's queries if false
 };
 
 constexpr int kAttentionMaxColumnsPerLane = 8;  // Dv <= 256
@@ -65,6 +66,7 @@ __global__ void attention_kernel(AttentionArgs a) {
     const float* kb = a.k + b * a.k_b + h / a.kv_group * a.k_h;
     const float* vb = a.v + b * a.v_b + h / a.kv_group * a.v_h;
     const int64_t vis = a.causal ? (t + 1 < a.S ? t + 1 : a.S) : a.S;
+    const bool* km = a.key_mask ? a.key_mask + b * a.S : nullptr;
     float m = -INFINITY, l = 0;
     float acc[kAttentionMaxColumnsPerLane];
 #pragma unroll
@@ -76,13 +78,15 @@ __global__ void attention_kernel(AttentionArgs a) {
         const float* kj = kb + (j0 + lane) * a.k_s;
         float s = 0;
         for (int64_t c = 0; c < a.D; ++c) s = gptc::fma(q[c], kj[c], s);
-        p = s * a.scale;
+        p = km && !km[j0 + lane] ? -INFINITY : s * a.scale;
       }
       float mb = -INFINITY;
       for (int j = 0; j < 32; ++j) mb = gptc::maximum(mb, __shfl_sync(0xffffffffu, p, j));
       const float mn = gptc::maximum(m, mb);
-      const float corr = gptc::exp(m - mn);
-      p = gptc::exp(p - mn);
+      // -inf while every key seen is hidden (a key mask): the exps against 0, not -inf.
+      const float me = mn == -INFINITY ? 0.0f : mn;
+      const float corr = gptc::exp(m - me);
+      p = gptc::exp(p - me);
       float bsum = 0;
       for (int j = 0; j < 32; ++j) bsum = bsum + __shfl_sync(0xffffffffu, p, j);
       if (a.rng && lane < nb)
@@ -112,7 +116,7 @@ __global__ void attention_kernel(AttentionArgs a) {
 #pragma unroll
     for (int i = 0; i < kAttentionMaxColumnsPerLane; ++i) {
       const int64_t c = lane + 32 * i;
-      if (c < a.Dv) y[c] = acc[i] / l;
+      if (c < a.Dv) y[c] = acc[i] / (l == 0.0f ? 1.0f : l);  // 0: the row saw no key
     }
     if (lane == 0) {
       a.stats[r * 2] = m;
@@ -167,6 +171,7 @@ __device__ __forceinline__ AttentionGradLane attention_grad_lane(
   float s = 0, dp = 0;
   for (int64_t c = 0; c < f.D; ++c) s = gptc::fma(q[c], kj[c], s);
   for (int64_t c = 0; c < f.Dv; ++c) dp = gptc::fma(g[c], vj[c], dp);
+  if (f.key_mask && !f.key_mask[r / (f.H * f.T) * f.S + j0 + lane]) s = -INFINITY;
   const float P = gptc::exp(s * f.scale - m) / l;
   float keep = 1.0f;
   if (f.rng)
@@ -197,7 +202,9 @@ __global__ void attention_grad_rows_kernel(AttentionGradArgs a, int64_t bh0, int
     const float* kb = f.k + b * f.k_b + h / f.kv_group * f.k_h;
     const float* vb = f.v + b * f.v_b + h / f.kv_group * f.v_h;
     const int64_t vis = f.causal ? (t + 1 < f.S ? t + 1 : f.S) : f.S;
-    const float m = f.stats[r * 2], l = f.stats[r * 2 + 1];
+    // A row that saw no key (sum 0, a key mask): max 0 and sum 1, so that its P is 0.
+    const bool none = f.stats[r * 2 + 1] == 0.0f;
+    const float m = none ? 0.0f : f.stats[r * 2], l = none ? 1.0f : f.stats[r * 2 + 1];
     // Dsum first (the lanes' operands are computed again below: the same bits).
     float Dsum = 0;
     for (int64_t j0 = 0; j0 < vis; j0 += 32) {

@@ -564,7 +564,10 @@ inline void dot_rows4(const int64_t* n, const T* a, int64_t as, const T* b, int6
 // Rows [0, nr) of the block, row rr seeing keys [0, vis[rr]) (vis[rr] = 0 for rr >= nr);
 // q, y: the block's first row, rows qs / ys apart; k, v: the head's first key row; stats:
 // the block's first row's (max, sum) pair. keep(rr, j0, n, kf), unless NoKeep, writes the
-// dropout keep factors of row rr's keys j0..j0+n-1 to kf[0..n).
+// dropout keep factors of row rr's keys j0..j0+n-1 to kf[0..n). km, unless null, is the
+// head's key mask (gpt.attention's key_mask): key j hidden from every row where !km[j], its
+// score -inf. A row whose keys so far are all hidden takes its exps against 0 rather than
+// its max, -inf (no NaN), and keeps sum 0; a row that sees no key gets zeros.
 struct NoKeep {};
 namespace detail {
 // The lanes' vector: the register tiles' (TileVec: zero, load, store, fma, add, kLanes) and
@@ -815,7 +818,7 @@ template <class W, class Keep>
 inline void attention_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
                             float scale, const float* q, int64_t qs, const float* k,
                             int64_t ks, const float* v, int64_t vs, float* y, int64_t ys,
-                            float* stats, Keep keep) {
+                            float* stats, Keep keep, const bool* km) {
   constexpr int L = W::kLanes;
   float* const qt = gptc::scratch<float>(1, (D + 2 * Dv) * L);
   float* const accT = qt + D * L;  // accT[c * L + r]: row r's output sums
@@ -843,18 +846,23 @@ inline void attention_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D
     // Scaled, -inf past each row's keys; the block's max in key order (gptc::maximum).
     typename W::V mb = W::set1(-INFINITY);
     for (int64_t j = 0; j < nkt; ++j) {
-      const typename W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
+      typename W::V x = W::select(W::lt(W::set1(float(j0 + j)), visf),
                                         W::mul(W::load(p[j]), W::set1(scale)),
                                         W::set1(-INFINITY));
+      if (km && j0 + j < S && !km[j0 + j]) x = W::set1(-INFINITY);
       W::store(p[j], x);
       mb = W::maximum(mb, x);
     }
     W::store(mn, mb);
+    // mn (the new max) is -inf only in rows that have seen no key, or only hidden ones: their
+    // exps are taken against 0 (exp(-inf) = 0) rather than -inf (NaN).
+    alignas(64) float me[L];
     GPTC_SIMD for (int r = 0; r < L; ++r) {
       mn[r] = gptc::maximum(m[r], mn[r]);
-      corr[r] = gptc::exp(m[r] - mn[r]);
+      me[r] = mn[r] == -INFINITY ? 0.0f : mn[r];
+      corr[r] = gptc::exp(m[r] - me[r]);
     }
-    exp_rows<L, false>(nkt, p[0], mn, 0.0f, nullptr);
+    exp_rows<L, false>(nkt, p[0], me, 0.0f, nullptr);
     typename W::V sum = W::zero();
     for (int64_t j = 0; j < nkt; ++j) sum = W::add(sum, W::load(p[j]));
     W::store(bsum, sum);
@@ -878,7 +886,8 @@ inline void attention_lanes(int64_t nr, const int64_t* vis, int64_t S, int64_t D
   }
   transpose_keys<float>(Dv, L, accT, L, Dv, accR);
   for (int64_t rr = 0; rr < nr; ++rr) {
-    GPTC_SIMD for (int64_t c = 0; c < Dv; ++c) y[rr * ys + c] = accR[rr * Dv + c] / l[rr];
+    const float lr = l[rr] == 0.0f ? 1.0f : l[rr];  // 0: the row saw no key (its sums are 0)
+    GPTC_SIMD for (int64_t c = 0; c < Dv; ++c) y[rr * ys + c] = accR[rr * Dv + c] / lr;
     stats[2 * rr] = m[rr];
     stats[2 * rr + 1] = l[rr];
   }
@@ -900,7 +909,8 @@ inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int6
                                  int64_t Dv, float scale, const float* q, int64_t qs,
                                  const float* k, int64_t ks, const float* v, int64_t vs,
                                  const float* g, int64_t gs, const float* stats, float* dq,
-                                 int64_t dqs, float* dST, float* PKT, int64_t ldt, Keep keep) {
+                                 int64_t dqs, float* dST, float* PKT, int64_t ldt, Keep keep,
+                                 const bool* km) {
   constexpr int L = W::kLanes;
   alignas(64) float m[L], l[L];
   int64_t kmax, vmin;
@@ -913,9 +923,12 @@ inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int6
   float* const PT = qaccR + D * L;  // the scores, then P, PT[j * L + r]
   transpose_keys<float>(nr, D, q, qs, L, qt);
   transpose_keys<float>(nr, Dv, g, gs, L, gt);
-  for (int r = 0; r < L; ++r) {  // rows past the last: any finite values (never stored)
-    m[r] = r < nr ? stats[2 * r] : 0.0f;
-    l[r] = r < nr ? stats[2 * r + 1] : 1.0f;
+  // Rows past the last: any finite values (never stored); a row that saw no key (sum 0):
+  // max 0 and sum 1, so that its P (its keys' scores all -inf) is 0.
+  for (int r = 0; r < L; ++r) {
+    const bool none = r >= nr || stats[2 * r + 1] == 0.0f;
+    m[r] = none ? 0.0f : stats[2 * r];
+    l[r] = none ? 1.0f : stats[2 * r + 1];
   }
   typename W::V dsum = W::zero();
   for (int64_t j0 = 0; j0 < kmax; j0 += 32) {
@@ -928,6 +941,9 @@ inline void attention_grad_lanes(int64_t nr, const int64_t* vis, int64_t S, int6
       block_scores<W, G>(j0 + g0, S, D, qt, k, ks, pb + g0 * L, L);
       block_scores<W, G>(j0 + g0, S, Dv, gt, v, vs, dp + g0 * ldt, ldt);
     });
+    if (km)
+      for (int64_t j = 0; j < nk; ++j)
+        if (!km[j0 + j]) W::store(pb + j * L, W::set1(-INFINITY));
     exp_rows<L, true>(nk, pb, m, scale, l);
     if constexpr (!std::is_same<Keep, NoKeep>::value) {
       for (int64_t rr = 0; rr < nr; ++rr) {
@@ -982,21 +998,22 @@ template <class Keep = NoKeep>
 inline void attention_rows(int64_t nr, const int64_t* vis, int64_t S, int64_t D, int64_t Dv,
                            float scale, const float* q, int64_t qs, const float* k, int64_t ks,
                            const float* v, int64_t vs, float* y, int64_t ys, float* stats,
-                           Keep keep = {}) {
+                           Keep keep = {}, const bool* km = nullptr) {
 #if defined(GPTC_AVX2)
   if (S < kWideRowsFrom) {
     using W = detail::RowVec8;
     const int64_t h = W::kLanes;
     detail::attention_lanes<W>(nr < h ? nr : h, vis, S, D, Dv, scale, q, qs, k, ks, v, vs, y,
-                               ys, stats, keep);
+                               ys, stats, keep, km);
     if (nr > h)
       detail::attention_lanes<W>(nr - h, vis + h, S, D, Dv, scale, q + h * qs, qs, k, ks, v,
-                                 vs, y + h * ys, ys, stats + 2 * h, detail::keep_from(keep, h));
+                                 vs, y + h * ys, ys, stats + 2 * h, detail::keep_from(keep, h),
+                                 km);
     return;
   }
 #endif
   detail::attention_lanes<detail::RowVec>(nr, vis, S, D, Dv, scale, q, qs, k, ks, v, vs, y, ys,
-                                          stats, keep);
+                                          stats, keep, km);
 }
 
 template <class Keep = NoKeep>
@@ -1005,22 +1022,22 @@ inline void attention_grad_rows(int64_t nr, const int64_t* vis, int64_t S, int64
                                 const float* k, int64_t ks, const float* v, int64_t vs,
                                 const float* g, int64_t gs, const float* stats, float* dq,
                                 int64_t dqs, float* dST, float* PKT, int64_t ldt,
-                                Keep keep = {}) {
+                                Keep keep = {}, const bool* km = nullptr) {
 #if defined(GPTC_AVX2)
   if (S < kWideRowsFrom) {
     using W = detail::RowVec8;
     const int64_t h = W::kLanes;
     detail::attention_grad_lanes<W>(nr < h ? nr : h, vis, S, D, Dv, scale, q, qs, k, ks, v, vs,
-                                    g, gs, stats, dq, dqs, dST, PKT, ldt, keep);
+                                    g, gs, stats, dq, dqs, dST, PKT, ldt, keep, km);
     if (nr > h)
       detail::attention_grad_lanes<W>(nr - h, vis + h, S, D, Dv, scale, q + h * qs, qs, k, ks,
                                       v, vs, g + h * gs, gs, stats + 2 * h, dq + h * dqs, dqs,
-                                      dST + h, PKT + h, ldt, detail::keep_from(keep, h));
+                                      dST + h, PKT + h, ldt, detail::keep_from(keep, h), km);
     return;
   }
 #endif
   detail::attention_grad_lanes<detail::RowVec>(nr, vis, S, D, Dv, scale, q, qs, k, ks, v, vs,
-                                               g, gs, stats, dq, dqs, dST, PKT, ldt, keep);
+                                               g, gs, stats, dq, dqs, dST, PKT, ldt, keep, km);
 }
 #endif
 
