@@ -62,6 +62,10 @@ def model_arguments(ap):
                     help="the GPT's attention, for every framework: "
                     "scaled_dot_product_attention (nanoGPT's flash path, the default) or "
                     "nanoGPT's attention spelled out (masked_fill of a tril buffer, softmax)")
+    ap.add_argument("--padded", action="store_true",
+                    help="--model hf-gpt2 or hf-llama: batches with an attention_mask, row i "
+                    "right-padded by i sixteenths of the block (its labels -100 there), as a "
+                    "fine-tuning batch of unequal texts, for every framework")
 
 
 def refuse_model_options(ap, args):
@@ -70,6 +74,8 @@ def refuse_model_options(ap, args):
         ap.error(f"--model {args.model}: no dropout, and SDPA attention only")
     if args.model == "hf-gpt2" and args.attention != "sdpa":
         ap.error("--model hf-gpt2: SDPA attention only")
+    if args.padded and not args.model.startswith("hf-"):
+        ap.error("--padded: a Hugging Face model only (--model hf-gpt2 or hf-llama)")
 
 
 def refuse_huge_batch(ap, batch, sizes):

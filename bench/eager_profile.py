@@ -50,7 +50,7 @@ def main():
     torch.set_num_threads(args.threads)
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
-    model, _, x, y = make_model(cfg_args, batch, args.model, args.attention, 0.0)
+    model, _, (x, y) = make_model(cfg_args, batch, args.model, args.attention, 0.0)
     opt = torch_adamw(model, **HYPER)
     for _ in range(args.warmup):
         eager_step(model, opt, x, y)

@@ -173,7 +173,7 @@ def main():
     sizes, date = args.sizes.split(","), time.strftime("%Y-%m-%d")
     commit, dirty = store.git_commit(REPO)  # the tree measured, before the minutes of the run
     settings = dict(threads=args.threads, rounds=args.rounds, dropout=args.dropout,
-                    model=args.model, attention=args.attention,
+                    model=args.model, attention=args.attention, padded=args.padded,
                     batch={s: args.batch or SIZES[s]["batch"] for s in sizes},
                     steps={s: STEPS[s][0] if args.steps is None else args.steps for s in sizes},
                     warmup={s: STEPS[s][1] if args.warmup is None else args.warmup
@@ -196,7 +196,7 @@ def main():
                               # machine the first ~70 tiny steps of any framework run slower.
                               "--steps", str(timed), "--warmup", str(warmup),
                               "--dropout", str(args.dropout), "--attention", args.attention,
-                              "--model", args.model,
+                              "--model", args.model, *(["--padded"] if args.padded else []),
                               *(["--batch", str(args.batch)] if args.batch else [])])
                 r["core_round_trip_ns"] = round_trip
                 r.setdefault("framework", fw)

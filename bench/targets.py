@@ -73,6 +73,8 @@ def setting(record) -> str:
         out.append(f"{settings['model']} model")
     if (settings.get("attention") or "sdpa") != "sdpa":
         out.append(f"{settings['attention']} attention")
+    if settings.get("padded"):
+        out.append("padded batches")
     return ", ".join(out) or "default"
 
 

@@ -26,7 +26,7 @@ from _cli import (Parser, model_arguments, refuse_below,  # noqa: E402 (beside t
 from config import HYPER, SIZES, hf_model, step_flops  # noqa: E402 (beside this file)
 
 
-def count_eager_kernels(model, opt, x, y):
+def count_eager_kernels(model, opt, *batch):
     """aten ops dispatched by one eager step (each is at least one kernel launch)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -38,7 +38,7 @@ def count_eager_kernels(model, opt, x, y):
             return func(*args, **(kwargs or {}))
 
     with Count():
-        eager_step(model, opt, x, y)
+        eager_step(model, opt, *batch)
     return Count.n
 
 
@@ -61,8 +61,8 @@ def proc_status_mib(field: str) -> float:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def eager_step(model, opt, x, y):
-    _, loss = model(x, y)
+def eager_step(model, opt, *batch):
+    _, loss = model(*batch)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -70,8 +70,11 @@ def eager_step(model, opt, x, y):
     return loss
 
 
-def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: float):
-    """The bench's model (seeded) and its one batch: (model, config, x, y)."""
+def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: float,
+               padded: bool = False):
+    """The bench's model (seeded) and its one batch: (model, config, (x, y)), with `padded`
+    (a transformers model) (x, y, attention_mask): row i right-padded by i sixteenths of the
+    block, its labels -100 there."""
     torch.manual_seed(0)
     if kind == "llama":
         cfg = LlamaConfig(n_kv_head=2, **cfg_args)
@@ -87,7 +90,12 @@ def make_model(cfg_args: dict, batch: int, kind: str, attention: str, dropout: f
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
     y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=g)
-    return model, cfg, x, y
+    if not padded:
+        return model, cfg, (x, y)
+    mask = torch.ones_like(x)
+    for i in range(batch):
+        mask[i, cfg.block_size - i * cfg.block_size // 16:] = 0
+    return model, cfg, (x, y.masked_fill(mask == 0, -100), mask)
 
 
 def main():
@@ -111,10 +119,11 @@ def main():
     cfg_args = dict(SIZES[args.size])
     batch = cfg_args.pop("batch")
     batch = args.batch or batch
-    model, cfg, x, y = make_model(cfg_args, batch, args.model, args.attention, args.dropout)
+    model, cfg, data = make_model(cfg_args, batch, args.model, args.attention, args.dropout,
+                                  args.padded)
     out = dict(framework=args.framework, size=args.size, batch=batch,
                block_size=cfg.block_size, threads=args.threads, dropout=args.dropout,
-               attention=args.attention, model=args.model,
+               attention=args.attention, model=args.model, padded=args.padded,
                params=sum(p.numel() for p in model.parameters()))
     wpe = getattr(getattr(model, "transformer", None), "wpe", None)  # looked up, not multiplied
     out["step_gflop"] = step_flops(out["params"] - (wpe.weight.numel() if wpe else 0),
@@ -123,18 +132,18 @@ def main():
 
     t0 = time.perf_counter()
     if args.framework == "gptc":
-        step = gptc.compile_train_step(model, (x, y), optimizer=gptc.AdamW(**HYPER),
+        step = gptc.compile_train_step(model, data, optimizer=gptc.AdamW(**HYPER),
                                        grad_clip=1.0)
         step.set_num_threads(args.threads)
-        run = lambda: step(x, y)  # noqa: E731
+        run = lambda: step(*data)  # noqa: E731
         out["kernels_per_step"] = step.num_kernels
     else:
         opt = torch_adamw(model, **HYPER)  # nanoGPT's two decay groups
         if args.framework == "eager":
-            run = lambda: eager_step(model, opt, x, y)  # noqa: E731
+            run = lambda: eager_step(model, opt, *data)  # noqa: E731
         else:
             compiled = torch.compile(model)
-            run = lambda: eager_step(compiled, opt, x, y)  # noqa: E731
+            run = lambda: eager_step(compiled, opt, *data)  # noqa: E731
             out["kernels_per_step"] = None
     first_loss = None
     for _ in range(args.warmup):
@@ -171,7 +180,7 @@ def main():
     if args.framework == "eager":
         # After the timed steps and their measurements: counting runs one more step, which
         # would otherwise put eager one step ahead of the other frameworks.
-        out["kernels_per_step"] = count_eager_kernels(model, opt, x, y)
+        out["kernels_per_step"] = count_eager_kernels(model, opt, *data)
     print(json.dumps(out))
 
 

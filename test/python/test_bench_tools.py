@@ -259,6 +259,7 @@ def test_bench_tools_refuse_bad_arguments_in_one_line(tmp_path, monkeypatch, cap
              "--model llama: no dropout, and SDPA attention only"),
             ("train_step", [*tiny, "--model", "llama", "--dropout", "0.1"],
              "--model llama: no dropout, and SDPA attention only"),
+            ("run", ["--padded"], "--padded: a Hugging Face model only"),
             ("run", ["--threads", str(most + 1)], f"--threads must be at most {most}, got {most + 1}"),
             ("run", ["--batch", str(10**12), "--sizes", "shakespeare"],
              f"--batch {10**12} at shakespeare size needs at least "),
