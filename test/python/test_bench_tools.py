@@ -67,8 +67,8 @@ def test_bench_run_times_the_same_computation_in_every_framework(tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
     assert record["commit"] == head.stdout.strip() and isinstance(record["dirty"], bool)
     assert record["settings"] == dict(threads=2, rounds=1, dropout=0.0, model="gpt",
-                                      attention="sdpa", batch={"tiny": 4}, steps={"tiny": 3},
-                                      warmup={"tiny": 2},
+                                      attention="sdpa", padded=False, batch={"tiny": 4},
+                                      steps={"tiny": 3}, warmup={"tiny": 2},
                                       frameworks=["gptc", "eager", "compile"])
     assert record["note"] == "a test"
     assert record["finished"].startswith(record["date"])

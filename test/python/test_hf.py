@@ -102,10 +102,10 @@ def padded_batches(n):
 @pytest.mark.parametrize("family", ["gpt2", "llama", "opt", "falcon", "bloom", "gptj", "codegen",
                                     "qwen3", "phi3", "gemma2", "phi", "gpt_neox", "gpt_bigcode"])
 def test_padded_batches_train_as_eager_does(family):
-    """transformers' attention_mask: the mask it builds from it (the causal one and the
-    padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as a boolean
-    attn_mask, spelled out by the frontend; a padding query, which sees no key, gives zeros
-    as PyTorch's does. OPT numbers its positions from the mask (`cumsum(mask) * mask - 1`),
+    """transformers' attention_mask: the mask it builds from it (the causal one `&` the
+    padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as is_causal and
+    the padding mask alone [B, 1, 1, T], gpt.attention's key mask (no scores spelled out);
+    a padding query, which sees no key, gives zeros as PyTorch's does. OPT numbers its positions from the mask (`cumsum(mask) * mask - 1`),
     so its padded rows' positions start after the padding; Bloom's ALiBi biases count the
     same way (`baddbmm` adds them to the scores; their slopes' powers an int32 arange, folded
     at capture); Falcon attends with one key/value head for all four query heads and adds
@@ -124,7 +124,8 @@ def test_padded_batches_train_as_eager_does(family):
     assert not re.search(r"aten\.index\.Tensor.*\(tensor<4x32xi", captured.mlir)  # the mask's
     assert ("aten.cumsum" in captured.mlir) == (family in ("opt", "bloom"))
     if family not in ("bloom", "gptj", "codegen", "gemma2"):  # attention as matmuls, softmax
-        assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"', captured.mlir)) == 2
+        assert len(re.findall(r'scaled_dot_product_attention.*"attn_mask"\].*is_causal = true'
+                              r'.*tensor<4x1x1x32xi1>', captured.mlir)) == 2
     model.eval()
     logits, loss = gptc.compile(model, data[0])(*data[0])
     with torch.no_grad():
