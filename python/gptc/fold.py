@@ -247,21 +247,26 @@ def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | No
     return "causal" if bool((allowed == causal).all()) else None
 
 
-def attention_rewrites(ep, folded: dict) -> dict:
-    """{fx node name: is_causal} for each scaled_dot_product_attention whose `attn_mask` is
-    an input-independent causal or all-visible mask (it is printed without the mask)."""
-    rewrites = {}
+def _masked_attentions(ep):
+    """(node, attn_mask node, q, k) for each scaled_dot_product_attention of `ep` with a
+    tensor attn_mask and no is_causal (torch refuses both; so does the frontend)."""
     sdpa = torch.ops.aten.scaled_dot_product_attention.default
     for node in ep.graph.nodes:
         if node.op != "call_function" or node.target is not sdpa:
             continue
         bound = bound_args(node)
         mask = bound.get("attn_mask")
-        if not isinstance(mask, torch.fx.Node) or mask.name not in folded:
+        if isinstance(mask, torch.fx.Node) and not bound.get("is_causal"):
+            yield node, mask, bound["query"].meta["val"], bound["key"].meta["val"]
+
+
+def attention_rewrites(ep, folded: dict) -> dict:
+    """{fx node name: is_causal} for each scaled_dot_product_attention whose `attn_mask` is
+    an input-independent causal or all-visible mask (it is printed without the mask)."""
+    rewrites = {}
+    for node, mask, q, k in _masked_attentions(ep):
+        if mask.name not in folded:
             continue
-        if bound.get("is_causal"):
-            continue  # torch refuses a mask with is_causal; so does the frontend
-        q, k = bound["query"].meta["val"], bound["key"].meta["val"]
         kind = attention_mask_kind(folded[mask.name], q.shape[-2], k.shape[-2])
         if kind is not None:
             rewrites[node.name] = kind == "causal"
@@ -274,18 +279,13 @@ _AND = (torch.ops.aten.__and__.Tensor, torch.ops.aten.logical_and.default,
 
 def key_mask_rewrites(ep, folded: dict) -> dict:
     """{fx node name: (is_causal, key mask node, names of the mask's nodes from the `&` on)}
-    for each scaled_dot_product_attention whose
-    boolean `attn_mask` is (an expand of) `a & b`: a input-independent, causal or hiding
-    nothing (attention_mask_kind), b a mask of its keys alone, [B or 1, 1, 1, S] (or fewer
-    leading dimensions), that depends on the input (transformers' padding mask)."""
+    for each scaled_dot_product_attention whose boolean `attn_mask` is (an expand of)
+    `a & b`: a input-independent, causal or hiding nothing (attention_mask_kind), b a mask
+    of its keys alone, [B or 1, 1, 1, S] (or fewer leading dimensions), that depends on the
+    input (transformers' padding mask)."""
     rewrites = {}
-    sdpa = torch.ops.aten.scaled_dot_product_attention.default
-    for node in ep.graph.nodes:
-        if node.op != "call_function" or node.target is not sdpa:
-            continue
-        bound = bound_args(node)
-        mask = bound.get("attn_mask")
-        if not isinstance(mask, torch.fx.Node) or mask.name in folded or bound.get("is_causal"):
+    for node, mask, q, k in _masked_attentions(ep):
+        if mask.name in folded:
             continue
         chain = {mask.name}
         while mask.target is torch.ops.aten.expand.default:
@@ -293,7 +293,6 @@ def key_mask_rewrites(ep, folded: dict) -> dict:
             chain.add(mask.name)
         if mask.target not in _AND or len(mask.args) != 2:
             continue
-        q, k = bound["query"].meta["val"], bound["key"].meta["val"]
         for a, b in (mask.args, mask.args[::-1]):
             if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
                     and a.name in folded and b.name not in folded):
