@@ -498,6 +498,7 @@ namespace {
 struct AttentionCase {
   int64_t T, S, D, Dv;
   bool causal, keep;
+  bool masked = false;  // keys hidden by a key mask (keyMask below)
 };
 
 // Rows past a multiple of 16 (and of 8), keys past a multiple of 16 and fewer than 16, widths
@@ -507,7 +508,18 @@ struct AttentionCase {
 const AttentionCase kAttentionCases[] = {
     {37, 37, 64, 64, true, false},  {20, 45, 24, 3, false, true},  {5, 3, 2, 2, false, false},
     {64, 64, 16, 40, true, true},   {33, 80, 17, 33, true, false}, {133, 133, 64, 40, true, true},
-    {21, 150, 17, 3, false, false}, {130, 130, 33, 64, true, false}};
+    {21, 150, 17, 3, false, false}, {130, 130, 33, 64, true, false},
+    // A key mask: the first half of the keys hidden (a causal row before it sees none, a row
+    // just past it only hidden keys in its first blocks) and every 7th from 3 on.
+    {70, 70, 16, 16, true, false, true},  {45, 45, 24, 3, false, true, true},
+    {133, 133, 64, 40, true, true, true}};
+
+// The key mask of a masked case: false hides key j (gpt.attention's key_mask).
+std::vector<char> keyMask(const AttentionCase& a) {
+  std::vector<char> km(a.S, 1);
+  for (int64_t j = 0; j < a.S; ++j) km[j] = !(j < a.S / 2 || j % 7 == 3);
+  return km;
+}
 
 // `rows` rows `pitch` apart of normal values (the pitch's padding too).
 std::vector<float> randomRows(int64_t rows, int64_t pitch, std::mt19937& rng) {
@@ -530,6 +542,7 @@ void keepFactors(int64_t r, int64_t j0, int64_t n, float* kf) {
 void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs, const float* k,
                   int64_t ks, const float* v, int64_t vs, float scale, float* y, float* st) {
   const int64_t vis = a.causal ? std::min(t + 1, a.S) : a.S;
+  const std::vector<char> km = keyMask(a);
   float m = -INFINITY, l = 0;
   std::vector<float> acc(a.Dv, 0.0f);
   for (int64_t j0 = 0; j0 < vis; j0 += 32) {
@@ -538,13 +551,15 @@ void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs,
     for (int64_t j = 0; j < 32; ++j) {
       float s = 0;
       for (int64_t c = 0; c < a.D && j < nb; ++c) s = gptc::fma(q[t * qs + c], k[(j0 + j) * ks + c], s);
-      p[j] = j < nb ? s * scale : -INFINITY;
+      p[j] = j < nb && (!a.masked || km[j0 + j]) ? s * scale : -INFINITY;
     }
     float mb = -INFINITY;
     for (int64_t j = 0; j < 32; ++j) mb = gptc::maximum(mb, p[j]);
-    const float mn = gptc::maximum(m, mb), corr = gptc::exp(m - mn);
+    // While every key seen is hidden the max is -inf: the exps against 0 (no NaN).
+    const float mn = gptc::maximum(m, mb), me = mn == -INFINITY ? 0.0f : mn;
+    const float corr = gptc::exp(m - me);
     float bsum = 0;
-    for (int64_t j = 0; j < 32; ++j) p[j] = gptc::exp(p[j] - mn);
+    for (int64_t j = 0; j < 32; ++j) p[j] = gptc::exp(p[j] - me);
     for (int64_t j = 0; j < 32; ++j) bsum = bsum + p[j];
     l = l * corr + bsum;
     if (a.keep) {
@@ -558,7 +573,7 @@ void attentionRow(const AttentionCase& a, int64_t t, const float* q, int64_t qs,
     }
     m = mn;
   }
-  for (int64_t c = 0; c < a.Dv; ++c) y[c] = acc[c] / l;
+  for (int64_t c = 0; c < a.Dv; ++c) y[c] = acc[c] / (l == 0.0f ? 1.0f : l);  // 0: no key seen
   st[0] = m;
   st[1] = l;
 }
@@ -572,17 +587,20 @@ TEST(AttentionHelpers, LaneRowsSameBitsAsThePerRowOrder) {
     const std::vector<float> q = randomRows(a.T, qs, rng), k = randomRows(a.S, ks, rng),
                              v = randomRows(a.S, vs, rng);
     std::vector<float> y(a.T * ys, -7.0f), st(a.T * 2), yr(a.Dv), str(2);
+    const std::vector<char> mask = keyMask(a);
     for (int64_t t0 = 0; t0 < a.T; t0 += gptc::kAttentionRows) {
       const int64_t nr = std::min<int64_t>(gptc::kAttentionRows, a.T - t0);
       int64_t vis[gptc::kAttentionRows];
       blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
+      const bool* km = a.masked ? reinterpret_cast<const bool*>(mask.data()) : nullptr;
       if (a.keep)
         gptc::attention_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
-                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2, keep);
+                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2, keep, km);
       else
         gptc::attention_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
-                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2);
+                               v.data(), vs, y.data() + t0 * ys, ys, st.data() + t0 * 2,
+                               gptc::NoKeep(), km);
     }
     for (int64_t t = 0; t < a.T; ++t) {
       attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), str.data());
@@ -607,6 +625,7 @@ TEST(AttentionHelpers, GradLaneRowsSameBitsAsThePerRowOrder) {
     const std::vector<float> q = randomRows(a.T, qs, rng), k = randomRows(a.S, ks, rng),
                              v = randomRows(a.S, vs, rng), g = randomRows(a.T, gs, rng);
     std::vector<float> st(a.T * 2), yr(a.Dv), dq(a.T * dqs, -7.0f);
+    const std::vector<char> mask = keyMask(a);
     for (int64_t t = 0; t < a.T; ++t)
       attentionRow(a, t, q.data(), qs, k.data(), ks, v.data(), vs, scale, yr.data(), &st[2 * t]);
     alignas(64) static float dST[160 * 32], PKT[160 * 32];
@@ -617,23 +636,28 @@ TEST(AttentionHelpers, GradLaneRowsSameBitsAsThePerRowOrder) {
       blockSeen(a, t0, nr, vis);
       auto keep = [&](int64_t rr, int64_t j0, int64_t n, float* kf) { keepFactors(t0 + rr, j0, n, kf); };
       const int64_t col = t0 % 32;  // the block's rows in a 32-row group
+      const bool* km = a.masked ? reinterpret_cast<const bool*>(mask.data()) : nullptr;
       if (a.keep)
         gptc::attention_grad_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                     v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
-                                    dqs, dST + col, PKT + col, ldt, keep);
+                                    dqs, dST + col, PKT + col, ldt, keep, km);
       else
         gptc::attention_grad_rows(nr, vis, a.S, a.D, a.Dv, scale, q.data() + t0 * qs, qs, k.data(), ks,
                                     v.data(), vs, g.data() + t0 * gs, gs, &st[2 * t0], dq.data() + t0 * dqs,
-                                    dqs, dST + col, PKT + col, ldt);
+                                    dqs, dST + col, PKT + col, ldt, gptc::NoKeep(), km);
       for (int64_t rr = 0; rr < nr; ++rr) {
         const int64_t t = t0 + rr;
         std::vector<float> P(vis[rr]), dP(vis[rr]), kf(32, 1.0f);
         float Dsum = 0;
+        // A row that saw no key (sum 0): max 0 and sum 1, so that its P is 0.
+        const bool none = st[2 * t + 1] == 0.0f;
+        const float m = none ? 0.0f : st[2 * t], l = none ? 1.0f : st[2 * t + 1];
         for (int64_t j = 0; j < vis[rr]; ++j) {
           float s = 0, d = 0;
           for (int64_t c = 0; c < a.D; ++c) s = gptc::fma(q[t * qs + c], k[j * ks + c], s);
           for (int64_t c = 0; c < a.Dv; ++c) d = gptc::fma(g[t * gs + c], v[j * vs + c], d);
-          P[j] = gptc::exp(s * scale - st[2 * t]) / st[2 * t + 1];
+          if (a.masked && !mask[j]) s = -INFINITY;
+          P[j] = gptc::exp(s * scale - m) / l;
           dP[j] = d;
         }
         for (int64_t j0 = 0; j0 < vis[rr] && a.keep; j0 += 32) {
