@@ -253,8 +253,33 @@ LogicalResult convertSelect(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   return success();
 }
 
+/// x[idx] with an index tensor computed from the input, on x's first dimension: the rows of
+/// x (as a table [N, the rest]) at the indices, gpt.embedding's lookup (CodeGen's rotary
+/// table at its position ids). An index out of [0, N) is refused when the step runs, as
+/// the embedding's are; PyTorch would wrap a negative one.
+LogicalResult convertIndexRows(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out,
+                               Value x, Value idx) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto it = cast<RankedTensorType>(idx.getType());
+  if (!isa<FloatType>(xt.getElementType()) || xt.getRank() < 1 ||
+      !it.getElementType().isInteger(64))
+    return op.unsupported("an index tensor computed from the input takes rows of a float "
+                          "tensor by int64 indices");
+  int64_t rest = 1;
+  for (int64_t d : xt.getShape().drop_front())
+    rest *= d;
+  Location loc = op.loc();
+  Value table = ReshapeOp::create(b, loc, xt.clone({xt.getDimSize(0), rest}), x);
+  SmallVector<int64_t> rows(it.getShape());
+  rows.push_back(rest);
+  Value picked = EmbeddingOp::create(b, loc, xt.clone(rows), table, idx);
+  out.push_back(ReshapeOp::create(b, loc, op.resultType(), picked));
+  return success();
+}
+
 /// index(self, [None.., idx]) with one constant 1-D index tensor: the selected
-/// slices along that dimension, concatenated (nanoGPT's `x[:, [-1], :]`).
+/// slices along that dimension, concatenated (nanoGPT's `x[:, [-1], :]`); an index
+/// tensor computed from the input on the first dimension: convertIndexRows.
 LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   if (failed(op.require({"self"})))
     return failure();
@@ -265,8 +290,11 @@ LogicalResult convertIndex(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &out
     return op.unsupported("only one index tensor is supported");
   auto cst = indices[0].getDefiningOp<ConstantOp>();
   auto dense = cst ? dyn_cast<DenseIntElementsAttr>(cst.getValue()) : nullptr;
+  if (!cst && positions[0] == 0)
+    return convertIndexRows(op, b, out, x, indices[0]);
   if (!dense || cast<RankedTensorType>(dense.getType()).getRank() != 1)
-    return op.unsupported("only a constant 1-D index tensor is supported");
+    return op.unsupported("only a constant 1-D index tensor, or one on the first dimension, "
+                          "is supported");
   auto xt = cast<RankedTensorType>(x.getType());
   auto dimOr = op.dimIndex(positions[0], xt.getRank());
   if (failed(dimOr))

@@ -80,13 +80,21 @@ class _Cache:
     head size, max_len], its values [batch, kv heads, max_len, head size]) it is the layer's
     caches as they came in, which _decode_attention reads beside the token's own key and
     value. Positions go to the model as position_ids, so the count of cached tokens that
-    some models read to make positions (get_seq_length) is 0."""
+    some models read to make positions (get_seq_length) is 0.
+
+    A family that attends with its own code rather than through transformers' attention
+    interface (Falcon, Bloom, GPT-J, CodeGen) never calls _decode_attention: for it the
+    decode step's `own` cache hands back each layer's whole caches ([batch, kv heads,
+    max_len, head size]) with the token's key and value written at `pos`, and says that
+    the query sits at `pos` among max_len keys (get_query_offset, get_mask_sizes), so that
+    the causal mask the model builds hides the positions past it."""
 
     is_compileable = False
     decoding = None  # the decode step's _Cache while its forward runs
+    attended = False  # set by _decode_attention: the family attends through the interface
 
-    def __init__(self, keys=None, values=None, pos=None):
-        self.keys, self.values, self.pos = keys, values, pos
+    def __init__(self, keys=None, values=None, pos=None, own=False):
+        self.keys, self.values, self.pos, self.own = keys, values, pos, own
         self.new_keys, self.new_values = [], []
 
     def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
@@ -97,16 +105,21 @@ class _Cache:
         self.new_values.append(value_states)
         if self.keys is None:
             return key_states, value_states
-        return self.keys[layer_idx].transpose(2, 3), self.values[layer_idx]
+        if not self.own:
+            return self.keys[layer_idx].transpose(2, 3), self.values[layer_idx]
+        values = self.values[layer_idx]
+        at = (torch.arange(values.shape[2], dtype=torch.long) == self.pos).view(1, 1, -1, 1)
+        return (torch.where(at, key_states, self.keys[layer_idx].transpose(2, 3)),
+                torch.where(at, value_states, values))
 
     def get_seq_length(self, layer_idx=0):
         return 0
 
     def get_query_offset(self, layer_idx=0):
-        return 0
+        return self.pos if self.own else 0
 
     def get_mask_sizes(self, query_length, layer_idx=0):
-        return query_length, 0
+        return (self.values[layer_idx].shape[2] if self.own else query_length), 0
 
 
 DECODE_ATTENTION = "gptc_decode"
@@ -123,6 +136,7 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     head size], None) as transformers' functions do. A layer's `sliding_window` hides the
     cached positions that many or more before the token; `softcap` caps the scores."""
     cache = _Cache.decoding
+    _Cache.attended = True
     for name in ("s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise GptcError(f"compile_generate: {type(module).__name__} attends with {name}, "
@@ -173,20 +187,25 @@ def _logits(model, idx, position_ids, cache):
 class DecodeStep(torch.nn.Module):
     """generate.py's decode step (its DecodeStep says the inputs, outputs and layouts) for
     a causal_lm: the model's forward on one token, its caches through _Cache and its
-    attention _decode_attention."""
+    attention _decode_attention; with `own`, the model's own attention over _Cache's whole
+    caches (a family whose attention code is its own: _Cache says how)."""
 
-    def __init__(self, model: CausalLM, max_len: int):
+    def __init__(self, model: CausalLM, max_len: int, own: bool = False):
         super().__init__()
         self.model = model
         self.max_len = max_len
+        self.own = own
 
     def forward(self, idx, pos, *caches):
         L = len(caches) // 2
-        cache = _Cache(caches[:L], caches[L:], pos)
+        cache = _Cache(caches[:L], caches[L:], pos, self.own)
         _Cache.decoding = cache
         try:
-            with _Attention(self.model.hf, DECODE_ATTENTION):
+            if self.own:
                 logits = _logits(self.model, idx, pos.view(1, 1), cache)
+            else:
+                with _Attention(self.model.hf, DECODE_ATTENTION):
+                    logits = _logits(self.model, idx, pos.view(1, 1), cache)
         finally:
             _Cache.decoding = None
         return logits, torch.stack(cache.new_keys), torch.stack(cache.new_values)
@@ -225,8 +244,10 @@ def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):
     """The decode step, run eagerly on a few tokens from empty caches, against the model's
     own forward: a family whose layers ignore the positions they are given, attend in a
     way _decode_attention does not, or keep keys where _Cache does not see them, is refused
-    here rather than generating text of its own. Returns the kv cache's (layers, heads,
-    head size), read off what a one-token forward hands to _Cache."""
+    here rather than generating text of its own. A family that never calls
+    _decode_attention attends with its own code: its decode step is set to `own` (_Cache).
+    Returns the kv cache's (layers, heads, head size), read off what a one-token forward
+    hands to _Cache."""
     name = type(model.hf).__name__
     n = min(4, decode.max_len)
     ids = (torch.arange(n, dtype=torch.long) * 7 % vocab).view(1, n)
@@ -246,6 +267,12 @@ def _check_generation(model: CausalLM, decode: DecodeStep, vocab: int):
         T = decode.max_len
         k = torch.zeros(layers, 1, heads, head_size, T)
         v = torch.zeros(layers, 1, heads, T, head_size)
+        _Cache.attended = False
+        try:
+            decode(ids[:, :1], torch.tensor([0]), *k, *v)
+        except Exception:  # noqa: BLE001 (the checks below run it again and say what failed)
+            pass
+        decode.own = not _Cache.attended
         scale = 1.0 + full.abs().max().item()
         for pos in range(n):
             logits, k_row, v_row = decode(ids[:, pos:pos + 1], torch.tensor([pos]), *k, *v)

@@ -520,19 +520,44 @@ def test_sliding_windows_and_softcaps_generate_transformers_greedy_text(family):
         assert gen.generate(prompt, n, temperature=0) == greedy_as_transformers(hf, prompt, n)
 
 
+@pytest.mark.parametrize("family", ["falcon", "bloom", "codegen"])
+def test_families_with_their_own_attention_code_generate_transformers_greedy_text(family):
+    """Falcon (SDPA on its own, one key/value head), Bloom (ALiBi biases and baddbmm) and
+    CodeGen (its rotary table indexed at the position: a row lookup) attend with their own
+    code, not through transformers' attention interface: the decode step hands them the
+    whole caches with the token's key and value written at its position, and the causal
+    mask they build from gptc's cache hides the positions past it. Greedy, the tokens
+    transformers' generate writes, from a short prompt and from one past the prefill's."""
+    hf = hf_model(family).eval()
+    gen = gptc.compile_generate(hf, max_len=T)  # Bloom's config gives no positions
+    assert gen.step.captured.mlir.count("aten.where.self") >= 4  # two caches a layer
+    for prompt in ([5, 6, 7], list(range(3, 3 + T // 2 + 1))):
+        n = T - len(prompt)
+        assert gen.generate(prompt, n, temperature=0) == greedy_as_transformers(hf, prompt, n)
+
+
 def test_generation_refuses_what_its_cache_cannot_hold(monkeypatch):
-    """One line each, before anything is compiled: a model whose own attention code fails
-    with gptc's cache (Falcon's eager path, which adds a mask transformers gives only its
-    own attention), and a decode step that differs from the model's own forward (here,
-    planted: the positions after the token left visible)."""
+    """One line each: a model whose forward fails under gptc's cache (planted: the cache
+    raises when asked its mask's sizes), a model whose decode step uses an op gptc does not
+    compile (GPT-J's rotary table gathered at the position), and, before anything is
+    compiled, a decode step that differs from the model's own forward (planted: the
+    positions after the token left visible)."""
     torch.manual_seed(0)
-    falcon = transformers.FalconConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       vocab_size=V)
+    falcon = hf_model("falcon").eval()
+
+    def sizes(*args, **kw):
+        raise TypeError("planted")
+    with monkeypatch.context() as m:
+        m.setattr(gptc.hf._Cache, "get_mask_sizes", sizes)
+        with pytest.raises(GptcError) as e:
+            gptc.compile_generate(falcon, max_len=T)
+    assert str(e.value) == ("compile_generate: FalconForCausalLM's forward fails under gptc's "
+                            "key/value cache and attention (TypeError: planted); gptc cannot "
+                            "generate with it")
     with pytest.raises(GptcError) as e:
-        gptc.compile_generate(transformers.AutoModelForCausalLM.from_config(falcon), max_len=T)
-    assert re.fullmatch(r"compile_generate: FalconForCausalLM's forward fails under gptc's "
-                        r"key/value cache and attention \(TypeError: [^\n]+\); gptc cannot "
-                        r"generate with it", str(e.value))
+        gptc.compile_generate(hf_model("gptj").eval())
+    assert re.fullmatch(r"gptc: \S+modeling_gptj.py:\d+:0: error: unsupported PyTorch op "
+                        r"'aten.gather.default' [^\n]+", str(e.value))
 
     hf = hf_model("llama").eval()
     attention = gptc.hf._decode_attention

@@ -204,6 +204,19 @@ func.func @index_last(%x: tensor<2x8x4xf32>) -> tensor<2x1x4xf32> {
 
 // -----
 
+// An index tensor computed from the input, on the first dimension: the rows of x as a
+// table [8, 2 x 4], gpt.embedding's lookup (CodeGen's rotary table at its positions).
+// CHECK-LABEL: func.func @index_rows
+// CHECK: %[[T:.*]] = gpt.reshape %arg0 : (tensor<8x2x4xf32>) -> tensor<8x8xf32>
+// CHECK: %[[E:.*]] = gpt.embedding %[[T]], %arg1 : (tensor<8x8xf32>, tensor<1x3xi64>) -> tensor<1x3x8xf32>
+// CHECK: gpt.reshape %[[E]] : (tensor<1x3x8xf32>) -> tensor<1x3x2x4xf32>
+func.func @index_rows(%x: tensor<8x2x4xf32>, %i: tensor<1x3xi64>) -> tensor<1x3x2x4xf32> {
+  %0 = "torch.aten.index.Tensor"(%x, %i) {torch.operands = ["self", "indices"]} : (tensor<8x2x4xf32>, tensor<1x3xi64>) -> tensor<1x3x2x4xf32>
+  return %0 : tensor<1x3x2x4xf32>
+}
+
+// -----
+
 // A bool scalar is 1 or 0: `x * True` and `x.masked_fill(m, True)` read an i1 true as
 // its sign extension, -1 (x * True gave -x).
 // CHECK-LABEL: func.func @bool_scalars
