@@ -21,6 +21,10 @@ its own (transformers' padding mask, `attention_mask[batch_idx, kv_idx]` with th
 aranges), reads every element where it is: it is printed as a view of the tensor indexed
 (and an expand where the result is wider), without the index tensors.
 
+A `gather` that reads rows of a table at indices computed from the input (GPT-J's rotary
+table, repeated over the batch, gathered by the position ids repeated along its width) is
+printed as `table[index]`, which the frontend takes as a row lookup.
+
 An operand of `cat` with no elements (Phi-3's pass-through half of a fully rotated head) is
 dropped. Folded and empty nodes, and the inline constants (signature.py), that nothing
 printed uses are not printed.
@@ -52,6 +56,8 @@ class Plan:
     # index or gather node -> (runs, shape): its `self` sliced to each run (dim, start, end),
     # viewed as shape, expanded to the result
     views: dict = field(default_factory=dict)
+    # gather node -> (table node, index node): printed as the table's rows, table[index]
+    rows: dict = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,6 +93,10 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
               and (run := gather_slice(node, folded)) is not None):
             p.views[node.name] = ([run], tuple(node.meta["val"].shape))
             p.dropped[node.name] = {bound_args(node)["index"].name}
+        elif node.target is torch.ops.aten.gather.default and (rows := gather_rows(node)):
+            p.rows[node.name] = rows
+            bound = bound_args(node)
+            p.dropped[node.name] = {bound["self"].name, bound["index"].name}
         elif node.target is torch.ops.aten.cat.default:
             empty = {n.name for n in node.all_input_nodes if _numel(n) == 0}
             if empty and len(empty) < len(node.all_input_nodes):
@@ -117,6 +127,7 @@ def plan(ep, constants: dict, converted: frozenset) -> Plan:
         needed.update(n.name for n in node.all_input_nodes if n.name not in gone)
         if node.name in p.key_masks:
             needed.add(p.key_masks[node.name].name)
+        needed.update(n.name for n in p.rows.get(node.name, ()))
     p.skip.update(name for name in constants if name not in needed)
     for name, value in list(p.embed.items()) + [(n, v) for n, v in constants.items()
                                                  if n in needed]:
@@ -223,6 +234,45 @@ def gather_slice(node, folded: dict) -> tuple | None:
         return None
     start = _counts(idx, tuple(idx.shape), dim, xs[dim])
     return None if start is None else (dim, start, start + idx.shape[dim])
+
+
+def gather_rows(node) -> tuple | None:
+    """For gather(x, d, index) that reads rows of a table at indices computed from the input
+    (GPT-J's rotary table at its position ids): x a repeat of a 2-D table [N, C] over new
+    leading dimensions (`table.repeat(B, 1, 1)`), d its next-to-last dimension, index
+    `p.unsqueeze(-1)` repeated (or expanded) along the last dimension to C: (table node, p
+    node), the gather being table[p]. None for any other gather."""
+    bound = bound_args(node)
+    x, index = bound["self"], bound["index"]
+    if (bound.get("sparse_grad") or not isinstance(x, torch.fx.Node)
+            or not isinstance(index, torch.fx.Node)
+            or x.target is not torch.ops.aten.repeat.default):
+        return None
+    table, reps = x.args[0], list(x.args[1])
+    t, xs = table.meta.get("val"), tuple(x.meta["val"].shape)
+    if (not isinstance(t, torch.Tensor) or t.dim() != 2 or reps[-2:] != [1, 1]
+            or bound["dim"] % len(xs) != len(xs) - 2):
+        return None
+    if index.target is torch.ops.aten.repeat.default:
+        unsqueezed, wide = index.args[0], list(index.args[1])
+        if wide[:-1] != [1] * (len(wide) - 1):
+            return None
+    elif index.target is torch.ops.aten.expand.default:
+        unsqueezed = index.args[0]
+    else:
+        return None
+    if (not isinstance(unsqueezed, torch.fx.Node)
+            or unsqueezed.target is not torch.ops.aten.unsqueeze.default):
+        return None
+    rank = unsqueezed.meta["val"].dim()
+    if unsqueezed.args[1] % rank != rank - 1:
+        return None
+    p = unsqueezed.args[0]
+    shape = tuple(index.meta["val"].shape)
+    if (p.meta["val"].dtype != torch.long or shape[-1] != t.shape[1]
+            or shape[:-2] != xs[:-2] or tuple(p.meta["val"].shape) != shape[:-1]):
+        return None
+    return table, p
 
 
 def attention_mask_kind(mask: torch.Tensor, q_len: int, kv_len: int) -> str | None:

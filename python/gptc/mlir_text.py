@@ -186,6 +186,9 @@ class FuncPrinter:
         if node.name in self.plan.views:
             self.view(node, *self.plan.views[node.name])
             return
+        if node.name in self.plan.rows:
+            self.rows(node, *self.plan.rows[node.name])
+            return
         schema = node.target._schema
         opname = "torch." + str(node.target)
         operands, operand_types, operand_names, attrs = [], [], [], []
@@ -262,6 +265,18 @@ class FuncPrinter:
                                    f"size = {attr(list(size), at)}")
                 ty = out_ty
         self.values[node.name] = [ssa]
+
+    def rows(self, node, table, index) -> None:
+        """A gather that reads a table's rows (fold.gather_rows): table[index]."""
+        at = where(node)
+        out = f"%{self.counter}"
+        self.counter += 1
+        types = (tensor_type(table.meta["val"], at), tensor_type(index.meta["val"], at))
+        self.lines.append(
+            f'    {out} = "torch.aten.index.Tensor"({self.values[table.name][0]}, '
+            f'{self.values[index.name][0]}) {{torch.operands = ["self", "indices"]}} : '
+            f'({", ".join(types)}) -> {tensor_type(node.meta["val"], at)} {loc(node)}')
+        self.values[node.name] = [out]
 
     def grad_region(self, node) -> None:
         """A torch.no_grad() (or enable_grad()) region, its ops printed in place: the

@@ -190,6 +190,11 @@ CASES = {
                                                   torch.rand(b, 1, t, t) < 0.7))(*rand_shape(r, 3, hi=12))),
     "index_rows": (lambda x, i: x[i] * 2.0 + x[i[0]].sum(), lambda r: (lambda n: (
         torch.randn(n, r.randint(1, 5), 3), torch.randint(0, n, (r.randint(1, 4), 5))))(r.randint(1, 9))),
+    "gather_rows": (lambda t, p: torch.gather(t.repeat(p.shape[0], 1, 1), 1,
+                                              p.unsqueeze(-1).repeat(1, 1, t.shape[1])) * 3.0,
+                    lambda r: (lambda n: (torch.randn(n, r.randint(1, 6)),
+                                          torch.randint(0, n, (r.randint(1, 3), r.randint(1, 5)))))(
+                        r.randint(1, 9))),
     "float64": (lambda x: torch.tanh(x.double()) * 2.0, lambda r: (torch.randn(rand_shape(r, 2)),)),
     "softmax_f64": (lambda x: F.softmax(x, dim=-1), lambda r: (torch.randn(rand_shape(r, 2)).double(),)),
 }
