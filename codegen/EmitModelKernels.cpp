@@ -302,8 +302,7 @@ LogicalResult Emitter::emitAttention(AttentionOp op, raw_ostream &os) {
                                     op.getScale().convertToDouble(),
                                     op.getDropoutP().convertToDouble(), op.getId(), 3,
                                     op.getBthd());
-  if (op.getKeyMask())
-    a.maskOperand = op.getRng() ? 4 : 3;
+  a.maskOperand = keyMaskOperand(op, op.getKeyMask());
   os << a.rngPrologue() << "  " << loop("bh", op.getResult().getType().getNumElements() / (a.T * a.Dv))
      << " {\n"
      << a.keyMaskDecl("    ");
@@ -419,8 +418,7 @@ LogicalResult Emitter::emitAttentionGrad(AttentionGradOp op, raw_ostream &os) {
   AttentionShape whole = attentionShape(
       op.getQ(), op.getK(), op.getV(), op.getIsCausal(), op.getScale().convertToDouble(),
       op.getDropoutP().convertToDouble(), op.getId(), 5, op.getBthd(), op.getResults());
-  if (op.getKeyMask())
-    whole.maskOperand = op.getRng() ? 6 : 5;
+  whole.maskOperand = keyMaskOperand(op, op.getKeyMask());
   const std::string &E = whole.elem;
   const int64_t G = whole.G, heads = op.getDq().getType().getNumElements() / (whole.T * whole.D);
   // The query head's dk and dv: in place, or (grouped) a dense part of the scratch.

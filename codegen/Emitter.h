@@ -145,6 +145,12 @@ struct MatmulDims {
 };
 MatmulDims matmulDims(MatmulOp op);
 
+/// Where attention's (or its gradient's) key mask is among `op`'s operands (in<N>), -1
+/// without one.
+inline int64_t keyMaskOperand(Operation *op, Value mask) {
+  return mask ? llvm::find(op->getOperands(), mask) - op->operand_begin() : -1;
+}
+
 /// `grads`: attention_grad's dq, dk, dv (none for the forward).
 AttentionShape attentionShape(Value q, Value k, Value v, bool causal, double scale, double p,
                               int64_t id, int64_t rngOperand,

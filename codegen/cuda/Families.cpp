@@ -154,8 +154,7 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
                                           at.getScale().convertToDouble(),
                                           at.getDropoutP().convertToDouble(), at.getId(), 3,
                                           at.getBthd());
-        if (at.getKeyMask())
-          a.maskOperand = at.getRng() ? 4 : 3;
+        a.maskOperand = keyMaskOperand(at, at.getKeyMask());
         if (a.Dv > 256)
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << a.Dv;
@@ -169,8 +168,7 @@ LogicalResult CudaFlavour::familyCallOf(Operation *op, raw_ostream &os) {
                                           at.getScale().convertToDouble(),
                                           at.getDropoutP().convertToDouble(), at.getId(), 5,
                                           at.getBthd(), at.getResults());
-        if (at.getKeyMask())
-          a.maskOperand = at.getRng() ? 6 : 5;
+        a.maskOperand = keyMaskOperand(at, at.getKeyMask());
         if (a.D > 256 || a.Dv > 256)
           return at.emitError("the CUDA target's attention takes heads of up to 256 values, not ")
                  << std::max(a.D, a.Dv);
