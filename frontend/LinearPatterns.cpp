@@ -80,7 +80,23 @@ LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
   if (lt.getRank() < 2 || (rt.getRank() != 2 && rt.getRank() != lt.getRank()) ||
       (rt.getRank() != 2 && lt.getShape().drop_back(2) != rt.getShape().drop_back(2)))
     return op.unsupported("only [..., M, K] @ [K, N] or equal batch dimensions");
-  out.push_back(buildMatmul(b, op.loc(), op.resultType(), lhs, rhs, false));
+  // An operand that is a transpose of its last two dimensions (Falcon's `x @ self.weight.T`)
+  // is read transposed instead: the same sums in the same order, and no copy.
+  auto untransposed = [](Value &v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return false;
+    ArrayRef<int64_t> perm = t.getPerm();
+    int64_t r = perm.size();
+    for (int64_t i = 0; i < r; ++i)
+      if (perm[i] != (i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2)))
+        return false;
+    v = t.getX();
+    return true;
+  };
+  bool transposeLhs = untransposed(lhs), transposeRhs = untransposed(rhs);
+  out.push_back(MatmulOp::create(b, op.loc(), op.resultType(), lhs, rhs, transposeLhs,
+                                 transposeRhs));
   return success();
 }
 
