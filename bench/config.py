@@ -44,9 +44,10 @@ def kernel_budget(size: str) -> int:
 
 def hf_model(kind: str, n_layer: int, n_head: int, n_embd: int, vocab_size: int,
              positions: int, dropout: float = 0.0):
-    """transformers' GPT2LMHeadModel ("hf-gpt2") or LlamaForCausalLM ("hf-llama") at these
-    sizes, from the current torch seed. LLaMA at gptc.testing.llama_style's sizes: 2
-    key/value heads, SwiGLU 8/3 wide rounded up to a multiple of 32."""
+    """transformers' GPT2LMHeadModel ("hf-gpt2"), LlamaForCausalLM ("hf-llama") or
+    FalconForCausalLM ("hf-falcon", generation only: one key/value head, its own attention
+    code) at these sizes, from the current torch seed. LLaMA at gptc.testing.llama_style's
+    sizes: 2 key/value heads, SwiGLU 8/3 wide rounded up to a multiple of 32."""
     import transformers
     transformers.logging.set_verbosity_error()
     ids = dict(vocab_size=vocab_size, bos_token_id=0, eos_token_id=0)
@@ -54,6 +55,11 @@ def hf_model(kind: str, n_layer: int, n_head: int, n_embd: int, vocab_size: int,
         return transformers.GPT2LMHeadModel(transformers.GPT2Config(
             n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=positions,
             resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, **ids))
+    if kind == "hf-falcon":
+        return transformers.FalconForCausalLM(transformers.FalconConfig(
+            hidden_size=n_embd, num_hidden_layers=n_layer, num_attention_heads=n_head,
+            max_position_embeddings=positions, hidden_dropout=dropout,
+            attention_dropout=dropout, **ids))
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(
         hidden_size=n_embd, intermediate_size=(8 * n_embd // 3 + 31) // 32 * 32,
         num_hidden_layers=n_layer, num_attention_heads=n_head, num_key_value_heads=2,

@@ -4,7 +4,7 @@ whole block per token), on the main job's model size, the same threads, in one r
 peak memory of each, each in its own process. The record goes to bench/results/generate/.
 
     python3 bench/generate.py [--tokens 500] [--threads 2] [--frameworks ...]
-    python3 bench/generate.py --model hf-gpt2|hf-llama     # a transformers model
+    python3 bench/generate.py --model hf-gpt2|hf-llama|hf-falcon   # a transformers model
 
 
 The model is the main job's recipe (4 layers, 4 heads, 128 wide, block 64, vocabulary 97,
@@ -15,9 +15,10 @@ compiles). nanoGPT's loop crops the context to the block and runs the model over
 it for every token; gptc's decode step runs one position against the cache, and shifts
 the context to its last half when the cache is full.
 
-With --model hf-gpt2 or hf-llama the model is transformers' GPT2LMHeadModel or
-LlamaForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU 352 wide) with 512
-positions, so that the text fits without a shift (transformers' generate does not shift),
+With --model hf-gpt2, hf-llama or hf-falcon the model is transformers' GPT2LMHeadModel,
+LlamaForCausalLM or FalconForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU
+352 wide; Falcon: one key/value head, and its own attention code, to which gptc's decode
+step hands the whole caches) with 512 positions, so that the text fits without a shift (transformers' generate does not shift),
 and the frameworks are gptc (compile_generate: the model's forward with gptc's caches,
 512 positions each step), transformers' generate in eager PyTorch (its DynamicCache grows
 a position a token) and under torch.compile (a static cache, the forward compiled).
@@ -143,7 +144,7 @@ def main():
     ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--model", default="gpt", choices=("gpt", "hf-gpt2", "hf-llama"))
+    ap.add_argument("--model", default="gpt", choices=("gpt", "hf-gpt2", "hf-llama", "hf-falcon"))
     ap.add_argument("--frameworks", default=None,
                     help=f"some of {','.join(FRAMEWORKS)} (with --model hf-*: of "
                          f"{','.join(HF_FRAMEWORKS)}); default: all")

@@ -286,7 +286,8 @@ GENERATORS = {"gptc": "gptc (KV cache)", "gptc-no-cache": "gptc, whole block a t
               "transformers": "transformers' generate, eager",
               "transformers-compile": "transformers' generate, torch.compile (static cache)"}
 # bench/generate.py --model: the transformers model each names.
-HF_MODELS = {"hf-gpt2": "transformers' GPT-2", "hf-llama": "transformers' LLaMA"}
+HF_MODELS = {"hf-gpt2": "transformers' GPT-2", "hf-llama": "transformers' LLaMA",
+             "hf-falcon": "transformers' Falcon"}
 
 
 def latest_generation(directory: str) -> list:
