@@ -484,12 +484,15 @@ def test_a_lora_model_generates_transformers_greedy_text():
         assert want != greedy_as_transformers(model, [5, 6, 7], 20)
 
 
-def test_a_c_program_writes_a_hugging_face_models_text(tmp_path, llama_generator):
+@pytest.mark.parametrize("family", ["llama", "falcon"])
+def test_a_c_program_writes_a_hugging_face_models_text(family, tmp_path, llama_generator):
     """Generator.save of a transformers model, run by examples/generate.c (the runtime's
-    generator, no Python): the text gptc writes in Python, sampled."""
+    generator, no Python): the text gptc writes in Python, sampled; Falcon's decode step is
+    its own attention over the whole caches."""
     from conftest import generate_program
     exe = generate_program(tmp_path)
-    _, gen = llama_generator
+    gen = (llama_generator[1] if family == "llama"
+           else gptc.compile_generate(hf_model(family).eval(), max_len=T))
     tokens = [chr(ord("!") + i).encode() for i in range(V)]
     gen.save(str(tmp_path / "generate"), tokens)
     c = subprocess.run([str(exe), str(tmp_path / "generate"), "ABC", "40", "7", "0.9", "20"],
