@@ -18,8 +18,8 @@ the context to its last half when the cache is full.
 With --model hf-gpt2, hf-llama or hf-falcon the model is transformers' GPT2LMHeadModel,
 LlamaForCausalLM or FalconForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU
 352 wide; Falcon: one key/value head, and its own attention code, to which gptc's decode
-step hands the whole caches) with 512 positions, so that the text fits without a shift (transformers' generate does not shift),
-and the frameworks are gptc (compile_generate: the model's forward with gptc's caches,
+step hands the whole caches) with 512 positions, so that the text fits without a shift
+(transformers' generate does not shift), and the frameworks are gptc (compile_generate: the model's forward with gptc's caches,
 512 positions each step), transformers' generate in eager PyTorch (its DynamicCache grows
 a position a token) and under torch.compile (a static cache, the forward compiled).
 """
@@ -144,7 +144,8 @@ def main():
     ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--model", default="gpt", choices=("gpt", "hf-gpt2", "hf-llama", "hf-falcon"))
+    ap.add_argument("--model", default="gpt",
+                    choices=("gpt", "hf-gpt2", "hf-llama", "hf-falcon"))
     ap.add_argument("--frameworks", default=None,
                     help=f"some of {','.join(FRAMEWORKS)} (with --model hf-*: of "
                          f"{','.join(HF_FRAMEWORKS)}); default: all")

@@ -207,7 +207,8 @@ LogicalResult raise(MatmulOp pv) {
   auto yType = headType(pv.getType());
   auto attention = AttentionOp::create(
       b, pv.getLoc(), yType, AttentionOp::statsType(cast<RankedTensorType>(q.getType())), q, k,
-      v, rng, /*key_mask=*/Value(), b.getBoolAttr(true), b.getF64FloatAttr(dropoutP), b.getF64FloatAttr(scale),
+      v, rng, /*key_mask=*/Value(), b.getBoolAttr(true), b.getF64FloatAttr(dropoutP),
+      b.getF64FloatAttr(scale),
       b.getI64IntegerAttr(id), orderAttr(b, ReductionOrder::OnlineBlock32), /*bthd=*/nullptr);
   Value y = attention.getResult();
   if (rank == 3)

@@ -105,8 +105,9 @@ def test_padded_batches_train_as_eager_does(family):
     """transformers' attention_mask: the mask it builds from it (the causal one `&` the
     padding, `attention_mask[batch_idx, kv_idx]`) reaches the attention as is_causal and
     the padding mask alone [B, 1, 1, T], gpt.attention's key mask (no scores spelled out);
-    a padding query, which sees no key, gives zeros as PyTorch's does. OPT numbers its positions from the mask (`cumsum(mask) * mask - 1`),
-    so its padded rows' positions start after the padding; Bloom's ALiBi biases count the
+    a padding query, which sees no key, gives zeros as PyTorch's does. OPT numbers its
+    positions from the mask (`cumsum(mask) * mask - 1`), so its padded rows' positions
+    start after the padding; Bloom's ALiBi biases count the
     same way (`baddbmm` adds them to the scores; their slopes' powers an int32 arange, folded
     at capture); Falcon attends with one key/value head for all four query heads and adds
     its branches in place (`+=`); GPT-J gathers its rotary table at the positions (CodeGen
