@@ -11,6 +11,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::gpt;
 
@@ -561,6 +563,35 @@ void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRCont
 }
 
 namespace {
+/// reduce_mean(x) is div(reduce_sum(x), n), n the count of elements reduced into each
+/// result (the kernel's sum, then one division by n as the element type: the same bits;
+/// the gradients are the same too, g / n broadcast). Written as a sum, a mean fuses as
+/// the sums do (RMSNorm's mean of squares with its prologue and epilogue, as
+/// aten.rms_norm's decomposition already was).
+struct MeanAsSum : OpRewritePattern<ReduceMeanOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceMeanOp op, PatternRewriter &rewriter) const override {
+    RankedTensorType x = op.getX().getType(), r = op.getType();
+    int64_t n = x.getNumElements() / std::max<int64_t>(r.getNumElements(), 1);
+    Value sum = ReduceSumOp::create(rewriter, op.getLoc(), r, op.getX(), op.getDimsAttr(),
+                                    op.getKeepdimAttr(), op.getOrderAttr());
+    auto scalarType = RankedTensorType::get({}, r.getElementType());
+    Value count = ConstantOp::create(
+        rewriter, op.getLoc(), scalarType,
+        DenseElementsAttr::get(scalarType, rewriter.getFloatAttr(r.getElementType(), (double)n)
+                                               .getValue()));
+    rewriter.replaceOpWithNewOp<DivOp>(op, r, sum, count);
+    return success();
+  }
+};
+} // namespace
+
+void ReduceMeanOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<MeanAsSum>(ctx);
+}
+
+namespace {
 /// embedding(w, arange(start, step 1)) whose rows are all within w is slice(w): the same
 /// rows copied, and a slice's gradient pads instead of scattering one row at a time.
 struct EmbeddingOfArange : OpRewritePattern<EmbeddingOp> {
@@ -659,6 +690,204 @@ LogicalResult SliceOp::verify() {
   if (r.getShape() != ArrayRef<int64_t>(expect) || r.getElementType() != x.getElementType())
     return emitOpError("result shape should be ") << shapeStr(expect);
   return success();
+}
+
+namespace {
+// Elementwise ops move through concats and splits: each element is computed by the same
+// scalar expression from the same operand elements whichever piece holds it, so these
+// rewrites change no value; they let a rotation spelled with a concat (transformers'
+// rotate_half: cat(-x2, x1) * sin) compute each half in place of a copy, as a rotation
+// written with the halves does. A dropout is left alone: its mask depends on the
+// element's index in its result.
+
+bool movesThroughPieces(Operation *op) {
+  return isa<ElementwiseOpInterface>(op) && !isa<DropoutOp>(op) && op->getNumResults() == 1;
+}
+
+/// `v` cut along dimension `d` of `user`'s result, of rank `rank` (numpy broadcasting),
+/// into pieces of `sizes`: v itself for every piece where it is broadcast along d (the
+/// dimension absent or of size 1), else the results of a gpt.split of v, one already
+/// there before `user` or a new one right after v.
+SmallVector<Value> piecesAlong(PatternRewriter &rw, Operation *user, Value v, int64_t rank,
+                               int64_t d, ArrayRef<int64_t> sizes) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t dv = d - (rank - t.getRank());
+  if (dv < 0 || t.getDimSize(dv) == 1)
+    return SmallVector<Value>(sizes.size(), v);
+  SmallVector<Type> types;
+  for (int64_t n : sizes) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dv] = n;
+    types.push_back(t.clone(shape));
+  }
+  SplitOp split;
+  for (Operation *u : v.getUsers())
+    if (auto s = dyn_cast<SplitOp>(u); s && s.getDim() == dv &&
+                                       TypeRange(s.getResultTypes()) == TypeRange(types) &&
+                                       s->getBlock() == user->getBlock() &&
+                                       s->isBeforeInBlock(user))
+      split = s;
+  if (!split) {
+    OpBuilder::InsertionGuard guard(rw);
+    rw.setInsertionPointAfterValue(v);
+    split = SplitOp::create(rw, user->getLoc(), types, v, rw.getI64IntegerAttr(dv));
+  }
+  return SmallVector<Value>(split.getResults().begin(), split.getResults().end());
+}
+
+/// `op` (elementwise) once per piece along its result's dimension `d`: piece i computed
+/// from piece i of every operand. Returns the pieces.
+SmallVector<Value> elementwisePieces(PatternRewriter &rw, Operation *op, int64_t d,
+                                     ArrayRef<int64_t> sizes,
+                                     function_ref<Value(unsigned, size_t)> given = nullptr) {
+  auto rt = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<SmallVector<Value>> cut;
+  for (auto [j, v] : llvm::enumerate(op->getOperands()))
+    cut.push_back(given && given(j, 0) ? SmallVector<Value>()
+                                       : piecesAlong(rw, op, v, rt.getRank(), d, sizes));
+  SmallVector<Value> pieces;
+  for (auto [i, n] : llvm::enumerate(sizes)) {
+    SmallVector<Value> operands;
+    for (unsigned j = 0; j < op->getNumOperands(); ++j)
+      operands.push_back(cut[j].empty() ? given(j, i) : cut[j][i]);
+    SmallVector<int64_t> shape(rt.getShape());
+    shape[d] = n;
+    OperationState state(op->getLoc(), op->getName(), operands, {rt.clone(shape)},
+                         op->getAttrs());
+    pieces.push_back(rw.create(state)->getResult(0));
+  }
+  return pieces;
+}
+
+/// e(..., concat(p_1, ..., p_n), ...) -> concat(e(..., p_1, ...), ..., e(..., p_n, ...)),
+/// the other operands split alike, where the concat has no other use and its dimension
+/// is not broadcast in e's result.
+struct ElementwiseOfConcat : OpInterfaceRewritePattern<ElementwiseOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(ElementwiseOpInterface e,
+                                PatternRewriter &rw) const override {
+    Operation *op = e.getOperation();
+    if (!movesThroughPieces(op))
+      return failure();
+    auto rt = cast<RankedTensorType>(op->getResult(0).getType());
+    for (auto [j, v] : llvm::enumerate(op->getOperands())) {
+      auto cat = v.getDefiningOp<ConcatOp>();
+      if (!cat || !cat->hasOneUse())
+        continue;
+      int64_t d = cat.getDim() + rt.getRank() - cat.getType().getRank();
+      if (cat.getType().getDimSize(cat.getDim()) != rt.getDimSize(d))
+        continue;
+      SmallVector<int64_t> sizes;
+      for (Value p : cat.getInputs())
+        sizes.push_back(cast<RankedTensorType>(p.getType()).getDimSize(cat.getDim()));
+      unsigned catOperand = j;
+      SmallVector<Value> pieces = elementwisePieces(
+          rw, op, d, sizes, [&](unsigned k, size_t i) -> Value {
+            return k == catOperand ? cat.getInputs()[i] : Value();
+          });
+      rw.replaceOpWithNewOp<ConcatOp>(op, rt, pieces, rw.getI64IntegerAttr(d));
+      rw.eraseOp(cat);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// split(e(...)) -> e over each operand's pieces, where the split is e's only use and
+/// only elementwise ops use the pieces (e then fuses into each; a piece that something
+/// else reads, attention's q of a biased projection, say, keeps e whole, in the
+/// product's epilogue).
+struct SplitOfElementwise : OpRewritePattern<SplitOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SplitOp op, PatternRewriter &rw) const override {
+    Operation *e = op.getX().getDefiningOp();
+    if (!e || !movesThroughPieces(e) || !e->hasOneUse() ||
+        !llvm::all_of(op->getUsers(), [](Operation *u) { return movesThroughPieces(u); }))
+      return failure();
+    SmallVector<int64_t> sizes;
+    for (Value r : op.getResults())
+      sizes.push_back(cast<RankedTensorType>(r.getType()).getDimSize(op.getDim()));
+    rw.setInsertionPoint(e);
+    SmallVector<Value> pieces = elementwisePieces(rw, e, op.getDim(), sizes);
+    rw.replaceOp(op, pieces);
+    rw.eraseOp(e);
+    return success();
+  }
+};
+
+/// split(concat(p_1, ..., p_n)) along the same dimension into the same sizes -> the p_i.
+struct SplitOfConcat : OpRewritePattern<SplitOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SplitOp op, PatternRewriter &rw) const override {
+    auto cat = op.getX().getDefiningOp<ConcatOp>();
+    if (!cat || cat.getDim() != op.getDim() || cat.getInputs().size() != op.getNumResults() ||
+        !llvm::all_of_zip(cat.getInputs(), op.getResults(),
+                          [](Value p, Value r) { return p.getType() == r.getType(); }))
+      return failure();
+    rw.replaceOp(op, cat.getInputs());
+    return success();
+  }
+};
+
+/// Unit-step slices of one tensor along one dimension whose ranges cover it, each
+/// element once (distinct slices; the same range any number of times), become one
+/// gpt.split: x[..., :h] and x[..., h:] are its two pieces.
+struct SlicesAsSplit : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SliceOp op, PatternRewriter &rw) const override {
+    if (op.getStep() != 1)
+      return failure();
+    Value x = op.getX();
+    int64_t dim = op.getDim(), size = cast<RankedTensorType>(x.getType()).getDimSize(dim);
+    std::map<int64_t, int64_t> ranges; // start -> end
+    SmallVector<SliceOp> slices;
+    for (Operation *user : x.getUsers()) {
+      auto s = dyn_cast<SliceOp>(user);
+      if (!s || s.getX() != x || s.getDim() != dim || s.getStep() != 1)
+        continue;
+      auto [it, fresh] = ranges.try_emplace(s.getStart(), s.getEnd());
+      if (!fresh && it->second != s.getEnd())
+        return failure(); // two ranges from one start: they overlap
+      slices.push_back(s);
+    }
+    SmallVector<int64_t> sizes;
+    int64_t at = 0;
+    for (auto [start, end] : ranges) {
+      if (start != at || end <= start)
+        return failure();
+      sizes.push_back(end - start);
+      at = end;
+    }
+    if (at != size || sizes.size() < 2)
+      return failure();
+    rw.setInsertionPointAfterValue(x);
+    auto t = cast<RankedTensorType>(x.getType());
+    SmallVector<Type> types;
+    for (int64_t n : sizes) {
+      SmallVector<int64_t> shape(t.getShape());
+      shape[dim] = n;
+      types.push_back(t.clone(shape));
+    }
+    auto split = SplitOp::create(rw, op.getLoc(), types, x, rw.getI64IntegerAttr(dim));
+    for (SliceOp s : slices) {
+      unsigned piece = std::distance(ranges.begin(), ranges.find(s.getStart()));
+      rw.replaceOp(s, split.getResult(piece));
+    }
+    return success();
+  }
+};
+} // namespace
+
+void ConcatOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<ElementwiseOfConcat>(ctx);
+}
+
+void SplitOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<SplitOfElementwise, SplitOfConcat, SlicesAsSplit>(ctx);
 }
 
 LogicalResult SplitOp::verify() {

@@ -446,7 +446,11 @@ class Gpt_ReduceOp<string mnemonic, string what> : Gpt_Op<mnemonic> {
 
 def Gpt_ReduceSumOp : Gpt_ReduceOp<"reduce_sum", "Sum">;
 def Gpt_ReduceMaxOp : Gpt_ReduceOp<"reduce_max", "Maximum">;
-def Gpt_ReduceMeanOp : Gpt_ReduceOp<"reduce_mean", "Mean (sum, then one division)">;
+def Gpt_ReduceMeanOp : Gpt_ReduceOp<"reduce_mean", "Mean (sum, then one division)"> {
+  // Canonicalized to gpt.div(gpt.reduce_sum, n): the same bits, and the fusion passes
+  // then see one kind of sum.
+  let hasCanonicalizer = 1;
+}
 
 def Gpt_CumsumOp : Gpt_Op<"cumsum", [SameOperandsAndResultType]> {
   let summary = "Running sums along one dimension";
@@ -530,6 +534,7 @@ def Gpt_SplitOp : Gpt_Op<"split"> {
   let results = (outs Variadic<Gpt_Tensor>:$results);
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpt_ConcatOp : Gpt_Op<"concat"> {
@@ -543,6 +548,7 @@ def Gpt_ConcatOp : Gpt_Op<"concat"> {
   let results = (outs Gpt_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Gpt_BroadcastOp : Gpt_Op<"broadcast", [Gpt_ElementwiseMove]> {

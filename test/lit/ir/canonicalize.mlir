@@ -129,3 +129,84 @@ func.func @transpose_identity(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = gpt.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that a mean is its sum divided by the count reduced into each result (8 x 4 = 32
+// here), in the sum's order: the same bits, and fused as any sum.
+// CHECK-LABEL: func.func @mean_as_sum
+// CHECK-DAG: %[[N:.*]] = gpt.constant dense<3.200000e+01> : tensor<f32>
+// CHECK-DAG: %[[S:.*]] = gpt.reduce_sum %arg0 {dims = array<i64: 1, 2>, keepdim = true, order = #gpt.order<canonical>} : (tensor<2x8x4xf32>) -> tensor<2x1x1xf32>
+// CHECK: %[[M:.*]] = gpt.div %[[S]], %[[N]] : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+// CHECK-NEXT: return %[[M]]
+// CHECK-NOT: reduce_mean
+func.func @mean_as_sum(%x: tensor<2x8x4xf32>) -> tensor<2x1x1xf32> {
+  %0 = gpt.reduce_mean %x {dims = array<i64: 1, 2>, keepdim = true, order = #gpt.order<canonical>} : (tensor<2x8x4xf32>) -> tensor<2x1x1xf32>
+  return %0 : tensor<2x1x1xf32>
+}
+
+// -----
+
+// Tests transformers' rotate_half (x * cos + cat(-x2, x1) * sin): the concat's only use,
+// an elementwise mul, moves into its pieces, then the add's; x's two slices become one
+// split, and cos and sin are split alike. Each half is computed from halves, with no
+// concat left before the last op.
+// CHECK-LABEL: func.func @rotate_half
+// CHECK-DAG: %[[X:.*]]:2 = gpt.split %arg0 {dim = 2 : i64}
+// CHECK-DAG: %[[C:.*]]:2 = gpt.split %arg1 {dim = 1 : i64}
+// CHECK-DAG: %[[S:.*]]:2 = gpt.split %arg2 {dim = 1 : i64}
+// CHECK-DAG: %[[XC0:.*]] = gpt.mul %[[X]]#0, %[[C]]#0
+// CHECK-DAG: %[[XC1:.*]] = gpt.mul %[[X]]#1, %[[C]]#1
+// CHECK-DAG: %[[N:.*]] = gpt.neg %[[X]]#1
+// CHECK-DAG: %[[NS:.*]] = gpt.mul %[[N]], %[[S]]#0
+// CHECK-DAG: %[[XS:.*]] = gpt.mul %[[X]]#0, %[[S]]#1
+// CHECK-DAG: %[[LO:.*]] = gpt.add %[[XC0]], %[[NS]]
+// CHECK-DAG: %[[HI:.*]] = gpt.add %[[XC1]], %[[XS]]
+// CHECK: %[[R:.*]] = gpt.concat %[[LO]], %[[HI]] {dim = 2 : i64}
+// CHECK-NEXT: return %[[R]]
+// CHECK-NOT: gpt.slice
+func.func @rotate_half(%x: tensor<2x3x8xf32>, %cos: tensor<3x8xf32>, %sin: tensor<3x8xf32>) -> tensor<2x3x8xf32> {
+  %0 = gpt.mul %x, %cos : (tensor<2x3x8xf32>, tensor<3x8xf32>) -> tensor<2x3x8xf32>
+  %1 = gpt.slice %x {dim = 2 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : (tensor<2x3x8xf32>) -> tensor<2x3x4xf32>
+  %2 = gpt.slice %x {dim = 2 : i64, start = 4 : i64, end = 8 : i64, step = 1 : i64} : (tensor<2x3x8xf32>) -> tensor<2x3x4xf32>
+  %3 = gpt.neg %2 : tensor<2x3x4xf32>
+  %4 = gpt.concat %3, %1 {dim = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x8xf32>
+  %5 = gpt.mul %4, %sin : (tensor<2x3x8xf32>, tensor<3x8xf32>) -> tensor<2x3x8xf32>
+  %6 = gpt.add %0, %5 : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %6 : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Tests what stays: a concat with another use, one broadcast along the result's concat
+// dimension, a dropout (its mask depends on each element's index), slices that leave a
+// gap, and a split whose pieces something other than an elementwise op reads (the exp
+// stays whole, where a product's epilogue can take it).
+// CHECK-LABEL: func.func @stays
+// CHECK: %[[CAT:.*]] = gpt.concat %arg0, %arg0 {dim = 1 : i64}
+// CHECK: gpt.exp %[[CAT]]
+// CHECK: gpt.mul %[[CAT]], %[[CAT]]
+// CHECK: %[[ONE:.*]] = gpt.concat %arg0 {dim = 0 : i64} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+// CHECK: gpt.add %[[ONE]], %arg1 : (tensor<1x4xf32>, tensor<2x4xf32>)
+// CHECK: %[[D:.*]] = gpt.concat %arg0, %arg0 {dim = 1 : i64}
+// CHECK: gpt.dropout %[[D]]
+// CHECK: gpt.slice %arg2 {dim = 0 : i64, end = 2 : i64, start = 0 : i64, step = 1 : i64}
+// CHECK: gpt.slice %arg2 {dim = 0 : i64, end = 8 : i64, start = 3 : i64, step = 1 : i64}
+// CHECK: %[[E:.*]] = gpt.exp %arg2
+// CHECK: gpt.split %[[E]]
+func.func @stays(%a: tensor<1x4xf32>, %b: tensor<2x4xf32>, %c: tensor<8xf32>, %rng: tensor<2xi64>) -> (tensor<1x8xf32>, tensor<1x8xf32>, tensor<2x4xf32>, tensor<1x8xf32>, tensor<2xf32>, tensor<5xf32>, tensor<f32>, tensor<4xf32>) {
+  %0 = gpt.concat %a, %a {dim = 1 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x8xf32>
+  %1 = gpt.exp %0 : tensor<1x8xf32>
+  %2 = gpt.mul %0, %0 : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+  %3 = gpt.concat %a {dim = 0 : i64} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+  %4 = gpt.add %3, %b : (tensor<1x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %5 = gpt.concat %a, %a {dim = 1 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x8xf32>
+  %6 = gpt.dropout %5, %rng {id = 1 : i64, p = 1.000000e-01 : f64, train = true} : (tensor<1x8xf32>, tensor<2xi64>) -> tensor<1x8xf32>
+  %7 = gpt.slice %c {dim = 0 : i64, start = 0 : i64, end = 2 : i64, step = 1 : i64} : (tensor<8xf32>) -> tensor<2xf32>
+  %8 = gpt.slice %c {dim = 0 : i64, start = 3 : i64, end = 8 : i64, step = 1 : i64} : (tensor<8xf32>) -> tensor<5xf32>
+  %9 = gpt.exp %c : tensor<8xf32>
+  %10:2 = gpt.split %9 {dim = 0 : i64} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %11 = gpt.reduce_sum %10#0 {dims = array<i64: 0>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4xf32>) -> tensor<f32>
+  %12 = gpt.reshape %10#1 : (tensor<4xf32>) -> tensor<4xf32>
+  return %1, %2, %4, %6, %7, %8, %11, %12 : tensor<1x8xf32>, tensor<1x8xf32>, tensor<2x4xf32>, tensor<1x8xf32>, tensor<2xf32>, tensor<5xf32>, tensor<f32>, tensor<4xf32>
+}
