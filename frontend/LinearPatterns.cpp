@@ -81,18 +81,21 @@ LogicalResult convertMatmul(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> &ou
       (rt.getRank() != 2 && lt.getShape().drop_back(2) != rt.getShape().drop_back(2)))
     return op.unsupported("only [..., M, K] @ [K, N] or equal batch dimensions");
   // An operand that is a transpose of its last two dimensions (Falcon's `x @ self.weight.T`)
-  // is read transposed instead: the same sums in the same order, and no copy.
+  // is read transposed instead: the same sums in the same order, and no copy. A chain of
+  // such transposes is followed to its start, every two cancelling (the decode step's key
+  // cache, transposed by the cache and back by the attention, is read in place).
   auto untransposed = [](Value &v) {
-    auto t = v.getDefiningOp<TransposeOp>();
-    if (!t)
-      return false;
-    ArrayRef<int64_t> perm = t.getPerm();
-    int64_t r = perm.size();
-    for (int64_t i = 0; i < r; ++i)
-      if (perm[i] != (i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2)))
-        return false;
-    v = t.getX();
-    return true;
+    bool flipped = false;
+    while (auto t = v.getDefiningOp<TransposeOp>()) {
+      ArrayRef<int64_t> perm = t.getPerm();
+      int64_t r = perm.size();
+      for (int64_t i = 0; i < r; ++i)
+        if (perm[i] != (i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2)))
+          return flipped;
+      v = t.getX();
+      flipped = !flipped;
+    }
+    return flipped;
   };
   bool transposeLhs = untransposed(lhs), transposeRhs = untransposed(rhs);
   out.push_back(MatmulOp::create(b, op.loc(), op.resultType(), lhs, rhs, transposeLhs,

@@ -205,16 +205,22 @@ func.func @index_last(%x: tensor<2x8x4xf32>) -> tensor<2x1x4xf32> {
 // -----
 
 // A matmul of a transpose of the last two dims (Falcon's `x @ self.weight.T`, a batched
-// `a.transpose(1, 2) @ b`) reads that operand transposed: no copy.
+// `a.transpose(1, 2) @ b`) reads that operand transposed: no copy. Two such transposes
+// cancel (the decode step's key cache, transposed by transformers' cache and back by
+// gptc's attention): the operand itself, read as it is.
 // CHECK-LABEL: func.func @matmul_of_transposes
 // CHECK: gpt.matmul %arg0, %arg1 {{{.*}}transpose_lhs = false, transpose_rhs = true} : (tensor<3x4xf32>, tensor<5x4xf32>) -> tensor<3x5xf32>
 // CHECK: gpt.matmul %arg2, %arg2 {{{.*}}transpose_lhs = true, transpose_rhs = false} : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
-func.func @matmul_of_transposes(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %a: tensor<2x4x3xf32>) -> (tensor<3x5xf32>, tensor<2x3x3xf32>) {
+// CHECK: gpt.matmul %arg2, %arg3 {{{.*}}transpose_lhs = true, transpose_rhs = false} : (tensor<2x4x3xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+func.func @matmul_of_transposes(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %a: tensor<2x4x3xf32>, %c: tensor<2x4x5xf32>) -> (tensor<3x5xf32>, tensor<2x3x3xf32>, tensor<2x3x5xf32>) {
   %t = "torch.aten.t.default"(%w) {torch.operands = ["self"]} : (tensor<5x4xf32>) -> tensor<4x5xf32>
   %0 = "torch.aten.matmul.default"(%x, %t) {torch.operands = ["self", "other"]} : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
   %at = "torch.aten.transpose.int"(%a) {torch.operands = ["self"], dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
   %1 = "torch.aten.bmm.default"(%at, %a) {torch.operands = ["self", "mat2"]} : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
-  return %0, %1 : tensor<3x5xf32>, tensor<2x3x3xf32>
+  %ct = "torch.aten.transpose.int"(%c) {torch.operands = ["self"], dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x4x5xf32>) -> tensor<2x5x4xf32>
+  %ctt = "torch.aten.transpose.int"(%ct) {torch.operands = ["self"], dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x5x4xf32>) -> tensor<2x4x5xf32>
+  %2 = "torch.aten.matmul.default"(%at, %ctt) {torch.operands = ["self", "other"]} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  return %0, %1, %2 : tensor<3x5xf32>, tensor<2x3x3xf32>, tensor<2x3x5xf32>
 }
 
 // -----
