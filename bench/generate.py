@@ -5,6 +5,7 @@ peak memory of each, each in its own process. The record goes to bench/results/g
 
     python3 bench/generate.py [--tokens 500] [--threads 2] [--frameworks ...]
     python3 bench/generate.py --model hf-gpt2|hf-llama|hf-falcon   # a transformers model
+    python3 bench/generate.py --batch 8        # 8 texts at once in every framework
 
 
 The model is the main job's recipe (4 layers, 4 heads, 128 wide, block 64, vocabulary 97,
@@ -13,7 +14,10 @@ writes --tokens tokens after a one-token prompt, at temperature 1 with top-k 40;
 clock runs over the generation only, after one warm-up text (which is when torch.compile
 compiles). nanoGPT's loop crops the context to the block and runs the model over all of
 it for every token; gptc's decode step runs one position against the cache, and shifts
-the context to its last half when the cache is full.
+the context to its last half when the cache is full. With --batch B every framework
+writes B texts at once (gptc: compile_generate(batch=B); nanoGPT's loop and transformers'
+generate: B rows; gptc without its cache: one text after another) and tokens/s counts
+the tokens of all B.
 
 With --model hf-gpt2, hf-llama or hf-falcon the model is transformers' GPT2LMHeadModel,
 LlamaForCausalLM or FalconForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU
@@ -53,14 +57,18 @@ def hf_model(kind):
                            MODEL["vocab_size"], HF_POSITIONS).eval()
 
 
-def hf_runner(kind, framework, tokens):
-    """run(seed) writing `tokens` tokens after a one-token prompt with `framework`."""
+def hf_runner(kind, framework, tokens, threads, batch):
+    """run(seed) writing `tokens` tokens after a one-token prompt, `batch` texts at once,
+    with `framework`."""
     import torch
     import gptc
     hf = hf_model(kind)
     if framework == "gptc":
-        gen = gptc.compile_generate(hf)
-        return lambda seed: gen.generate([0], tokens, temperature=1.0, top_k=TOP_K, seed=seed)
+        gen = gptc.compile_generate(hf, batch=batch)
+        gen.set_num_threads(threads)
+        prompt = [[0]] * batch if batch > 1 else [0]
+        return lambda seed: gen.generate(prompt, tokens, temperature=1.0, top_k=TOP_K,
+                                         seed=seed)
     kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, top_k=TOP_K,
               temperature=1.0, pad_token_id=0)
     if framework == "transformers-compile":
@@ -70,7 +78,7 @@ def hf_runner(kind, framework, tokens):
     def run(seed):
         torch.manual_seed(seed)
         with torch.no_grad():
-            return hf.generate(torch.zeros(1, 1, dtype=torch.long), **kw)
+            return hf.generate(torch.zeros(batch, 1, dtype=torch.long), **kw)
     return run
 
 
@@ -90,38 +98,40 @@ def nanogpt_generate(model, idx, n, block, temperature, top_k, generator):
     return idx
 
 
-def runner(kind, framework, tokens):
-    """run(seed) writing `tokens` tokens after a one-token prompt with `framework`."""
+def runner(kind, framework, tokens, threads, batch):
+    """run(seed) writing `tokens` tokens after a one-token prompt, `batch` texts at once,
+    with `framework`."""
     import torch
     import gptc
     from gptc.apps.sampling import FullBlock
     from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
     if kind != "gpt":
-        return hf_runner(kind, framework, tokens)
+        return hf_runner(kind, framework, tokens, threads, batch)
     torch.manual_seed(0)
     model = TinyGPT(TinyGPTConfig(**MODEL)).eval()
     block = MODEL["block_size"]
     if framework in ("gptc", "gptc-no-cache"):
-        gen = (gptc.compile_generate(model) if framework == "gptc"
-               else FullBlock(model, block))
+        gen = (gptc.compile_generate(model, batch=batch) if framework == "gptc"
+               else FullBlock(model, block, batch))
         gen.set_num_threads(threads)
+        prompt = [[0]] * batch if batch > 1 else [0]
 
         def run(seed):
-            return gen.generate([0], tokens, temperature=1.0, top_k=TOP_K, seed=seed)
+            return gen.generate(prompt, tokens, temperature=1.0, top_k=TOP_K, seed=seed)
     else:
         net = torch.compile(model, dynamic=True) if framework == "compile" else model
 
         def run(seed):
             with torch.no_grad():
-                return nanogpt_generate(net, torch.zeros(1, 1, dtype=torch.long), tokens,
+                return nanogpt_generate(net, torch.zeros(batch, 1, dtype=torch.long), tokens,
                                         block, 1.0, TOP_K, torch.Generator().manual_seed(seed))
     return run
 
 
-def worker(kind, framework, tokens, threads):
+def worker(kind, framework, tokens, threads, batch):
     import torch
     torch.set_num_threads(threads)
-    run = runner(kind, framework, tokens)
+    run = runner(kind, framework, tokens, threads, batch)
     t0 = time.perf_counter()
     run(1)  # warm-up (torch.compile compiles here)
     warm = time.perf_counter() - t0
@@ -131,8 +141,9 @@ def worker(kind, framework, tokens, threads):
         run(seed)
         times.append(time.perf_counter() - t0)
     times.sort()
-    print(json.dumps({"tokens_per_s_median": tokens / times[1], "tokens_per_s_max":
-                      tokens / times[0], "tokens_per_s_min": tokens / times[-1],
+    n = tokens * batch
+    print(json.dumps({"tokens_per_s_median": n / times[1], "tokens_per_s_max":
+                      n / times[0], "tokens_per_s_min": n / times[-1],
                       "warmup_s": warm,
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
@@ -140,10 +151,11 @@ def worker(kind, framework, tokens, threads):
 def main():
     argv = sys.argv[1:]
     if argv[:1] == ["--worker"]:
-        return worker(argv[1], argv[2], int(argv[3]), int(argv[4]))
+        return worker(argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1, help="texts written at once")
     ap.add_argument("--model", default="gpt",
                     choices=("gpt", "hf-gpt2", "hf-llama", "hf-falcon"))
     ap.add_argument("--frameworks", default=None,
@@ -157,13 +169,14 @@ def main():
         ap.error(f"--frameworks takes some of {','.join(known)} with --model {args.model}")
     if args.model != "gpt" and args.tokens >= HF_POSITIONS:
         ap.error(f"--tokens must be below {HF_POSITIONS} with --model {args.model}")
-    if args.tokens < 1 or args.threads < 1:
-        ap.error("--tokens and --threads must be at least 1")
+    if args.tokens < 1 or args.threads < 1 or not 1 <= args.batch <= 256:
+        ap.error("--tokens and --threads must be at least 1, --batch from 1 to 256")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     results = {}
     for fw in frameworks:
-        proc = subprocess.run([sys.executable, __file__, "--worker", args.model, fw, str(args.tokens),
-                               str(args.threads)], capture_output=True, text=True, env=env)
+        proc = subprocess.run([sys.executable, __file__, "--worker", args.model, fw,
+                               str(args.tokens), str(args.threads), str(args.batch)],
+                              capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"generate.py: {fw} failed: {proc.stderr.strip()[-500:]}")
         results[fw] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -173,8 +186,11 @@ def main():
               f"{r['warmup_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
     model = MODEL if args.model == "gpt" else dict(MODEL, kind=args.model,
                                                    block_size=HF_POSITIONS)
-    path = store.write_new(STORE, {"model": model, "tokens": args.tokens, "threads": args.threads,
-                                   "temperature": 1.0, "top_k": TOP_K}, results, args.note)
+    settings = {"model": model, "tokens": args.tokens, "threads": args.threads,
+                "temperature": 1.0, "top_k": TOP_K}
+    if args.batch > 1:  # earlier records, all of one text, have no "batch"
+        settings["batch"] = args.batch
+    path = store.write_new(STORE, settings, results, args.note)
     print(f"generate: wrote {path}")
 
 if __name__ == "__main__":

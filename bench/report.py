@@ -291,22 +291,24 @@ HF_MODELS = {"hf-gpt2": "transformers' GPT-2", "hf-llama": "transformers' LLaMA"
 
 
 def latest_generation(directory: str) -> list:
-    """The newest record of bench/generate.py for each model it ran (nanoGPT's GPT, then
-    the transformers models), as (name, record)."""
+    """The newest record of bench/generate.py for each model and batch it ran (nanoGPT's
+    GPT, then the transformers models; one text before several), as (name, record)."""
     newest = {}
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
         with open(path) as f:
             r = json.load(f)
-        kind = r["settings"]["model"].get("kind", "gpt")
-        if kind not in newest or r["finished"] > newest[kind][1]["finished"]:
-            newest[kind] = (os.path.basename(path)[:-5], r)
-    return [newest[k] for k in sorted(newest, key=lambda k: (k != "gpt", k))]
+        key = (r["settings"]["model"].get("kind", "gpt"), r["settings"].get("batch", 1))
+        if key not in newest or r["finished"] > newest[key][1]["finished"]:
+            newest[key] = (os.path.basename(path)[:-5], r)
+    return [newest[k] for k in sorted(newest, key=lambda k: (k[0] != "gpt", k))]
 
 
 def generate_heading(r) -> str:
     hf = HF_MODELS.get(r["settings"]["model"].get("kind"))
-    return f"Generation of {hf} against transformers' generate" if hf else (
-        "Generation against nanoGPT's loop")
+    batch = r["settings"].get("batch", 1)
+    return (f"Generation of {hf} against transformers' generate" if hf else
+            "Generation against nanoGPT's loop") + (f", {batch} texts at once" if batch > 1
+                                                    else "")
 
 
 def generate_table(name, r, link) -> list:
@@ -320,7 +322,11 @@ def generate_table(name, r, link) -> list:
              f"{m['block_size']} positions)" if hf else
              f"the main job's model ({m['n_layer']} layers, {m['n_embd']} wide, block "
              f"{m['block_size']})")
-    lines = [f"Generation (`bench/generate.py`): {s['tokens']} tokens after a one-token prompt "
+    batch = s.get("batch", 1)
+    texts = (f"{batch} texts at once (`--batch {batch}`), each of {s['tokens']} tokens after "
+             f"a one-token prompt (tokens/s counts all of them)" if batch > 1 else
+             f"{s['tokens']} tokens after a one-token prompt")
+    lines = [f"Generation (`bench/generate.py`): {texts} "
              f"from {model}, top-k {s['top_k']}; {cpu(r)}, {s['threads']} threads, "
              f"{r['finished'][:10]} ([record]({link}{name}.json)):", "",
              f"| | tokens/s (median of 3) | vs {'transformers' if hf else 'eager'} | "

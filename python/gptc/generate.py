@@ -6,6 +6,14 @@
     ids = gen.generate(prompt_ids, 200, temperature=0.8, top_k=40, seed=7)
     gen.save("out/generate")                        # for a C or C++ program (runtime.h)
 
+    gen4 = gptc.compile_generate(model, batch=4)    # four texts at once
+    rows = gen4.generate([p0, p1, p2, p3], 200, seed=7)   # prompts of one length
+
+A generator compiled for a batch of B texts runs B prompts of one length side by side (B
+rows of every product, so each weight is read once a step for all of them); row b's draws
+use seed + b, and its text is exactly what a batch-1 generator writes for its prompt with
+seed + b (no kernel's arithmetic for one row depends on another row).
+
 Two forwards of their own, captured from the model's modules (the weights are the
 model's): for a nanoGPT-style GPT, DecodeStep and PrefillStep below; for a transformers
 model, hf.py's, which run the model's own forward and hand it gptc's caches through the
@@ -183,8 +191,9 @@ class Generator:
     """A compiled decode step and prefill, and the loop around them; see the module's doc."""
 
     def __init__(self, step: CompiledModel, prefill: CompiledModel, *, max_len: int,
-                 vocab_size: int, n_layer: int, n_head: int, head_size: int):
+                 vocab_size: int, n_layer: int, n_head: int, head_size: int, batch: int = 1):
         self.step, self.prefill = step, prefill
+        self.batch = batch  # the texts generated side by side
         self.max_len = max_len
         self.prefill_len = max_len // 2
         self.vocab_size = vocab_size  # the logits' width
@@ -193,8 +202,8 @@ class Generator:
         self.head_size = head_size
         # The caches as DecodeStep reads them (one layer an input) and PrefillStep writes
         # them: keys transposed.
-        self.k_shape = (self.n_layer, 1, self.n_head, self.head_size, max_len)
-        self.v_shape = (self.n_layer, 1, self.n_head, max_len, self.head_size)
+        self.k_shape = (self.n_layer, batch, self.n_head, self.head_size, max_len)
+        self.v_shape = (self.n_layer, batch, self.n_head, max_len, self.head_size)
 
     def load_state_dict(self, state: dict) -> None:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
@@ -210,17 +219,34 @@ class Generator:
         self.prefill.set_num_threads(n)
 
     def _check(self, prompt, n, temperature, top_k, top_p, vocab):
+        """The prompts as `batch` lists of ids (one list for a batch of 1), and vocab."""
         if isinstance(prompt, torch.Tensor):
-            prompt = prompt.flatten().tolist()
-        prompt = [int(i) for i in prompt]
+            prompt = (prompt.tolist() if prompt.dim() == 2 and self.batch > 1
+                      else prompt.flatten().tolist())
+        if self.batch == 1:
+            rows = [list(prompt)]
+        elif isinstance(prompt, (list, tuple)) and all(
+                isinstance(r, (list, tuple, np.ndarray, torch.Tensor)) for r in prompt):
+            rows = [list(r.flatten().tolist() if isinstance(r, torch.Tensor) else r)
+                    for r in prompt]
+        else:
+            raise GptcError(f"generate: the generator writes {self.batch} texts at once; give "
+                            f"a list of {self.batch} prompts")
+        if len(rows) != self.batch:
+            raise GptcError(f"generate: {len(rows)} prompts for a generator compiled for a "
+                            f"batch of {self.batch}")
+        rows = [[int(i) for i in r] for r in rows]
         vocab = self.vocab_size if vocab is None else check_int("vocab", vocab, 1,
                                                                 self.vocab_size)
-        if not prompt:
+        if not rows[0]:
             raise GptcError("generate: the prompt is empty")
-        if len(prompt) > self.max_len:
-            raise GptcError(f"generate: the prompt has {len(prompt)} tokens, more than the "
+        if len({len(r) for r in rows}) != 1:
+            raise GptcError(f"generate: the prompts have {sorted({len(r) for r in rows})} "
+                            f"tokens; a batch's prompts must have one length")
+        if len(rows[0]) > self.max_len:
+            raise GptcError(f"generate: the prompt has {len(rows[0])} tokens, more than the "
                             f"compiled maximum length {self.max_len}")
-        bad = [i for i in prompt if not 0 <= i < vocab]
+        bad = [i for r in rows for i in r if not 0 <= i < vocab]
         if bad:
             raise GptcError(f"generate: token {bad[0]} of the prompt is outside the "
                             f"vocabulary (0 to {vocab - 1})")
@@ -235,7 +261,7 @@ class Generator:
                             f"got {temperature!r}")
         if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
             raise GptcError(f"generate: top_p must be in (0, 1], got {top_p!r}")
-        return prompt, vocab
+        return rows, vocab
 
     def _run(self, program, inputs):
         try:
@@ -243,52 +269,57 @@ class Generator:
         except (RuntimeError, ValueError) as e:
             raise GptcError(str(e)) from None
 
-    def _decode(self, token, pos, k, v):
-        """One decode step: the logits row after `token` at position `pos`, its keys and
-        values stored into the caches k and v at `pos`."""
+    def _decode(self, tokens, pos, k, v):
+        """One decode step: the logits rows after `tokens` (one a text) at position `pos`,
+        their keys and values stored into the caches k and v at `pos`."""
         logits, k_row, v_row = self._run(
-            self.step, [np.array([[token]], np.int64), np.array([pos], np.int64), *k, *v])
+            self.step, [np.array(tokens, np.int64).reshape(self.batch, 1),
+                        np.array([pos], np.int64), *k, *v])
         store_rows(k, v, k_row, v_row, pos)
-        return logits[0], k, v
+        return logits, k, v
 
-    def _feed(self, tokens):
-        """`tokens` from position 0 into empty caches: the first prefill_len by the prefill
-        program when there are that many, the rest a decode step each; (logits row, k, v)."""
-        start = 0
-        if len(tokens) >= self.prefill_len:
-            logits, k, v = self._run(self.prefill, [np.array([tokens[:self.prefill_len]],
-                                                             np.int64)])
-            logits, start = logits[0], self.prefill_len
+    def _feed(self, rows):
+        """`rows` (a list of tokens a text) from position 0 into empty caches: the first
+        prefill_len by the prefill program when there are that many, the rest a decode step
+        each; (logits [batch, vocab], k, v)."""
+        start, count = 0, len(rows[0])
+        if count >= self.prefill_len:
+            logits, k, v = self._run(self.prefill, [np.array([r[:self.prefill_len]
+                                                              for r in rows], np.int64)])
+            start = self.prefill_len
         else:
             k = np.zeros(self.k_shape, np.float32)
             v = np.zeros(self.v_shape, np.float32)
-        for pos in range(start, len(tokens)):
-            logits, k, v = self._decode(tokens[pos], pos, k, v)
+        for pos in range(start, count):
+            logits, k, v = self._decode([r[pos] for r in rows], pos, k, v)
         return logits, k, v
 
     def generate(self, prompt, n: int, *, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float = 1.0, seed: int = 0, vocab: int | None = None) -> list:
-        """`n` new token ids after `prompt` (ids); draw from the first `vocab` logits (all
-        by default: nanoGPT's padded vocabularies are larger than the tokenizer's)."""
-        prompt, vocab = self._check(prompt, n, temperature, top_k, top_p, vocab)
-        ids = list(prompt)
-        logits, k, v = self._feed(ids)
-        pos = len(ids)
-        out = []
+        """`n` new token ids after `prompt` (ids; for a batch of B, a list of B prompts of
+        one length, and the result a list of B lists, row b drawn with seed + b); draw from
+        the first `vocab` logits (all by default: nanoGPT's padded vocabularies are larger
+        than the tokenizer's)."""
+        rows, vocab = self._check(prompt, n, temperature, top_k, top_p, vocab)
+        seed = check_int("seed", seed, -2**63, 2**64 - 1)
+        logits, k, v = self._feed(rows)
+        pos = len(rows[0])
+        outs = [[] for _ in rows]
         for draw in range(n):
-            tok = sample(logits[:vocab], temperature=temperature, top_k=top_k, top_p=top_p,
-                         seed=seed, draw=draw)
-            out.append(tok)
-            ids.append(tok)
+            for b, (row, out) in enumerate(zip(rows, outs)):
+                tok = sample(logits[b, :vocab], temperature=temperature, top_k=top_k,
+                             top_p=top_p, seed=(seed + b) % 2**64, draw=draw)
+                out.append(tok)
+                row.append(tok)
             if draw + 1 == n:
                 break
             if pos == self.max_len:  # the context shifts: its last half again from 0
-                logits, k, v = self._feed(ids[-self.prefill_len:])
+                logits, k, v = self._feed([r[-self.prefill_len:] for r in rows])
                 pos = self.prefill_len
             else:
-                logits, k, v = self._decode(tok, pos, k, v)
+                logits, k, v = self._decode([r[-1] for r in rows], pos, k, v)
                 pos += 1
-        return out
+        return outs if self.batch > 1 else outs[0]
 
     def save(self, directory: str, tokens: list | None = None) -> None:
         """The decode step as an artifact folder with the current weights, the prefill as
@@ -311,13 +342,14 @@ class Generator:
                 f.write(blob)
 
 
-def compile_generate(model: nn.Module, max_len: int | None = None, *,
+def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int = 1,
                      workdir: str | None = None) -> Generator:
-    """Compile `model`'s decode step and prefill (see the module's doc) for texts of up to
-    `max_len` tokens. `model` is a nanoGPT-style GPT (max_len by default its block size,
-    its position table's length) or a transformers causal LM (hf.py: by default its
-    max_position_embeddings, at most 1024)."""
+    """Compile `model`'s decode step and prefill (see the module's doc) for `batch` texts
+    at once of up to `max_len` tokens. `model` is a nanoGPT-style GPT (max_len by default
+    its block size, its position table's length) or a transformers causal LM (hf.py: by
+    default its max_position_embeddings, at most 1024)."""
     from . import hf
+    batch = check_int("compile_generate: batch", batch, 1, 4096)
     if model.training:
         model = model.eval()
     if hf.is_transformers_model(model):
@@ -325,15 +357,15 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *,
     else:
         step, prefill, sizes = _nanogpt_programs(model, max_len)
     L, H, hs, T = sizes["n_layer"], sizes["n_head"], sizes["head_size"], sizes["max_len"]
-    example = ((torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
-               + tuple(torch.zeros(1, H, hs, T) for _ in range(L))
-               + tuple(torch.zeros(1, H, T, hs) for _ in range(L)))
+    example = ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+               + tuple(torch.zeros(batch, H, hs, T) for _ in range(L))
+               + tuple(torch.zeros(batch, H, T, hs) for _ in range(L)))
     decode = CompiledModel(*capture_and_compile(
         step, example, workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
     prefill = CompiledModel(*capture_and_compile(
-        prefill, (torch.zeros(1, prefill.length, dtype=torch.long),),
+        prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),),
         workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"))
-    return Generator(decode, prefill, **sizes)
+    return Generator(decode, prefill, batch=batch, **sizes)
 
 
 def _nanogpt_programs(model: nn.Module, max_len: int | None):

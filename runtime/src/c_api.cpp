@@ -171,6 +171,10 @@ int64_t gptc_generator_max_len(const gptc_generator* g) {
   return g ? g->g->max_len() : fail("gptc_generator_max_len: generator is NULL");
 }
 
+int64_t gptc_generator_batch(const gptc_generator* g) {
+  return g ? g->g->batch() : fail("gptc_generator_batch: generator is NULL");
+}
+
 int64_t gptc_generator_vocab(const gptc_generator* g) {
   return g ? g->g->vocab() : fail("gptc_generator_vocab: generator is NULL");
 }
@@ -186,6 +190,26 @@ int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_l
             std::vector<int64_t>(prompt, prompt + prompt_len), n,
             gptc::rt::SampleSettings{temperature, top_k, top_p, seed});
         std::copy(ids.begin(), ids.end(), out);
+      }) != 0)
+    return -1;
+  return n;
+}
+
+int64_t gptc_generate_batch(gptc_generator* g, const int64_t* prompts, int64_t prompt_len,
+                            int64_t n, float temperature, int64_t top_k, float top_p,
+                            uint64_t seed, int64_t* out) {
+  if (!g || (prompt_len > 0 && !prompts) || (n > 0 && !out))
+    return fail("gptc_generate_batch: generator, prompts or out is NULL");
+  if (prompt_len < 0) return fail("gptc_generate_batch: prompt_len is negative");
+  if (guarded([&] {
+        const int64_t batch = g->g->batch();
+        std::vector<std::vector<int64_t>> rows;
+        for (int64_t b = 0; b < batch; ++b)
+          rows.emplace_back(prompts + b * prompt_len, prompts + (b + 1) * prompt_len);
+        std::vector<std::vector<int64_t>> ids = g->g->generate_batch(
+            rows, n, gptc::rt::SampleSettings{temperature, top_k, top_p, seed});
+        for (int64_t b = 0; b < batch; ++b)
+          std::copy(ids[(size_t)b].begin(), ids[(size_t)b].end(), out + b * n);
       }) != 0)
     return -1;
   return n;

@@ -14,14 +14,17 @@ std::unique_ptr<Generator> Generator::load(const std::string& dir) {
   g->prefill_ = Model::load(dir + "/prefill");
   const Model& d = *g->decode_;
   const Model& p = *g->prefill_;
-  // The decode step: idx, pos, a key cache and a value cache a layer; logits, key and
-  // value rows. The prefill: idx; logits, keys [layers, 1, heads, head, T] and values.
+  // The decode step: idx [batch, 1], pos, a key cache and a value cache a layer; logits,
+  // key and value rows. The prefill: idx [batch, P]; logits, keys [layers, batch, heads,
+  // head, T] and values.
   if (d.inputs().size() < 4 || d.inputs().size() % 2 || d.results().size() != 3 ||
       p.inputs().size() != 1 || p.results().size() != 3 || p.results()[1].shape.size() != 5 ||
-      d.results()[0].shape.size() != 2)
+      d.results()[0].shape.size() != 2 || p.inputs()[0].shape.size() != 2 ||
+      d.inputs()[0].shape.size() != 2)
     throw Error(dir + ": not gptc.Generator.save's decode step and prefill");
   const std::vector<int64_t>& ks = p.results()[1].shape;
   g->layers_ = ks[0];
+  g->batch_ = ks[1];
   g->heads_ = ks[2];
   g->head_ = ks[3];
   g->max_len_ = ks[4];
@@ -29,7 +32,9 @@ std::unique_ptr<Generator> Generator::load(const std::string& dir) {
   g->width_ = d.results()[0].shape[1];
   if ((int64_t)d.inputs().size() != 2 + 2 * g->layers_)
     throw Error(dir + ": the decode step and the prefill disagree on the layers");
-  g->logits_.resize((size_t)g->width_);
+  if (d.inputs()[0].shape[0] != g->batch_ || p.inputs()[0].shape[0] != g->batch_)
+    throw Error(dir + ": the decode step and the prefill disagree on the batch");
+  g->logits_.resize((size_t)(g->batch_ * g->width_));
   g->k_.resize(p.results()[1].numel);
   g->v_.resize(p.results()[2].numel);
   g->k_row_.resize(d.results()[1].numel);
@@ -59,57 +64,88 @@ void Generator::set_num_threads(int n) {
   prefill_->set_num_threads(n);
 }
 
-void Generator::step(int64_t token, int64_t pos) {
-  std::vector<const void*> in = {&token, &pos};
-  const size_t slab = (size_t)(heads_ * head_ * max_len_);
+void Generator::step(const int64_t* tokens, int64_t pos) {
+  std::vector<const void*> in = {tokens, &pos};
+  const size_t slab = (size_t)(batch_ * heads_ * head_ * max_len_);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(k_.data() + l * slab);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(v_.data() + l * slab);
   decode_->run(in, {logits_.data(), k_row_.data(), v_row_.data()});
-  // The step's keys and values into the caches at `pos` (keys transposed).
-  for (int64_t r = 0; r < layers_ * heads_; ++r)
+  // The step's keys and values into the caches at `pos` (keys transposed): a row r of
+  // [layers, batch, heads] each.
+  for (int64_t r = 0; r < layers_ * batch_ * heads_; ++r)
     for (int64_t d = 0; d < head_; ++d) {
       k_[(size_t)((r * head_ + d) * max_len_ + pos)] = k_row_[(size_t)(r * head_ + d)];
       v_[(size_t)((r * max_len_ + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
     }
 }
 
-void Generator::feed(const int64_t* tokens, int64_t count) {
+void Generator::feed(const std::vector<std::vector<int64_t>>& rows, size_t from,
+                     int64_t count) {
   int64_t start = 0;
   if (count >= prefill_len_) {
-    prefill_->run({tokens}, {logits_.data(), k_.data(), v_.data()});
+    tokens_in_.clear();
+    for (const std::vector<int64_t>& r : rows)
+      tokens_in_.insert(tokens_in_.end(), r.begin() + (ptrdiff_t)from,
+                        r.begin() + (ptrdiff_t)from + prefill_len_);
+    prefill_->run({tokens_in_.data()}, {logits_.data(), k_.data(), v_.data()});
     start = prefill_len_;
   } else {
     std::fill(k_.begin(), k_.end(), 0.0f);
     std::fill(v_.begin(), v_.end(), 0.0f);
   }
-  for (int64_t i = start; i < count; ++i) step(tokens[i], i);
+  for (int64_t i = start; i < count; ++i) {
+    tokens_in_.clear();
+    for (const std::vector<int64_t>& r : rows) tokens_in_.push_back(r[from + (size_t)i]);
+    step(tokens_in_.data(), i);
+  }
 }
 
 std::vector<int64_t> Generator::generate(const std::vector<int64_t>& prompt, int64_t n,
                                          const SampleSettings& s) {
-  if (prompt.empty()) throw Error("generate: the prompt is empty");
-  if ((int64_t)prompt.size() > max_len_)
-    throw Error("generate: the prompt has " + std::to_string(prompt.size()) +
+  if (batch_ != 1)
+    throw Error("generate: the generator writes " + std::to_string(batch_) +
+                " texts at once; give it that many prompts (generate_batch)");
+  return generate_batch({prompt}, n, s)[0];
+}
+
+std::vector<std::vector<int64_t>> Generator::generate_batch(
+    const std::vector<std::vector<int64_t>>& prompts, int64_t n, const SampleSettings& s) {
+  if ((int64_t)prompts.size() != batch_)
+    throw Error("generate: " + std::to_string(prompts.size()) + " prompts for a generator "
+                "compiled for a batch of " + std::to_string(batch_));
+  const size_t len = prompts[0].size();
+  if (len == 0) throw Error("generate: the prompt is empty");
+  for (const std::vector<int64_t>& p : prompts)
+    if (p.size() != len)
+      throw Error("generate: the prompts have " + std::to_string(len) + " and " +
+                  std::to_string(p.size()) + " tokens; a batch's prompts must have one length");
+  if ((int64_t)len > max_len_)
+    throw Error("generate: the prompt has " + std::to_string(len) +
                 " tokens, more than the compiled maximum length " + std::to_string(max_len_));
-  for (int64_t t : prompt)
-    if (t < 0 || t >= vocab_)
-      throw Error("generate: token " + std::to_string(t) + " of the prompt is outside the "
-                  "vocabulary (0 to " + std::to_string(vocab_ - 1) + ")");
+  for (const std::vector<int64_t>& p : prompts)
+    for (int64_t t : p)
+      if (t < 0 || t >= vocab_)
+        throw Error("generate: token " + std::to_string(t) + " of the prompt is outside the "
+                    "vocabulary (0 to " + std::to_string(vocab_ - 1) + ")");
   if (n < 0) throw Error("generate: n must not be negative");
-  std::vector<int64_t> ids = prompt, out;
-  feed(ids.data(), (int64_t)ids.size());
-  int64_t pos = (int64_t)ids.size();
+  std::vector<std::vector<int64_t>> ids = prompts, out((size_t)batch_);
+  feed(ids, 0, (int64_t)len);
+  int64_t pos = (int64_t)len;
   for (int64_t draw = 0; draw < n; ++draw) {
-    const int64_t tok = sample(logits_.data(), vocab_, s.temperature, s.top_k, s.top_p,
-                               s.seed, (uint64_t)draw);
-    out.push_back(tok);
-    ids.push_back(tok);
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t tok = sample(logits_.data() + b * width_, vocab_, s.temperature, s.top_k,
+                                 s.top_p, s.seed + (uint64_t)b, (uint64_t)draw);
+      out[(size_t)b].push_back(tok);
+      ids[(size_t)b].push_back(tok);
+    }
     if (draw + 1 == n) break;
     if (pos == max_len_) {  // the context shifts: its last half again from position 0
-      feed(ids.data() + ids.size() - (size_t)prefill_len_, prefill_len_);
+      feed(ids, ids[0].size() - (size_t)prefill_len_, prefill_len_);
       pos = prefill_len_;
     } else {
-      step(tok, pos);
+      tokens_in_.clear();
+      for (const std::vector<int64_t>& r : ids) tokens_in_.push_back(r.back());
+      step(tokens_in_.data(), pos);
       pos += 1;
     }
   }

@@ -1,6 +1,7 @@
 """Generation: the KV-cached decode step (gptc.compile_generate), gptc's sampler, and a C
 program that writes the same text (examples/generate.c)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import gptc
-from conftest import REPO, generate_program, runtime_library
+from conftest import REPO, generate_program, run_ok, runtime_library
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 CFG = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=23)
@@ -103,6 +104,61 @@ def test_bad_requests_are_one_line_errors(model_and_gen):
         gptc.compile_generate(torch.nn.Linear(3, 3))
 
 
+def test_a_batch_writes_each_rows_text_as_batch_1_does(model_and_gen, tmp_path):
+    """A generator compiled for 3 texts writes, for each of 3 prompts of one length, the
+    tokens the batch-1 generator writes for it with seed + row: through the decode steps
+    alone (3 tokens) and through the prefill (10), and past the compiled length, where
+    every row's context shifts. The runtime's generator (examples/generate.c on the saved
+    batch) writes the same rows; what a batch cannot take is one line."""
+    model, gen = model_and_gen
+    gen3 = gptc.compile_generate(model, batch=3)
+    for length in (3, 10):
+        prompts = [[(5 * b + i) % CFG["vocab_size"] for i in range(length)] for b in range(3)]
+        rows = gen3.generate(prompts, 2 * CFG["block_size"] + 3, temperature=0.9, top_k=8,
+                             seed=21)
+        assert rows == [gen.generate(p, 2 * CFG["block_size"] + 3, temperature=0.9, top_k=8,
+                                     seed=21 + b) for b, p in enumerate(prompts)]
+        assert len({tuple(r) for r in rows}) == 3
+    for prompts, said in (([[1, 2]] * 2, "2 prompts for a generator compiled for a batch of 3"),
+                          ([[1, 2], [1], [1, 2]], "a batch's prompts must have one length"),
+                          ([1, 2, 3], "give a list of 3 prompts")):
+        with pytest.raises(gptc.GptcError, match=re.escape(said)):
+            gen3.generate(prompts, 3)
+
+    exe = generate_program(tmp_path)
+    letters = [bytes([ord("a") + i]) for i in range(CFG["vocab_size"])]
+    gen3.save(str(tmp_path / "gen3"), tokens=letters)
+    c = subprocess.run([str(exe), str(tmp_path / "gen3"), "cab", "40", "9", "0.8", "6"],
+                       capture_output=True, timeout=300)
+    assert c.returncode == 0, c.stderr
+    rows = gen3.generate([[2, 0, 1]] * 3, 40, temperature=0.8, top_k=6, seed=9)
+    want = "".join("cab" + "".join(chr(ord("a") + t) for t in r) + "\n---------------\n"
+                   for r in rows)
+    assert c.stdout.decode() == want
+    # The one-text call on a batch, and a batch call's wrong prompt, are one line each.
+    (tmp_path / "one.c").write_text(r"""
+#include <gptc/runtime.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  gptc_generator* g = gptc_generator_load(argv[1]);
+  int64_t prompt[6] = {1, 2, 1, 2, 1, 99}, out[3 * 4];
+  printf("%lld\n", (long long)gptc_generator_batch(g));
+  if (gptc_generate(g, prompt, 2, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
+  if (gptc_generate_batch(g, prompt, 2, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
+  gptc_generator_free(g);
+  return 0;
+}
+""")
+    run_ok("cc", "-I", os.path.join(REPO, "runtime", "include"), "-c", str(tmp_path / "one.c"),
+           "-o", str(tmp_path / "one.o"))
+    run_ok("c++", str(tmp_path / "one.o"), runtime_library(), "-ldl", "-pthread", "-o",
+           str(tmp_path / "one"))
+    assert run_ok(str(tmp_path / "one"), str(tmp_path / "gen3")) == (
+        "3\ngenerate: the generator writes 3 texts at once; give it that many prompts "
+        "(generate_batch)\ngenerate: token 99 of the prompt is outside the vocabulary "
+        "(0 to 22)\n")
+
+
 def test_the_sampler_draws_by_the_probabilities():
     """Over 20,000 draws (one seed, draw numbers 0..19999) each token's frequency is its
     softmax probability within sampling error; top-k never draws past the k likeliest,
@@ -163,6 +219,13 @@ def test_a_c_program_writes_the_text_python_writes(tmp_path):
             capture_output=True, env=env, timeout=300)
         assert py.returncode == 0, py.stderr
         assert c.stdout == py.stdout and len(c.stdout) > n, (c.stdout, py.stdout)
+    # --num-samples 2: side by side, the texts seeds 7 and 8 write alone.
+    sample = [sys.executable, os.path.join(REPO, "examples", "sample.py"), str(out), "--prompt",
+              "3 little", "--length", "30", "--top-k", "5", "--threads", "1"]
+    alone = [run_ok(*sample, "--seed", str(seed), env=env) for seed in (7, 8)]
+    assert len(set(alone)) == 2
+    assert run_ok(*sample, "--seed", "7", "--num-samples", "2", env=env) == "".join(
+        t + "---------------\n" for t in alone)
     bad = subprocess.run([str(exe), str(out / "generate"), "\u00e9", "5", "1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr == (

@@ -1,6 +1,7 @@
 """Sample text from a model the main job (examples/train.py) trained: `gptc sample`.
 
     gptc sample out --prompt "The " --length 300 --seed 7
+    gptc sample out --num-samples 4                     # four at once, seeds 1337..1340
     python3 examples/sample.py out/ckpt.safetensors --prompt-file prompt.txt --top-k 20
     python3 -m gptc.apps.sample out                     # what both run
 
@@ -38,6 +39,10 @@ def parse_args(argv=None):
     ap.add_argument("--top-p", type=float, default=1.0,
                     help="nucleus sampling: the likeliest tokens whose probability reaches it")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--num-samples", type=int, default=1,
+                    help="samples of the prompt written side by side (sample i drawn with "
+                         "seed + i: the text --seed SEED+i writes alone), each followed by "
+                         "a line of dashes")
     ap.add_argument("--threads", type=int, default=None,
                     help="default: every core this process may use")
     args = ap.parse_args(argv)
@@ -51,6 +56,8 @@ def parse_args(argv=None):
         ap.error("--top-p must be in (0, 1]")
     if not -2**63 <= args.seed < 2**64:  # the sampler's seed: 64 bits
         ap.error(f"--seed must be from {-2**63} to {2**64 - 1}")
+    if not 1 <= args.num_samples <= 4096:
+        ap.error("--num-samples must be from 1 to 4096")
     if args.threads is None:
         args.threads = min(len(os.sched_getaffinity(0)), MAX_THREADS)
     if not 1 <= args.threads <= MAX_THREADS:
@@ -65,7 +72,7 @@ def main(argv=None):
     if not os.path.isfile(ckpt_path):
         raise RunError(f"no checkpoint at {ckpt_path}")
     meta = read_meta(meta_path)
-    tok, gen = load_trained(ckpt_path, meta, args.threads)
+    tok, gen = load_trained(ckpt_path, meta, args.threads, args.num_samples)
     if args.prompt_file is not None:
         try:
             with open(args.prompt_file, encoding="utf-8") as f:
@@ -80,9 +87,12 @@ def main(argv=None):
         ids = tok.encode(prompt)
     except ValueError as e:
         raise RunError(f"the prompt: {e}") from None
-    out = gen.generate(ids, args.length, temperature=args.temperature, top_k=args.top_k,
-                       top_p=args.top_p, seed=args.seed, vocab=tok.vocab_size)
-    sys.stdout.write(prompt + tok.decode(out) + "\n")
+    many = args.num_samples > 1
+    rows = gen.generate([ids] * args.num_samples if many else ids, args.length,
+                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        seed=args.seed, vocab=tok.vocab_size)
+    for out in rows if many else [rows]:
+        sys.stdout.write(prompt + tok.decode(out) + ("\n---------------\n" if many else "\n"))
     return 0
 
 

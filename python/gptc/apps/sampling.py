@@ -55,7 +55,7 @@ def tokenizer_of(meta, path="meta.json"):
         raise RunError(f"{path}: {e}") from None
 
 
-def load_trained(ckpt_path, meta, threads):
+def load_trained(ckpt_path, meta, threads, batch=1):
     """(tokenizer, generator) for a run's checkpoint: see make_generator."""
     tok = tokenizer_of(meta)
     cfg = dict(meta["config"], dropout=0.0)
@@ -64,20 +64,22 @@ def load_trained(ckpt_path, meta, threads):
     _, tensors = read_checkpoint(ckpt_path)
     state = {n: torch.from_numpy(t) for n, t in tensors.items()}
     try:
-        return tok, make_generator(model, cfg["block_size"], state, threads)
+        return tok, make_generator(model, cfg["block_size"], state, threads, batch)
     except GptcError as e:
         raise RunError(f"{ckpt_path} does not fit the model of meta.json: {e}") from None
 
 
-def make_generator(model, block, state, threads):
-    """A compiled generator with `state`'s parameters: gptc.compile_generate's KV-cached
-    decode step for a nanoGPT-style GPT, else (another architecture) FullBlock."""
+def make_generator(model, block, state, threads, batch=1):
+    """A compiled generator with `state`'s parameters for `batch` texts at once (gptc.
+    Generator's rules: a list of `batch` prompts, row b drawn with seed + b):
+    gptc.compile_generate's KV-cached decode step for a nanoGPT-style GPT, else (another
+    architecture) FullBlock."""
     try:
-        gen = generate_api.compile_generate(model, block)
+        gen = generate_api.compile_generate(model, block, batch=batch)
     except GptcError as e:
         if not str(e).startswith("compile_generate takes a nanoGPT-style GPT"):
             raise
-        gen = FullBlock(model, block)
+        gen = FullBlock(model, block, batch)
     gen.load_state_dict(state)
     gen.set_num_threads(threads)
     return gen
@@ -89,10 +91,11 @@ class FullBlock:
     last `block` tokens at positions 0..L-1 (causal attention makes the rest, token 0,
     irrelevant to the logits at L-1); the same sampler and draws."""
 
-    def __init__(self, model, block):
+    def __init__(self, model, block, batch=1):
         context = torch.zeros(1, block, dtype=torch.long)
         self.fwd = compiler.compile(model, (context, context))
         self.block = block
+        self.batch = batch  # texts one after another, row b drawn with seed + b
 
     def load_state_dict(self, state):
         names = {a.name for a in self.fwd.captured.args if a.kind == "param"}
@@ -101,9 +104,18 @@ class FullBlock:
     def set_num_threads(self, n):
         self.fwd.set_num_threads(n)
 
-    @torch.no_grad()
     def generate(self, prompt, n, *, temperature=1.0, top_k=None, top_p=1.0, seed=0,
                  vocab=None):
+        if self.batch == 1:
+            return self._one(prompt, n, temperature, top_k, top_p, seed, vocab)
+        if len(prompt) != self.batch:
+            raise GptcError(f"generate: {len(prompt)} prompts for a generator compiled for a "
+                            f"batch of {self.batch}")
+        return [self._one(p, n, temperature, top_k, top_p, (seed + b) % 2**64, vocab)
+                for b, p in enumerate(prompt)]
+
+    @torch.no_grad()
+    def _one(self, prompt, n, temperature, top_k, top_p, seed, vocab):
         ids = list(prompt)
         if not ids:
             raise GptcError("generate: the prompt is empty")

@@ -5,6 +5,10 @@
 //   auto g = gptc::rt::Generator::load("out/generate");
 //   std::vector<int64_t> ids = g->generate(g->encode("The "), 200, {0.8f, 40, 1.0f, 7});
 //   std::string text = g->decode(ids);
+//
+// A generator compiled for a batch of B texts (gptc.compile_generate(model, batch=B))
+// writes B at once: generate_batch, row b drawn with seed + b, exactly the tokens a batch-1
+// generator writes for that row's prompt with seed + b.
 #ifndef GPTC_GENERATE_HPP
 #define GPTC_GENERATE_HPP
 
@@ -31,6 +35,7 @@ class Generator {
   static std::unique_ptr<Generator> load(const std::string& dir);
 
   int64_t max_len() const { return max_len_; }
+  int64_t batch() const { return batch_; }  // the texts it writes at once
   int64_t vocab() const { return vocab_; }  // tokens.bin's count, else the logits' width
   void set_num_threads(int n);
 
@@ -39,8 +44,13 @@ class Generator {
   // number = its index) and a step; at max_len the context shifts to its last max_len / 2
   // tokens, through the prefill again. Throws Error (one line) for an empty prompt, one
   // longer than max_len, a token outside the vocabulary, or bad settings.
+  // A batch-1 generator only (else Error).
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t n,
                                 const SampleSettings& s);
+  // batch() prompts of one length, side by side: row b's n tokens, drawn with seed + b.
+  // Throws Error as generate does, and for another count of prompts or unequal lengths.
+  std::vector<std::vector<int64_t>> generate_batch(
+      const std::vector<std::vector<int64_t>>& prompts, int64_t n, const SampleSettings& s);
 
   // The vocabulary of tokens.bin: text to ids by the longest token at each point (the
   // encoding for a character vocabulary), ids to their bytes. Throw Error without one, or
@@ -50,13 +60,15 @@ class Generator {
 
  private:
   Generator() = default;
-  void feed(const int64_t* tokens, int64_t count);
-  void step(int64_t token, int64_t pos);
+  // rows[b][from .. from + count) from position 0 into empty caches.
+  void feed(const std::vector<std::vector<int64_t>>& rows, size_t from, int64_t count);
+  void step(const int64_t* tokens, int64_t pos);  // one token a row
   std::unique_ptr<Model> decode_, prefill_;
   std::vector<std::string> tokens_;
   int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;
-  int64_t layers_ = 0, heads_ = 0, head_ = 0;
-  std::vector<float> logits_, k_, v_, k_row_, v_row_;
+  int64_t layers_ = 0, batch_ = 1, heads_ = 0, head_ = 0;
+  std::vector<float> logits_, k_, v_, k_row_, v_row_;  // logits_: [batch, width]
+  std::vector<int64_t> tokens_in_;                       // a step's or prefill's tokens
 };
 
 }  // namespace gptc::rt

@@ -86,12 +86,22 @@ void gptc_generator_free(gptc_generator* g); /* NULL is fine */
 int gptc_generator_set_num_threads(gptc_generator* g, int n);
 int64_t gptc_generator_max_len(const gptc_generator* g);
 int64_t gptc_generator_vocab(const gptc_generator* g);
+/* The texts it writes at once (gptc.compile_generate's batch; 1 by default). */
+int64_t gptc_generator_batch(const gptc_generator* g);
 /* n token ids after prompt[0 .. prompt_len) into out[0 .. n) (top_k -1: every token;
  * top_p 1: no cut); returns n, or -1 with gptc_last_error() set (an empty prompt, one longer
- * than the compiled maximum, a token outside the vocabulary, bad settings). */
+ * than the compiled maximum, a token outside the vocabulary, bad settings, a generator
+ * compiled for a batch of more than one). */
 int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_len, int64_t n,
                       float temperature, int64_t top_k, float top_p, uint64_t seed,
                       int64_t* out);
+/* A batch of B = gptc_generator_batch(g) texts at once: prompts holds B prompts of
+ * prompt_len ids, row after row; out gets B rows of n ids, row b drawn with seed + b
+ * (exactly what a batch-1 generator writes for that prompt with seed + b). Returns n or
+ * -1, as gptc_generate. */
+int64_t gptc_generate_batch(gptc_generator* g, const int64_t* prompts, int64_t prompt_len,
+                            int64_t n, float temperature, int64_t top_k, float top_p,
+                            uint64_t seed, int64_t* out);
 /* With a tokens.bin: text (NUL-terminated) to ids, the longest token at each point (a
  * character vocabulary's encoding), at most `capacity` of them; returns their count or -1.
  * A token's bytes and their count (NULL for an id outside the vocabulary). */
