@@ -292,12 +292,17 @@ HF_MODELS = {"hf-gpt2": "transformers' GPT-2", "hf-llama": "transformers' LLaMA"
 
 def latest_generation(directory: str) -> list:
     """The newest record of bench/generate.py for each model and batch it ran (nanoGPT's
-    GPT, then the transformers models; one text before several), as (name, record)."""
+    GPT, then the transformers models; one text before several) that has the framework it
+    is compared against (a run of gptc alone is a probe, kept in the store but not shown),
+    as (name, record)."""
     newest = {}
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
         with open(path) as f:
             r = json.load(f)
-        key = (r["settings"]["model"].get("kind", "gpt"), r["settings"].get("batch", 1))
+        kind = r["settings"]["model"].get("kind", "gpt")
+        if ("transformers" if kind in HF_MODELS else "eager") not in r["figures"]:
+            continue
+        key = (kind, r["settings"].get("batch", 1))
         if key not in newest or r["finished"] > newest[key][1]["finished"]:
             newest[key] = (os.path.basename(path)[:-5], r)
     return [newest[k] for k in sorted(newest, key=lambda k: (k[0] != "gpt", k))]

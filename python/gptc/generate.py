@@ -32,10 +32,10 @@ every token).
 
 Tokens are drawn by gptc.sample (runtime/include/gptc/sample.hpp): temperature, top-k,
 top-p, from a Philox stream keyed by the seed, the n-th new token being draw n; the C
-API's gptc_sample is the same function, and the runtime's loop over the saved programs
-(gptc::rt::Generator, gptc_generate in C: runtime/src/generate.cpp) is this one, so a C
-program (examples/generate.c) writes the same text. The logits' bits do not depend on
-the thread count.
+API's gptc_sample is the same function. The loop itself is the runtime's
+(gptc::rt::Generator: runtime/src/generate.cpp), which Generator.generate runs over its
+compiled programs and a C program (examples/generate.c, gptc_generate) over the saved
+ones, so both write the same text. The logits' bits do not depend on the thread count.
 """
 from __future__ import annotations
 
@@ -204,6 +204,7 @@ class Generator:
         # them: keys transposed.
         self.k_shape = (self.n_layer, batch, self.n_head, self.head_size, max_len)
         self.v_shape = (self.n_layer, batch, self.n_head, max_len, self.head_size)
+        self._loop = load_runtime().Generator(step.runtime, prefill.runtime)
 
     def load_state_dict(self, state: dict) -> None:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
@@ -263,62 +264,21 @@ class Generator:
             raise GptcError(f"generate: top_p must be in (0, 1], got {top_p!r}")
         return rows, vocab
 
-    def _run(self, program, inputs):
-        try:
-            return program.runtime.run(inputs)
-        except (RuntimeError, ValueError) as e:
-            raise GptcError(str(e)) from None
-
-    def _decode(self, tokens, pos, k, v):
-        """One decode step: the logits rows after `tokens` (one a text) at position `pos`,
-        their keys and values stored into the caches k and v at `pos`."""
-        logits, k_row, v_row = self._run(
-            self.step, [np.array(tokens, np.int64).reshape(self.batch, 1),
-                        np.array([pos], np.int64), *k, *v])
-        store_rows(k, v, k_row, v_row, pos)
-        return logits, k, v
-
-    def _feed(self, rows):
-        """`rows` (a list of tokens a text) from position 0 into empty caches: the first
-        prefill_len by the prefill program when there are that many, the rest a decode step
-        each; (logits [batch, vocab], k, v)."""
-        start, count = 0, len(rows[0])
-        if count >= self.prefill_len:
-            logits, k, v = self._run(self.prefill, [np.array([r[:self.prefill_len]
-                                                              for r in rows], np.int64)])
-            start = self.prefill_len
-        else:
-            k = np.zeros(self.k_shape, np.float32)
-            v = np.zeros(self.v_shape, np.float32)
-        for pos in range(start, count):
-            logits, k, v = self._decode([r[pos] for r in rows], pos, k, v)
-        return logits, k, v
-
     def generate(self, prompt, n: int, *, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float = 1.0, seed: int = 0, vocab: int | None = None) -> list:
         """`n` new token ids after `prompt` (ids; for a batch of B, a list of B prompts of
         one length, and the result a list of B lists, row b drawn with seed + b); draw from
         the first `vocab` logits (all by default: nanoGPT's padded vocabularies are larger
-        than the tokenizer's)."""
+        than the tokenizer's). The loop is the runtime's (gptc::rt::Generator, which C and
+        C++ programs run on the saved programs): see the module's doc."""
         rows, vocab = self._check(prompt, n, temperature, top_k, top_p, vocab)
-        seed = check_int("seed", seed, -2**63, 2**64 - 1)
-        logits, k, v = self._feed(rows)
-        pos = len(rows[0])
-        outs = [[] for _ in rows]
-        for draw in range(n):
-            for b, (row, out) in enumerate(zip(rows, outs)):
-                tok = sample(logits[b, :vocab], temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=(seed + b) % 2**64, draw=draw)
-                out.append(tok)
-                row.append(tok)
-            if draw + 1 == n:
-                break
-            if pos == self.max_len:  # the context shifts: its last half again from 0
-                logits, k, v = self._feed([r[-self.prefill_len:] for r in rows])
-                pos = self.prefill_len
-            else:
-                logits, k, v = self._decode([r[-1] for r in rows], pos, k, v)
-                pos += 1
+        seed = check_int("seed", seed, -2**63, 2**64 - 1) % 2**64
+        try:
+            outs = self._loop.generate_batch(rows, n, float(temperature),
+                                             -1 if top_k is None else top_k, float(top_p),
+                                             seed, vocab)
+        except (RuntimeError, ValueError) as e:
+            raise GptcError(str(e)) from None
         return outs if self.batch > 1 else outs[0]
 
     def save(self, directory: str, tokens: list | None = None) -> None:

@@ -1,4 +1,5 @@
-// runtime_module.cpp — gptc._runtime: Python bindings of gptc::rt::Model.
+// runtime_module.cpp — gptc._runtime: Python bindings of gptc::rt::Model and of the
+// generation loop (gptc::rt::Generator) over two of them.
 //
 //   m = gptc._runtime.Model("out/tiny")       # RuntimeError with the runtime's message
 //   m.inputs   -> [("idx", "i64", (2, 32))]   # also .results, .params
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gptc/generate.hpp"
 #include "gptc/model.hpp"
 #include "gptc/runtime.h"
 #include "gptc/sample.hpp"
@@ -124,7 +126,8 @@ PYBIND11_MODULE(_runtime, mod) {
 
   // gptc::rt::Error derives from std::runtime_error: pybind11 raises it as RuntimeError
   // carrying the runtime's one-line message.
-  py::class_<Model>(mod, "Model")
+  // Shared: a Generator keeps the decode step and prefill it runs alive.
+  py::class_<Model, std::shared_ptr<Model>>(mod, "Model")
       .def(py::init([](const std::string& dir) { return Model::load(dir); }), py::arg("dir"),
            "Load an artifact folder (manifest.json, kernels.so, weights.safetensors).")
       .def_property_readonly("dir", &Model::dir)
@@ -193,4 +196,24 @@ PYBIND11_MODULE(_runtime, mod) {
                " params, " + std::to_string(m.inputs().size()) + " inputs, " +
                std::to_string(m.results().size()) + " results>";
       });
+
+  py::class_<gptc::rt::Generator>(mod, "Generator")
+      .def(py::init([](std::shared_ptr<Model> decode, std::shared_ptr<Model> prefill) {
+             return gptc::rt::Generator::from_models(std::move(decode), std::move(prefill));
+           }),
+           py::arg("decode"), py::arg("prefill"),
+           "The runtime's generation loop (gptc/generate.hpp) over a loaded decode step and "
+           "prefill (gptc.Generator's programs, whose weights and threads it shares).")
+      .def(
+          "generate_batch",
+          [](gptc::rt::Generator& g, const std::vector<std::vector<int64_t>>& prompts,
+             int64_t n, float temperature, int64_t top_k, float top_p, uint64_t seed,
+             int64_t vocab) {
+            gptc::rt::SampleSettings s{temperature, top_k, top_p, seed, vocab};
+            py::gil_scoped_release nogil;
+            return g.generate_batch(prompts, n, s);
+          },
+          py::arg("prompts"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
+          py::arg("top_p"), py::arg("seed"), py::arg("vocab"),
+          "batch prompts of one length -> each row's n new ids (row b drawn with seed + b).");
 }

@@ -8,10 +8,12 @@
 
 namespace gptc::rt {
 
-std::unique_ptr<Generator> Generator::load(const std::string& dir) {
+std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
+                                                  std::shared_ptr<Model> prefill) {
   std::unique_ptr<Generator> g(new Generator());
-  g->decode_ = Model::load(dir);
-  g->prefill_ = Model::load(dir + "/prefill");
+  g->decode_ = std::move(decode);
+  g->prefill_ = std::move(prefill);
+  const std::string& dir = g->decode_->dir();
   const Model& d = *g->decode_;
   const Model& p = *g->prefill_;
   // The decode step: idx [batch, 1], pos, a key cache and a value cache a layer; logits,
@@ -40,6 +42,11 @@ std::unique_ptr<Generator> Generator::load(const std::string& dir) {
   g->k_row_.resize(d.results()[1].numel);
   g->v_row_.resize(d.results()[2].numel);
   g->vocab_ = g->width_;
+  return g;
+}
+
+std::unique_ptr<Generator> Generator::load(const std::string& dir) {
+  std::unique_ptr<Generator> g = from_models(Model::load(dir), Model::load(dir + "/prefill"));
   std::ifstream f(dir + "/tokens.bin", std::ios::binary);
   if (f) {  // a u32 count, then each token as a u32 length and its bytes (little-endian)
     uint32_t count = 0;
@@ -122,18 +129,22 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
   if ((int64_t)len > max_len_)
     throw Error("generate: the prompt has " + std::to_string(len) +
                 " tokens, more than the compiled maximum length " + std::to_string(max_len_));
+  if (s.vocab < 0 || s.vocab > width_)
+    throw Error("generate: vocab must be from 1 to " + std::to_string(width_) +
+                " (0: the generator's)");
+  const int64_t vocab = s.vocab ? s.vocab : vocab_;
   for (const std::vector<int64_t>& p : prompts)
     for (int64_t t : p)
-      if (t < 0 || t >= vocab_)
+      if (t < 0 || t >= vocab)
         throw Error("generate: token " + std::to_string(t) + " of the prompt is outside the "
-                    "vocabulary (0 to " + std::to_string(vocab_ - 1) + ")");
+                    "vocabulary (0 to " + std::to_string(vocab - 1) + ")");
   if (n < 0) throw Error("generate: n must not be negative");
   std::vector<std::vector<int64_t>> ids = prompts, out((size_t)batch_);
   feed(ids, 0, (int64_t)len);
   int64_t pos = (int64_t)len;
   for (int64_t draw = 0; draw < n; ++draw) {
     for (int64_t b = 0; b < batch_; ++b) {
-      const int64_t tok = sample(logits_.data() + b * width_, vocab_, s.temperature, s.top_k,
+      const int64_t tok = sample(logits_.data() + b * width_, vocab, s.temperature, s.top_k,
                                  s.top_p, s.seed + (uint64_t)b, (uint64_t)draw);
       out[(size_t)b].push_back(tok);
       ids[(size_t)b].push_back(tok);

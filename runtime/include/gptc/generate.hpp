@@ -27,12 +27,17 @@ struct SampleSettings {
   int64_t top_k = kAllTokens;
   float top_p = 1.0f;
   uint64_t seed = 0;
+  int64_t vocab = 0;  // draw from the first `vocab` logits; 0: the generator's vocab()
 };
 
 class Generator {
  public:
   // Loads DIR (the decode step), DIR/prefill and DIR/tokens.bin (when present); throws Error.
   static std::unique_ptr<Generator> load(const std::string& dir);
+  // The loop over a decode step and prefill already loaded (Python's gptc.Generator runs
+  // its programs through this), with no tokens.bin.
+  static std::unique_ptr<Generator> from_models(std::shared_ptr<Model> decode,
+                                                std::shared_ptr<Model> prefill);
 
   int64_t max_len() const { return max_len_; }
   int64_t batch() const { return batch_; }  // the texts it writes at once
@@ -63,7 +68,7 @@ class Generator {
   // rows[b][from .. from + count) from position 0 into empty caches.
   void feed(const std::vector<std::vector<int64_t>>& rows, size_t from, int64_t count);
   void step(const int64_t* tokens, int64_t pos);  // one token a row
-  std::unique_ptr<Model> decode_, prefill_;
+  std::shared_ptr<Model> decode_, prefill_;
   std::vector<std::string> tokens_;
   int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;
   int64_t layers_ = 0, batch_ = 1, heads_ = 0, head_ = 0;
