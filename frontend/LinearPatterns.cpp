@@ -228,13 +228,35 @@ LogicalResult convertAttention(AtenOp &op, OpBuilder &b, SmallVectorImpl<Value> 
   if (qt.getRank() != 4)
     return op.unsupported("q, k, v must be [B, H, T, D]");
   double scale = op.getFloat("scale").value_or(1.0 / std::sqrt((double)qt.getShape().back()));
+  // transformers' repeat_kv (x[:, :, None].expand(B, Hkv, g, T, D).reshape(B, Hkv g, T, D):
+  // each key/value head repeated for the g query heads it serves) is grouped-query
+  // attention over x itself: the same values, read in place of a copy of g per head.
+  bool repeated = false;
+  auto unrepeated = [&](Value kv) -> Value {
+    auto outer = kv.getDefiningOp<ReshapeOp>();
+    auto expand = outer ? outer.getX().getDefiningOp<BroadcastOp>() : BroadcastOp();
+    if (!expand)
+      return kv;
+    ArrayRef<int64_t> e = expand.getType().getShape(), r = outer.getType().getShape();
+    auto st = cast<RankedTensorType>(expand.getX().getType());
+    if (e.size() != 5 || r.size() != 4 || st.getRank() != 5 || st.getDimSize(2) != 1 ||
+        st.getShape() != ArrayRef<int64_t>({e[0], e[1], 1, e[3], e[4]}) ||
+        r != ArrayRef<int64_t>({e[0], e[1] * e[2], e[3], e[4]}))
+      return kv;
+    repeated = true;
+    return ReshapeOp::create(b, op.loc(), st.clone({e[0], e[1], e[3], e[4]}), expand.getX())
+        .getResult();
+  };
+  k = unrepeated(k);
+  v = unrepeated(v);
   // Grouped-query attention: each key/value head serves H / Hkv query heads (gpt.attention
   // reads k and v as they are; without enable_gqa their heads must be q's, or one head, which
   // PyTorch broadcasts to all of q's: multi-query attention, Falcon's).
   for (Value kv : {k, v}) {
     auto t = cast<RankedTensorType>(kv.getType());
     int64_t heads = qt.getDimSize(1), kvHeads = t.getRank() == 4 ? t.getDimSize(1) : 0;
-    if (kvHeads != heads && kvHeads != 1 && !op.getBool("enable_gqa").value_or(false))
+    if (kvHeads != heads && kvHeads != 1 && !repeated &&
+        !op.getBool("enable_gqa").value_or(false))
       return op.unsupported("q has " + std::to_string(heads) + " heads and k, v " +
                             std::to_string(kvHeads) + ": pass enable_gqa=True");
     if (kvHeads < 1 || heads % kvHeads != 0)

@@ -351,6 +351,26 @@ func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tensor<2x3x4x
 
 // -----
 
+// transformers' repeat_kv (each of 2 key/value heads unsqueezed, expanded to its 3 query
+// heads, reshaped to 6) is read as grouped-query attention over the 2 heads themselves:
+// no copy of k or v repeated along the heads.
+// CHECK-LABEL: func.func @repeat_kv
+// CHECK-DAG: %[[K:.*]] = gpt.reshape %{{.*}} : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x5x4xf32>
+// CHECK-DAG: %[[V:.*]] = gpt.reshape %{{.*}} : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x5x4xf32>
+// CHECK: gpt.attention %arg0, %[[K]], %[[V]] {{.*}} : (tensor<1x6x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> (tensor<1x6x5x4xf32>, tensor<1x6x5x2xf32>)
+func.func @repeat_kv(%q: tensor<1x6x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x6x5x4xf32> {
+  %k1 = "torch.aten.unsqueeze.default"(%k) {torch.operands = ["self"], dim = 2 : i64} : (tensor<1x2x5x4xf32>) -> tensor<1x2x1x5x4xf32>
+  %k3 = "torch.aten.expand.default"(%k1) {torch.operands = ["self"], size = array<i64: 1, 2, 3, 5, 4>} : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x3x5x4xf32>
+  %k6 = "torch.aten.reshape.default"(%k3) {torch.operands = ["self"], shape = array<i64: 1, 6, 5, 4>} : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
+  %v1 = "torch.aten.unsqueeze.default"(%v) {torch.operands = ["self"], dim = 2 : i64} : (tensor<1x2x5x4xf32>) -> tensor<1x2x1x5x4xf32>
+  %v3 = "torch.aten.expand.default"(%v1) {torch.operands = ["self"], size = array<i64: 1, 2, 3, 5, 4>} : (tensor<1x2x1x5x4xf32>) -> tensor<1x2x3x5x4xf32>
+  %v6 = "torch.aten.reshape.default"(%v3) {torch.operands = ["self"], shape = array<i64: 1, 6, 5, 4>} : (tensor<1x2x3x5x4xf32>) -> tensor<1x6x5x4xf32>
+  %0 = "torch.aten.scaled_dot_product_attention.default"(%q, %k6, %v6) {torch.operands = ["query", "key", "value"], is_causal = true} : (tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>) -> tensor<1x6x5x4xf32>
+  return %0 : tensor<1x6x5x4xf32>
+}
+
+// -----
+
 // enable_gqa: gpt.attention reads the 2 key/value heads as they are, each for 3 query
 // heads (no copy of k or v repeated along the heads).
 // CHECK-LABEL: func.func @gqa
