@@ -704,6 +704,22 @@ bool movesThroughPieces(Operation *op) {
   return isa<ElementwiseOpInterface>(op) && !isa<DropoutOp>(op) && op->getNumResults() == 1;
 }
 
+/// `t` with dimension d of size n.
+RankedTensorType withDimSize(RankedTensorType t, int64_t d, int64_t n) {
+  SmallVector<int64_t> shape(t.getShape());
+  shape[d] = n;
+  return t.clone(shape);
+}
+
+/// The results of a new gpt.split of x along d into pieces of `sizes`.
+SplitOp createSplit(PatternRewriter &rw, Location loc, Value x, int64_t d,
+                    ArrayRef<int64_t> sizes) {
+  SmallVector<Type> types;
+  for (int64_t n : sizes)
+    types.push_back(withDimSize(cast<RankedTensorType>(x.getType()), d, n));
+  return SplitOp::create(rw, loc, types, x, rw.getI64IntegerAttr(d));
+}
+
 /// `v` cut along dimension `d` of `user`'s result, of rank `rank` (numpy broadcasting),
 /// into pieces of `sizes`: v itself for every piece where it is broadcast along d (the
 /// dimension absent or of size 1), else the results of a gpt.split of v, one already
@@ -714,45 +730,42 @@ SmallVector<Value> piecesAlong(PatternRewriter &rw, Operation *user, Value v, in
   int64_t dv = d - (rank - t.getRank());
   if (dv < 0 || t.getDimSize(dv) == 1)
     return SmallVector<Value>(sizes.size(), v);
-  SmallVector<Type> types;
-  for (int64_t n : sizes) {
-    SmallVector<int64_t> shape(t.getShape());
-    shape[dv] = n;
-    types.push_back(t.clone(shape));
-  }
+  auto sameCut = [&](SplitOp s) {
+    return s.getDim() == dv && s.getNumResults() == sizes.size() &&
+           llvm::all_of_zip(s.getResults(), sizes, [&](Value r, int64_t n) {
+             return cast<RankedTensorType>(r.getType()).getDimSize(dv) == n;
+           });
+  };
   SplitOp split;
   for (Operation *u : v.getUsers())
-    if (auto s = dyn_cast<SplitOp>(u); s && s.getDim() == dv &&
-                                       TypeRange(s.getResultTypes()) == TypeRange(types) &&
-                                       s->getBlock() == user->getBlock() &&
+    if (auto s = dyn_cast<SplitOp>(u); s && sameCut(s) && s->getBlock() == user->getBlock() &&
                                        s->isBeforeInBlock(user))
       split = s;
   if (!split) {
     OpBuilder::InsertionGuard guard(rw);
     rw.setInsertionPointAfterValue(v);
-    split = SplitOp::create(rw, user->getLoc(), types, v, rw.getI64IntegerAttr(dv));
+    split = createSplit(rw, user->getLoc(), v, dv, sizes);
   }
   return SmallVector<Value>(split.getResults().begin(), split.getResults().end());
 }
 
 /// `op` (elementwise) once per piece along its result's dimension `d`: piece i computed
-/// from piece i of every operand. Returns the pieces.
+/// from piece i of every operand (operand `known`, if any, given as `knownPieces`).
+/// Returns the pieces.
 SmallVector<Value> elementwisePieces(PatternRewriter &rw, Operation *op, int64_t d,
-                                     ArrayRef<int64_t> sizes,
-                                     function_ref<Value(unsigned, size_t)> given = nullptr) {
+                                     ArrayRef<int64_t> sizes, int64_t known = -1,
+                                     ValueRange knownPieces = {}) {
   auto rt = cast<RankedTensorType>(op->getResult(0).getType());
   SmallVector<SmallVector<Value>> cut;
   for (auto [j, v] : llvm::enumerate(op->getOperands()))
-    cut.push_back(given && given(j, 0) ? SmallVector<Value>()
-                                       : piecesAlong(rw, op, v, rt.getRank(), d, sizes));
+    cut.push_back((int64_t)j == known ? SmallVector<Value>(knownPieces)
+                                      : piecesAlong(rw, op, v, rt.getRank(), d, sizes));
   SmallVector<Value> pieces;
   for (auto [i, n] : llvm::enumerate(sizes)) {
     SmallVector<Value> operands;
-    for (unsigned j = 0; j < op->getNumOperands(); ++j)
-      operands.push_back(cut[j].empty() ? given(j, i) : cut[j][i]);
-    SmallVector<int64_t> shape(rt.getShape());
-    shape[d] = n;
-    OperationState state(op->getLoc(), op->getName(), operands, {rt.clone(shape)},
+    for (SmallVector<Value> &c : cut)
+      operands.push_back(c[i]);
+    OperationState state(op->getLoc(), op->getName(), operands, {withDimSize(rt, d, n)},
                          op->getAttrs());
     pieces.push_back(rw.create(state)->getResult(0));
   }
@@ -781,11 +794,7 @@ struct ElementwiseOfConcat : OpInterfaceRewritePattern<ElementwiseOpInterface> {
       SmallVector<int64_t> sizes;
       for (Value p : cat.getInputs())
         sizes.push_back(cast<RankedTensorType>(p.getType()).getDimSize(cat.getDim()));
-      unsigned catOperand = j;
-      SmallVector<Value> pieces = elementwisePieces(
-          rw, op, d, sizes, [&](unsigned k, size_t i) -> Value {
-            return k == catOperand ? cat.getInputs()[i] : Value();
-          });
+      SmallVector<Value> pieces = elementwisePieces(rw, op, d, sizes, j, cat.getInputs());
       rw.replaceOpWithNewOp<ConcatOp>(op, rt, pieces, rw.getI64IntegerAttr(d));
       rw.eraseOp(cat);
       return success();
@@ -865,14 +874,7 @@ struct SlicesAsSplit : OpRewritePattern<SliceOp> {
     if (at != size || sizes.size() < 2)
       return failure();
     rw.setInsertionPointAfterValue(x);
-    auto t = cast<RankedTensorType>(x.getType());
-    SmallVector<Type> types;
-    for (int64_t n : sizes) {
-      SmallVector<int64_t> shape(t.getShape());
-      shape[dim] = n;
-      types.push_back(t.clone(shape));
-    }
-    auto split = SplitOp::create(rw, op.getLoc(), types, x, rw.getI64IntegerAttr(dim));
+    SplitOp split = createSplit(rw, op.getLoc(), x, dim, sizes);
     for (SliceOp s : slices) {
       unsigned piece = std::distance(ranges.begin(), ranges.find(s.getStart()));
       rw.replaceOp(s, split.getResult(piece));
