@@ -295,43 +295,55 @@ def test_attention_layouts_fold_one_operand_at_a_time_with_the_same_bits(target,
 
 
 class GroupedHeads(torch.nn.Module):
-    """sdpa with 6 query heads on 2 key/value heads: enable_gqa, or k and v repeated by
-    repeat_interleave first (copies of the heads, and their gradients summed back). Heads
-    of 20 values: the gradient's group sums take 16 columns at once and a tail of 4."""
+    """sdpa with 6 query heads on 2 key/value heads: enable_gqa ("gqa"), or k and v repeated
+    by repeat_interleave first ("repeat": torch.export writes it as transformers' repeat_kv
+    does, unsqueeze, expand, reshape, which gptc reads as the grouped heads themselves), or
+    repeated and multiplied by ones ("copy": the same values, but a computed tensor, so the
+    heads are copied and their gradients summed back). Heads of 20 values: the gradient's
+    group sums take 16 columns at once and a tail of 4."""
 
-    def __init__(self, gqa):
+    def __init__(self, mode):
         super().__init__()
-        self.gqa = gqa
+        self.mode = mode
         self.q = torch.nn.Parameter(torch.randn(2, 6, 19, 20))
         self.k, self.v = (torch.nn.Parameter(torch.randn(2, 2, 19, 20)) for _ in range(2))
         self.register_buffer("c", torch.randn(2, 6, 19, 20))
+        self.register_buffer("one", torch.ones(2, 6, 19, 20))
 
     def forward(self, x):
-        k, v = (self.k, self.v) if self.gqa else (t.repeat_interleave(3, dim=1) for t in (self.k, self.v))
-        y = F.scaled_dot_product_attention(self.q, k, v, is_causal=True, enable_gqa=self.gqa)
+        k, v = self.k, self.v
+        if self.mode != "gqa":
+            k, v = (t.repeat_interleave(3, dim=1) for t in (k, v))
+        if self.mode == "copy":
+            k, v = k * self.one, v * self.one
+        y = F.scaled_dot_product_attention(self.q, k, v, is_causal=True,
+                                           enable_gqa=self.mode == "gqa")
         return (y * self.c).sum() + x.sum()
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
 def test_grouped_heads_read_in_place_give_the_repeated_heads_bits(target, tmp_path):
     """Grouped-query attention reads each key/value head for its query heads in place: the
-    loss and the gradients of q, k and v are those of k and v repeated first, bit for bit,
-    with fewer kernels, on the CPU and the emulated GPU."""
+    loss and the gradients of q, k and v are those of k and v copied per query head first,
+    bit for bit, with fewer kernels, on the CPU and the emulated GPU; k and v repeated by
+    repeat_interleave (repeat_kv's form) are read in place as enable_gqa's are."""
     from gptc.compiler import CompiledModel, capture_and_compile
     runs = {}
-    for gqa in (True, False):
+    for mode in ("gqa", "repeat", "copy"):
         torch.manual_seed(6)
-        model, x = GroupedHeads(gqa), torch.zeros(1)
-        cm = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / str(gqa)), "gqa-", "--grad",
-                                                f"--target={target}"))
-        runs[gqa] = cm.num_kernels, dict(zip([r[0] for r in cm.runtime.results],
-                                             cm.runtime.run([cm.input_array("x", x)])))
-    (k_gqa, gqa), (k_rep, rep) = runs[True], runs[False]
-    assert k_gqa < k_rep and set(gqa) == set(rep) and "grad.k" in gqa
-    for name, value in gqa.items():
-        assert np.array_equal(value, rep[name]), name
+        model, x = GroupedHeads(mode), torch.zeros(1)
+        cm = CompiledModel(*capture_and_compile(model, (x,), str(tmp_path / mode), "gqa-",
+                                                "--grad", f"--target={target}"))
+        runs[mode] = cm.num_kernels, dict(zip([r[0] for r in cm.runtime.results],
+                                              cm.runtime.run([cm.input_array("x", x)])))
+    (k_gqa, gqa), (k_rep, rep), (k_copy, copy) = runs["gqa"], runs["repeat"], runs["copy"]
+    assert k_gqa == k_rep < k_copy and "grad.k" in gqa
+    for other in (rep, copy):
+        assert set(other) - {"grad.one"} == set(gqa)
+        for name, value in gqa.items():
+            assert np.array_equal(value, other[name]), name
     torch.manual_seed(6)
-    model = GroupedHeads(True)
+    model = GroupedHeads("gqa")
     model(torch.zeros(1)).backward()
     assert torch.allclose(torch.from_numpy(gqa["grad.v"]), model.v.grad, rtol=1e-4, atol=1e-5)
 
