@@ -195,7 +195,7 @@ class Generator:
         self.step, self.prefill = step, prefill
         self.batch = batch  # the texts generated side by side
         self.max_len = max_len
-        self.prefill_len = max_len // 2
+        self.prefill_len = max_len // 2  # the prompt tokens the prefill takes at once
         self.vocab_size = vocab_size  # the logits' width
         self.n_layer = n_layer
         self.n_head = n_head  # of the keys and values (fewer than the queries' in GQA)
@@ -220,7 +220,8 @@ class Generator:
         self.prefill.set_num_threads(n)
 
     def _check(self, prompt, n, temperature, top_k, top_p, vocab):
-        """The prompts as `batch` lists of ids (one list for a batch of 1), and vocab."""
+        """The prompts as lists of ids (one list for a batch of 1), and vocab; the settings
+        checked."""
         if isinstance(prompt, torch.Tensor):
             prompt = (prompt.tolist() if prompt.dim() == 2 and self.batch > 1
                       else prompt.flatten().tolist())
@@ -233,24 +234,10 @@ class Generator:
         else:
             raise GptcError(f"generate: the generator writes {self.batch} texts at once; give "
                             f"a list of {self.batch} prompts")
-        if len(rows) != self.batch:
-            raise GptcError(f"generate: {len(rows)} prompts for a generator compiled for a "
-                            f"batch of {self.batch}")
+        # The prompts' count, lengths and tokens are checked by the runtime's loop.
         rows = [[int(i) for i in r] for r in rows]
         vocab = self.vocab_size if vocab is None else check_int("vocab", vocab, 1,
                                                                 self.vocab_size)
-        if not rows[0]:
-            raise GptcError("generate: the prompt is empty")
-        if len({len(r) for r in rows}) != 1:
-            raise GptcError(f"generate: the prompts have {sorted({len(r) for r in rows})} "
-                            f"tokens; a batch's prompts must have one length")
-        if len(rows[0]) > self.max_len:
-            raise GptcError(f"generate: the prompt has {len(rows[0])} tokens, more than the "
-                            f"compiled maximum length {self.max_len}")
-        bad = [i for r in rows for i in r if not 0 <= i < vocab]
-        if bad:
-            raise GptcError(f"generate: token {bad[0]} of the prompt is outside the "
-                            f"vocabulary (0 to {vocab - 1})")
         check_int("generate: n", n, 0, 2**63 - 1)
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
                                   or top_k < 1):
