@@ -39,14 +39,18 @@ int main(int argc, char** argv) {
   gptc_generator_set_num_threads(g, 0); /* one per core: never changes a token */
   const int64_t batch = gptc_generator_batch(g);
   const size_t cap = strlen(argv[2]) + 1;
-  int64_t* prompt = malloc(sizeof(int64_t) * cap * (size_t)batch);
+  int64_t* prompt = malloc(sizeof(int64_t) * cap);
   int64_t* out = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1) * (size_t)batch);
+  const int64_t** rows = malloc(sizeof(int64_t*) * (size_t)batch);
+  int64_t* lens = malloc(sizeof(int64_t) * (size_t)batch);
   const int64_t len = gptc_generator_encode(g, argv[2], prompt, (int64_t)cap);
   if (len < 0) return die(gptc_last_error());
-  for (int64_t b = 1; b < batch; ++b) /* the same prompt in every row */
-    memcpy(prompt + b * len, prompt, sizeof(int64_t) * (size_t)len);
+  for (int64_t b = 0; b < batch; ++b) { /* the same prompt in every row */
+    rows[b] = prompt;
+    lens[b] = len;
+  }
   if ((batch == 1 ? gptc_generate(g, prompt, len, n, temperature, top_k, 1.0f, seed, out)
-                  : gptc_generate_batch(g, prompt, len, n, temperature, top_k, 1.0f, seed,
+                  : gptc_generate_batch(g, rows, lens, n, temperature, top_k, 1.0f, seed,
                                         out)) < 0)
     return die(gptc_last_error());
   for (int64_t b = 0; b < batch; ++b) {
@@ -61,5 +65,7 @@ int main(int argc, char** argv) {
   gptc_generator_free(g);
   free(prompt);
   free(out);
+  free(rows);
+  free(lens);
   return 0;
 }

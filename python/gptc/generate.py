@@ -7,12 +7,15 @@
     gen.save("out/generate")                        # for a C or C++ program (runtime.h)
 
     gen4 = gptc.compile_generate(model, batch=4)    # four texts at once
-    rows = gen4.generate([p0, p1, p2, p3], 200, seed=7)   # prompts of one length
+    rows = gen4.generate([p0, p1, p2, p3], 200, seed=7)   # prompts of any lengths
 
-A generator compiled for a batch of B texts runs B prompts of one length side by side (B
-rows of every product, so each weight is read once a step for all of them); row b's draws
-use seed + b, and its text is exactly what a batch-1 generator writes for its prompt with
-seed + b (no kernel's arithmetic for one row depends on another row).
+A generator compiled for a batch of B texts runs B prompts side by side (B rows of every
+product, so each weight is read once a step for all of them); row b's draws use seed + b,
+and its text is exactly what a batch-1 generator writes for its prompt with seed + b (no
+kernel's arithmetic for one row depends on another row). The prompts may differ in length,
+with no padding: the texts advance a position a step together, each feeding its token at
+that position, a prompt's or one drawn, so a shorter prompt's text starts drawing while a
+longer one is still being fed, and all reach max_len at the same step.
 
 Two forwards of their own, captured from the model's modules (the weights are the
 model's): for a nanoGPT-style GPT, DecodeStep and PrefillStep below; for a transformers
@@ -254,7 +257,7 @@ class Generator:
     def generate(self, prompt, n: int, *, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float = 1.0, seed: int = 0, vocab: int | None = None) -> list:
         """`n` new token ids after `prompt` (ids; for a batch of B, a list of B prompts of
-        one length, and the result a list of B lists, row b drawn with seed + b); draw from
+        any lengths, and the result a list of B lists, row b drawn with seed + b); draw from
         the first `vocab` logits (all by default: nanoGPT's padded vocabularies are larger
         than the tokenizer's). The loop is the runtime's (gptc::rt::Generator, which C and
         C++ programs run on the saved programs): see the module's doc."""

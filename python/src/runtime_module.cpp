@@ -215,5 +215,5 @@ PYBIND11_MODULE(_runtime, mod) {
           },
           py::arg("prompts"), py::arg("n"), py::arg("temperature"), py::arg("top_k"),
           py::arg("top_p"), py::arg("seed"), py::arg("vocab"),
-          "batch prompts of one length -> each row's n new ids (row b drawn with seed + b).");
+          "batch prompts (of any lengths) -> each row's n new ids (row b drawn with seed + b).");
 }

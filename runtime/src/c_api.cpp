@@ -195,17 +195,20 @@ int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_l
   return n;
 }
 
-int64_t gptc_generate_batch(gptc_generator* g, const int64_t* prompts, int64_t prompt_len,
-                            int64_t n, float temperature, int64_t top_k, float top_p,
-                            uint64_t seed, int64_t* out) {
-  if (!g || (prompt_len > 0 && !prompts) || (n > 0 && !out))
-    return fail("gptc_generate_batch: generator, prompts or out is NULL");
-  if (prompt_len < 0) return fail("gptc_generate_batch: prompt_len is negative");
+int64_t gptc_generate_batch(gptc_generator* g, const int64_t* const* prompts,
+                            const int64_t* prompt_lens, int64_t n, float temperature,
+                            int64_t top_k, float top_p, uint64_t seed, int64_t* out) {
+  if (!g || !prompts || !prompt_lens || (n > 0 && !out))
+    return fail("gptc_generate_batch: generator, prompts, prompt_lens or out is NULL");
   if (guarded([&] {
         const int64_t batch = g->g->batch();
         std::vector<std::vector<int64_t>> rows;
-        for (int64_t b = 0; b < batch; ++b)
-          rows.emplace_back(prompts + b * prompt_len, prompts + (b + 1) * prompt_len);
+        for (int64_t b = 0; b < batch; ++b) {
+          if (prompt_lens[b] < 0 || (prompt_lens[b] > 0 && !prompts[b]))
+            throw gptc::rt::Error("gptc_generate_batch: prompt " + std::to_string(b) +
+                                  (prompt_lens[b] < 0 ? "'s length is negative" : " is NULL"));
+          rows.emplace_back(prompts[b], prompts[b] + prompt_lens[b]);
+        }
         std::vector<std::vector<int64_t>> ids = g->g->generate_batch(
             rows, n, gptc::rt::SampleSettings{temperature, top_k, top_p, seed});
         for (int64_t b = 0; b < batch; ++b)

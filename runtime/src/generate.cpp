@@ -2,7 +2,9 @@
 // gptc.Generator.generate (python/gptc/generate.py) over the saved decode step and prefill.
 #include "gptc/generate.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -71,39 +73,37 @@ void Generator::set_num_threads(int n) {
   prefill_->set_num_threads(n);
 }
 
-void Generator::step(const int64_t* tokens, int64_t pos) {
+void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>& store) {
   std::vector<const void*> in = {tokens, &pos};
   const size_t slab = (size_t)(batch_ * heads_ * head_ * max_len_);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(k_.data() + l * slab);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(v_.data() + l * slab);
   decode_->run(in, {logits_.data(), k_row_.data(), v_row_.data()});
   // The step's keys and values into the caches at `pos` (keys transposed): a row r of
-  // [layers, batch, heads] each.
-  for (int64_t r = 0; r < layers_ * batch_ * heads_; ++r)
+  // [layers, batch, heads] each, for the texts `store` marks.
+  for (int64_t r = 0; r < layers_ * batch_ * heads_; ++r) {
+    if (!store[(size_t)(r / heads_ % batch_)]) continue;
     for (int64_t d = 0; d < head_; ++d) {
       k_[(size_t)((r * head_ + d) * max_len_ + pos)] = k_row_[(size_t)(r * head_ + d)];
       v_[(size_t)((r * max_len_ + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
     }
+  }
 }
 
-void Generator::feed(const std::vector<std::vector<int64_t>>& rows, size_t from,
-                     int64_t count) {
-  int64_t start = 0;
-  if (count >= prefill_len_) {
-    tokens_in_.clear();
-    for (const std::vector<int64_t>& r : rows)
-      tokens_in_.insert(tokens_in_.end(), r.begin() + (ptrdiff_t)from,
-                        r.begin() + (ptrdiff_t)from + prefill_len_);
-    prefill_->run({tokens_in_.data()}, {logits_.data(), k_.data(), v_.data()});
-    start = prefill_len_;
-  } else {
-    std::fill(k_.begin(), k_.end(), 0.0f);
-    std::fill(v_.begin(), v_.end(), 0.0f);
-  }
-  for (int64_t i = start; i < count; ++i) {
-    tokens_in_.clear();
-    for (const std::vector<int64_t>& r : rows) tokens_in_.push_back(r[from + (size_t)i]);
-    step(tokens_in_.data(), i);
+void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t from) {
+  tokens_in_.clear();
+  for (const std::vector<int64_t>& t : texts)
+    for (size_t i = from; i < from + (size_t)prefill_len_; ++i)
+      tokens_in_.push_back(i < t.size() ? t[i] : 0);  // a finished text's: any token
+  prefill_->run({tokens_in_.data()}, {logits_.data(), k_.data(), v_.data()});
+}
+
+void Generator::clear_caches(int64_t b) {
+  const size_t slab = (size_t)(heads_ * head_ * max_len_);  // one text's in one layer
+  for (int64_t l = 0; l < layers_; ++l) {
+    const size_t at = (size_t)(l * batch_ + b) * slab;
+    std::fill(k_.begin() + (ptrdiff_t)at, k_.begin() + (ptrdiff_t)(at + slab), 0.0f);
+    std::fill(v_.begin() + (ptrdiff_t)at, v_.begin() + (ptrdiff_t)(at + slab), 0.0f);
   }
 }
 
@@ -120,45 +120,83 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
   if ((int64_t)prompts.size() != batch_)
     throw Error("generate: " + std::to_string(prompts.size()) + " prompts for a generator "
                 "compiled for a batch of " + std::to_string(batch_));
-  const size_t len = prompts[0].size();
-  if (len == 0) throw Error("generate: the prompt is empty");
-  for (const std::vector<int64_t>& p : prompts)
-    if (p.size() != len)
-      throw Error("generate: the prompts have " + std::to_string(len) + " and " +
-                  std::to_string(p.size()) + " tokens; a batch's prompts must have one length");
-  if ((int64_t)len > max_len_)
-    throw Error("generate: the prompt has " + std::to_string(len) +
-                " tokens, more than the compiled maximum length " + std::to_string(max_len_));
   if (s.vocab < 0 || s.vocab > width_)
     throw Error("generate: vocab must be from 1 to " + std::to_string(width_) +
                 " (0: the generator's)");
   const int64_t vocab = s.vocab ? s.vocab : vocab_;
-  for (const std::vector<int64_t>& p : prompts)
+  size_t shortest = SIZE_MAX, longest = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const std::string which = batch_ == 1 ? "the prompt" : "prompt " + std::to_string(b);
+    const std::vector<int64_t>& p = prompts[b];
+    if (p.empty()) throw Error("generate: " + which + " is empty");
+    if ((int64_t)p.size() > max_len_)
+      throw Error("generate: " + which + " has " + std::to_string(p.size()) +
+                  " tokens, more than the compiled maximum length " + std::to_string(max_len_));
     for (int64_t t : p)
       if (t < 0 || t >= vocab)
-        throw Error("generate: token " + std::to_string(t) + " of the prompt is outside the "
-                    "vocabulary (0 to " + std::to_string(vocab - 1) + ")");
+        throw Error("generate: token " + std::to_string(t) + " of " + which +
+                    " is outside the vocabulary (0 to " + std::to_string(vocab - 1) + ")");
+    shortest = std::min(shortest, p.size());
+    longest = std::max(longest, p.size());
+  }
   if (n < 0) throw Error("generate: n must not be negative");
-  std::vector<std::vector<int64_t>> ids = prompts, out((size_t)batch_);
-  feed(ids, 0, (int64_t)len);
-  int64_t pos = (int64_t)len;
-  for (int64_t draw = 0; draw < n; ++draw) {
-    for (int64_t b = 0; b < batch_; ++b) {
-      const int64_t tok = sample(logits_.data() + b * width_, vocab, s.temperature, s.top_k,
-                                 s.top_p, s.seed + (uint64_t)b, (uint64_t)draw);
-      out[(size_t)b].push_back(tok);
-      ids[(size_t)b].push_back(tok);
+
+  // The texts advance together, a position a step: at step `fed` each text feeds its token
+  // at that position, a prompt's or one drawn, so a shorter prompt's text starts drawing
+  // while a longer one is still fed, and every text reaches max_len at the same step. A
+  // text runs as batch 1 runs it: through the prefill when its prompt fills it, and from
+  // zeroed caches through decode steps when not.
+  const size_t P = (size_t)prefill_len_;
+  std::vector<std::vector<int64_t>> texts = prompts, out((size_t)batch_);
+  std::vector<char> store((size_t)batch_, 1);  // the texts a decode step stores keys for
+  std::vector<float> prefilled;                // their logits after the prefill
+  int64_t pos = 0;                             // the positions the caches hold
+  size_t fed = 0;                              // the tokens of each text fed
+  if (longest >= P) {
+    prefill(texts, 0);
+    if (shortest >= P) {
+      pos = (int64_t)P;
+      fed = P;
+    } else {  // the others feed their first P tokens through decode steps, these wait
+      prefilled = logits_;
+      for (int64_t b = 0; b < batch_; ++b)
+        if (texts[(size_t)b].size() < P) clear_caches(b);
+        else store[(size_t)b] = 0;
     }
-    if (draw + 1 == n) break;
+  } else {
+    std::fill(k_.begin(), k_.end(), 0.0f);
+    std::fill(v_.begin(), v_.end(), 0.0f);
+  }
+  for (;;) {
+    bool done = true;
+    for (int64_t b = 0; b < batch_; ++b) {
+      std::vector<int64_t>& o = out[(size_t)b];
+      if (fed >= prompts[(size_t)b].size() && (int64_t)o.size() < n) {
+        const int64_t tok = sample(logits_.data() + b * width_, vocab, s.temperature, s.top_k,
+                                   s.top_p, s.seed + (uint64_t)b, (uint64_t)o.size());
+        o.push_back(tok);
+        texts[(size_t)b].push_back(tok);
+      }
+      done = done && (int64_t)o.size() == n;
+    }
+    if (done) break;
     if (pos == max_len_) {  // the context shifts: its last half again from position 0
-      feed(ids, ids[0].size() - (size_t)prefill_len_, prefill_len_);
-      pos = prefill_len_;
+      prefill(texts, fed + 1 - P);
+      pos = (int64_t)P;
     } else {
       tokens_in_.clear();
-      for (const std::vector<int64_t>& r : ids) tokens_in_.push_back(r.back());
-      step(tokens_in_.data(), pos);
+      for (const std::vector<int64_t>& t : texts) tokens_in_.push_back(fed < t.size() ? t[fed] : 0);
+      step(tokens_in_.data(), pos, store);
       pos += 1;
+      if (pos == (int64_t)P && !prefilled.empty()) {  // the waiting texts' turn
+        for (int64_t b = 0; b < batch_; ++b)
+          if (!store[(size_t)b])
+            std::copy_n(prefilled.begin() + b * width_, width_, logits_.begin() + b * width_);
+        std::fill(store.begin(), store.end(), 1);
+        prefilled.clear();
+      }
     }
+    fed += 1;
   }
   return out;
 }

@@ -105,22 +105,29 @@ def test_bad_requests_are_one_line_errors(model_and_gen):
 
 
 def test_a_batch_writes_each_rows_text_as_batch_1_does(model_and_gen, tmp_path):
-    """A generator compiled for 3 texts writes, for each of 3 prompts of one length, the
-    tokens the batch-1 generator writes for it with seed + row: through the decode steps
-    alone (3 tokens) and through the prefill (10), and past the compiled length, where
-    every row's context shifts. The runtime's generator (examples/generate.c on the saved
-    batch) writes the same rows; what a batch cannot take is one line."""
+    """A generator compiled for 3 texts writes, for each of 3 prompts, the tokens the
+    batch-1 generator writes for it with seed + row: prompts of one length through the
+    decode steps alone (3 tokens) and through the prefill (10); prompts of different
+    lengths with none, some or all filling the prefill (8 tokens), one of them the whole
+    compiled length; and past the compiled length, where every row's context shifts. The
+    runtime's generator (examples/generate.c on the saved batch, and a C program with
+    prompts of different lengths) writes the same rows; what a batch cannot take is one
+    line."""
     model, gen = model_and_gen
     gen3 = gptc.compile_generate(model, batch=3)
-    for length in (3, 10):
-        prompts = [[(5 * b + i) % CFG["vocab_size"] for i in range(length)] for b in range(3)]
-        rows = gen3.generate(prompts, 2 * CFG["block_size"] + 3, temperature=0.9, top_k=8,
-                             seed=21)
-        assert rows == [gen.generate(p, 2 * CFG["block_size"] + 3, temperature=0.9, top_k=8,
-                                     seed=21 + b) for b, p in enumerate(prompts)]
+    n = 2 * CFG["block_size"] + 3
+    for lengths in ((3, 3, 3), (10, 10, 10), (2, 7, 5), (3, 10, 8), (1, 5, 16), (9, 12, 8)):
+        prompts = [[(5 * b + 3 * i + 1) % CFG["vocab_size"] for i in range(length)]
+                   for b, length in enumerate(lengths)]
+        rows = gen3.generate(prompts, n, temperature=0.9, top_k=8, seed=21)
+        assert rows == [gen.generate(p, n, temperature=0.9, top_k=8, seed=21 + b)
+                        for b, p in enumerate(prompts)], lengths
         assert len({tuple(r) for r in rows}) == 3
+    assert gen3.generate([[1], [2, 3], [4]], 0) == [[], [], []]
     for prompts, said in (([[1, 2]] * 2, "2 prompts for a generator compiled for a batch of 3"),
-                          ([[1, 2], [1], [1, 2]], "a batch's prompts must have one length"),
+                          ([[1, 2], [], [1, 2]], "generate: prompt 1 is empty"),
+                          ([[1, 2], [1], [1] * 17], "prompt 2 has 17 tokens, more than the "
+                                                    "compiled maximum length 16"),
                           ([1, 2, 3], "give a list of 3 prompts")):
         with pytest.raises(gptc.GptcError, match=re.escape(said)):
             gen3.generate(prompts, 3)
@@ -135,16 +142,25 @@ def test_a_batch_writes_each_rows_text_as_batch_1_does(model_and_gen, tmp_path):
     want = "".join("cab" + "".join(chr(ord("a") + t) for t in r) + "\n---------------\n"
                    for r in rows)
     assert c.stdout.decode() == want
-    # The one-text call on a batch, and a batch call's wrong prompt, are one line each.
+    # Prompts of different lengths from C are Python's rows; the one-text call on a
+    # batch, and a batch call's bad prompt, are one line each.
     (tmp_path / "one.c").write_text(r"""
 #include <gptc/runtime.h>
 #include <stdio.h>
 int main(int argc, char** argv) {
   gptc_generator* g = gptc_generator_load(argv[1]);
-  int64_t prompt[6] = {1, 2, 1, 2, 1, 99}, out[3 * 4];
+  const int64_t a[3] = {2, 0, 1}, b[1] = {4}, c[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, bad[1] = {99};
+  const int64_t* rows[3] = {a, b, c};
+  int64_t lens[3] = {3, 1, 9}, out[3 * 4];
   printf("%lld\n", (long long)gptc_generator_batch(g));
-  if (gptc_generate(g, prompt, 2, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
-  if (gptc_generate_batch(g, prompt, 2, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
+  if (gptc_generate_batch(g, rows, lens, 4, 0.8f, 6, 1.0f, 5, out) < 0) return 1;
+  for (int i = 0; i < 12; ++i) printf("%lld%c", (long long)out[i], i % 4 == 3 ? '\n' : ' ');
+  if (gptc_generate(g, a, 3, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
+  rows[2] = bad;
+  lens[2] = 1;
+  if (gptc_generate_batch(g, rows, lens, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
+  lens[1] = -1;
+  if (gptc_generate_batch(g, rows, lens, 4, 1.0f, -1, 1.0f, 0, out) < 0) puts(gptc_last_error());
   gptc_generator_free(g);
   return 0;
 }
@@ -153,10 +169,13 @@ int main(int argc, char** argv) {
            "-o", str(tmp_path / "one.o"))
     run_ok("c++", str(tmp_path / "one.o"), runtime_library(), "-ldl", "-pthread", "-o",
            str(tmp_path / "one"))
+    rows = gen3.generate([[2, 0, 1], [4], list(range(1, 10))], 4, temperature=0.8, top_k=6,
+                         seed=5)
     assert run_ok(str(tmp_path / "one"), str(tmp_path / "gen3")) == (
-        "3\ngenerate: the generator writes 3 texts at once; give it that many prompts "
-        "(generate_batch)\ngenerate: token 99 of the prompt is outside the vocabulary "
-        "(0 to 22)\n")
+        "3\n" + "".join(" ".join(map(str, r)) + "\n" for r in rows) +
+        "generate: the generator writes 3 texts at once; give it that many prompts "
+        "(generate_batch)\ngenerate: token 99 of prompt 2 is outside the vocabulary "
+        "(0 to 22)\ngptc_generate_batch: prompt 1's length is negative\n")
 
 
 def test_the_sampler_draws_by_the_probabilities():

@@ -466,6 +466,18 @@ def test_hugging_face_models_generate_transformers_greedy_text(family, llama_gen
     assert len(long) == T + 8 and long[:T - 3] == greedy_as_transformers(hf, [5, 6, 7], T - 3)
 
 
+def test_a_hugging_face_batch_writes_each_rows_text_as_batch_1_does(llama_generator):
+    """A transformers model compiled for 3 texts, prompts of three lengths (one past the
+    prefill's): each row is the batch-1 text for its prompt and seed + row, sampled, past
+    the compiled length."""
+    hf, gen = llama_generator
+    gen3 = gptc.compile_generate(hf, batch=3)
+    prompts = [[5, 6, 7], list(range(3, 3 + T // 2 + 2)), [9]]
+    rows = gen3.generate(prompts, T + 5, temperature=0.9, top_k=20, seed=3)
+    assert rows == [gen.generate(p, T + 5, temperature=0.9, top_k=20, seed=3 + b)
+                    for b, p in enumerate(prompts)]
+
+
 def test_a_lora_model_generates_transformers_greedy_text():
     """compile_generate on peft's LoRA model (its adapters drawn away from zero, so that
     they change the text): the tokens transformers' generate writes with the same model."""

@@ -8,7 +8,9 @@
 //
 // A generator compiled for a batch of B texts (gptc.compile_generate(model, batch=B))
 // writes B at once: generate_batch, row b drawn with seed + b, exactly the tokens a batch-1
-// generator writes for that row's prompt with seed + b.
+// generator writes for that row's prompt with seed + b. The prompts may differ in length:
+// the texts advance a position a step together, a shorter prompt's text drawing while a
+// longer one is still fed.
 #ifndef GPTC_GENERATE_HPP
 #define GPTC_GENERATE_HPP
 
@@ -52,8 +54,9 @@ class Generator {
   // A batch-1 generator only (else Error).
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t n,
                                 const SampleSettings& s);
-  // batch() prompts of one length, side by side: row b's n tokens, drawn with seed + b.
-  // Throws Error as generate does, and for another count of prompts or unequal lengths.
+  // batch() prompts, of any lengths, side by side: row b's n tokens, drawn with seed + b,
+  // exactly what generate writes for prompt b with seed + b on a batch-1 generator.
+  // Throws Error as generate does, and for another count of prompts.
   std::vector<std::vector<int64_t>> generate_batch(
       const std::vector<std::vector<int64_t>>& prompts, int64_t n, const SampleSettings& s);
 
@@ -65,9 +68,11 @@ class Generator {
 
  private:
   Generator() = default;
-  // rows[b][from .. from + count) from position 0 into empty caches.
-  void feed(const std::vector<std::vector<int64_t>>& rows, size_t from, int64_t count);
-  void step(const int64_t* tokens, int64_t pos);  // one token a row
+  // texts[b][from .. from + max_len / 2) through the prefill (0 past a text's end).
+  void prefill(const std::vector<std::vector<int64_t>>& texts, size_t from);
+  // One token a text at `pos`; its keys and values stored for the texts `store` marks.
+  void step(const int64_t* tokens, int64_t pos, const std::vector<char>& store);
+  void clear_caches(int64_t b);  // text b's keys and values, every layer's, to zero
   std::shared_ptr<Model> decode_, prefill_;
   std::vector<std::string> tokens_;
   int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;

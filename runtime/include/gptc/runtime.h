@@ -95,13 +95,13 @@ int64_t gptc_generator_batch(const gptc_generator* g);
 int64_t gptc_generate(gptc_generator* g, const int64_t* prompt, int64_t prompt_len, int64_t n,
                       float temperature, int64_t top_k, float top_p, uint64_t seed,
                       int64_t* out);
-/* A batch of B = gptc_generator_batch(g) texts at once: prompts holds B prompts of
- * prompt_len ids, row after row; out gets B rows of n ids, row b drawn with seed + b
- * (exactly what a batch-1 generator writes for that prompt with seed + b). Returns n or
- * -1, as gptc_generate. */
-int64_t gptc_generate_batch(gptc_generator* g, const int64_t* prompts, int64_t prompt_len,
-                            int64_t n, float temperature, int64_t top_k, float top_p,
-                            uint64_t seed, int64_t* out);
+/* A batch of B = gptc_generator_batch(g) texts at once: prompts[b] holds prompt b's
+ * prompt_lens[b] ids (the lengths may differ); out gets B rows of n ids, row b drawn with
+ * seed + b (exactly what a batch-1 generator writes for that prompt with seed + b). Returns
+ * n or -1, as gptc_generate. */
+int64_t gptc_generate_batch(gptc_generator* g, const int64_t* const* prompts,
+                            const int64_t* prompt_lens, int64_t n, float temperature,
+                            int64_t top_k, float top_p, uint64_t seed, int64_t* out);
 /* With a tokens.bin: text (NUL-terminated) to ids, the longest token at each point (a
  * character vocabulary's encoding), at most `capacity` of them; returns their count or -1.
  * A token's bytes and their count (NULL for an id outside the vocabulary). */
