@@ -6,6 +6,7 @@ peak memory of each, each in its own process. The record goes to bench/results/g
     python3 bench/generate.py [--tokens 500] [--threads 2] [--frameworks ...]
     python3 bench/generate.py --model hf-gpt2|hf-llama|hf-falcon   # a transformers model
     python3 bench/generate.py --batch 8        # 8 texts at once in every framework
+    python3 bench/generate.py --model hf-gpt2 --size gpt2 --tokens 100   # GPT-2 small's size
 
 
 The model is the main job's recipe (4 layers, 4 heads, 128 wide, block 64, vocabulary 97,
@@ -18,6 +19,10 @@ the context to its last half when the cache is full. With --batch B every framew
 writes B texts at once (gptc: compile_generate(batch=B); nanoGPT's loop and transformers'
 generate: B rows; gptc without its cache: one text after another) and tokens/s counts
 the tokens of all B.
+
+With --size gpt2 the model has GPT-2 small's sizes instead (12 layers, 12 heads, 768 wide,
+50,257 tokens, 1,024 positions: 124 M parameters, ~500 MB of weights read a token), where a
+decode step reads the weights from memory rather than from the caches.
 
 With --model hf-gpt2, hf-llama or hf-falcon the model is transformers' GPT2LMHeadModel,
 LlamaForCausalLM or FalconForCausalLM at the same sizes (LLaMA: 2 key/value heads, SwiGLU
@@ -46,23 +51,27 @@ FRAMEWORKS = ("gptc", "gptc-no-cache", "eager", "compile")
 HF_FRAMEWORKS = ("gptc", "transformers", "transformers-compile")
 MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=97, bias=False)
 HF_POSITIONS = 512
+SIZES = {"bench": (MODEL, HF_POSITIONS),
+         "gpt2": (dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50257,
+                       bias=True), 1024)}
 TOP_K = 40
 
 
-def hf_model(kind):
-    """transformers' GPT-2 or LLaMA at MODEL's sizes, HF_POSITIONS positions, seed 0."""
+def hf_model(kind, size):
+    """transformers' model `kind` at the sizes SIZES names, seed 0."""
     import torch
     torch.manual_seed(0)
-    return config.hf_model(kind, MODEL["n_layer"], MODEL["n_head"], MODEL["n_embd"],
-                           MODEL["vocab_size"], HF_POSITIONS).eval()
+    model, positions = SIZES[size]
+    return config.hf_model(kind, model["n_layer"], model["n_head"], model["n_embd"],
+                           model["vocab_size"], positions).eval()
 
 
-def hf_runner(kind, framework, tokens, threads, batch):
+def hf_runner(kind, framework, tokens, threads, batch, size):
     """run(seed) writing `tokens` tokens after a one-token prompt, `batch` texts at once,
     with `framework`."""
     import torch
     import gptc
-    hf = hf_model(kind)
+    hf = hf_model(kind, size)
     if framework == "gptc":
         gen = gptc.compile_generate(hf, batch=batch)
         gen.set_num_threads(threads)
@@ -98,18 +107,19 @@ def nanogpt_generate(model, idx, n, block, temperature, top_k, generator):
     return idx
 
 
-def runner(kind, framework, tokens, threads, batch):
+def runner(kind, framework, tokens, threads, batch, size):
     """run(seed) writing `tokens` tokens after a one-token prompt, `batch` texts at once,
-    with `framework`."""
+    with `framework`, the model at the sizes SIZES names."""
     import torch
     import gptc
     from gptc.apps.sampling import FullBlock
     from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
     if kind != "gpt":
-        return hf_runner(kind, framework, tokens, threads, batch)
+        return hf_runner(kind, framework, tokens, threads, batch, size)
     torch.manual_seed(0)
-    model = TinyGPT(TinyGPTConfig(**MODEL)).eval()
-    block = MODEL["block_size"]
+    sizes = SIZES[size][0]
+    model = TinyGPT(TinyGPTConfig(**sizes)).eval()
+    block = sizes["block_size"]
     if framework in ("gptc", "gptc-no-cache"):
         gen = (gptc.compile_generate(model, batch=batch) if framework == "gptc"
                else FullBlock(model, block, batch))
@@ -128,10 +138,10 @@ def runner(kind, framework, tokens, threads, batch):
     return run
 
 
-def worker(kind, framework, tokens, threads, batch):
+def worker(kind, framework, tokens, threads, batch, size):
     import torch
     torch.set_num_threads(threads)
-    run = runner(kind, framework, tokens, threads, batch)
+    run = runner(kind, framework, tokens, threads, batch, size)
     t0 = time.perf_counter()
     run(1)  # warm-up (torch.compile compiles here)
     warm = time.perf_counter() - t0
@@ -151,13 +161,15 @@ def worker(kind, framework, tokens, threads, batch):
 def main():
     argv = sys.argv[1:]
     if argv[:1] == ["--worker"]:
-        return worker(argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+        return worker(argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6])
     ap = Parser(prog="generate.py", description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1, help="texts written at once")
     ap.add_argument("--model", default="gpt",
                     choices=("gpt", "hf-gpt2", "hf-llama", "hf-falcon"))
+    ap.add_argument("--size", default="bench", choices=tuple(SIZES),
+                    help="bench: the main job's sizes; gpt2: GPT-2 small's")
     ap.add_argument("--frameworks", default=None,
                     help=f"some of {','.join(FRAMEWORKS)} (with --model hf-*: of "
                          f"{','.join(HF_FRAMEWORKS)}); default: all")
@@ -167,15 +179,18 @@ def main():
     frameworks = args.frameworks.split(",") if args.frameworks else list(known)
     if any(f not in known for f in frameworks):
         ap.error(f"--frameworks takes some of {','.join(known)} with --model {args.model}")
-    if args.model != "gpt" and args.tokens >= HF_POSITIONS:
-        ap.error(f"--tokens must be below {HF_POSITIONS} with --model {args.model}")
+    sizes, positions = SIZES[args.size]
+    if args.model != "gpt" and args.tokens >= positions:
+        ap.error(f"--tokens must be below {positions} with --model {args.model} --size "
+                 f"{args.size}")
     if args.tokens < 1 or args.threads < 1 or not 1 <= args.batch <= 256:
         ap.error("--tokens and --threads must be at least 1, --batch from 1 to 256")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     results = {}
     for fw in frameworks:
         proc = subprocess.run([sys.executable, __file__, "--worker", args.model, fw,
-                               str(args.tokens), str(args.threads), str(args.batch)],
+                               str(args.tokens), str(args.threads), str(args.batch),
+                               args.size],
                               capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"generate.py: {fw} failed: {proc.stderr.strip()[-500:]}")
@@ -184,8 +199,8 @@ def main():
         print(f"{fw:>14}: {r['tokens_per_s_median']:8.0f} tokens/s (median of 3; "
               f"{r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f}), warm-up "
               f"{r['warmup_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-    model = MODEL if args.model == "gpt" else dict(MODEL, kind=args.model,
-                                                   block_size=HF_POSITIONS)
+    model = sizes if args.model == "gpt" else dict(sizes, kind=args.model,
+                                                   block_size=positions)
     settings = {"model": model, "tokens": args.tokens, "threads": args.threads,
                 "temperature": 1.0, "top_k": TOP_K}
     if args.batch > 1:  # earlier records, all of one text, have no "batch"

@@ -302,18 +302,30 @@ def latest_generation(directory: str) -> list:
         kind = r["settings"]["model"].get("kind", "gpt")
         if ("transformers" if kind in HF_MODELS else "eager") not in r["figures"]:
             continue
-        key = (kind, r["settings"].get("batch", 1))
+        m = r["settings"]["model"]
+        key = (kind, m["n_layer"], m["n_embd"], r["settings"].get("batch", 1))
         if key not in newest or r["finished"] > newest[key][1]["finished"]:
             newest[key] = (os.path.basename(path)[:-5], r)
     return [newest[k] for k in sorted(newest, key=lambda k: (k[0] != "gpt", k))]
 
 
+def generate_sizes(m) -> str:
+    """Which of bench/generate.py's --size a record's model has, in words."""
+    if m["n_embd"] == 768 and m["n_layer"] == 12:
+        return (f"GPT-2 small's sizes (12 layers, 768 wide, {m['vocab_size']:,} tokens, "
+                f"{m['block_size']} positions)")
+    return f"the main job's sizes ({m['n_layer']} layers, {m['n_embd']} wide, " + (
+        f"{m['block_size']} positions)" if "kind" in m else f"block {m['block_size']})")
+
+
 def generate_heading(r) -> str:
-    hf = HF_MODELS.get(r["settings"]["model"].get("kind"))
+    m = r["settings"]["model"]
+    hf = HF_MODELS.get(m.get("kind"))
     batch = r["settings"].get("batch", 1)
-    return (f"Generation of {hf} against transformers' generate" if hf else
-            "Generation against nanoGPT's loop") + (f", {batch} texts at once" if batch > 1
-                                                    else "")
+    return ((f"Generation of {hf} against transformers' generate" if hf else
+             "Generation against nanoGPT's loop")
+            + (", GPT-2 small's size" if m["n_embd"] == 768 and m["n_layer"] == 12 else "")
+            + (f", {batch} texts at once" if batch > 1 else ""))
 
 
 def generate_table(name, r, link) -> list:
@@ -323,10 +335,7 @@ def generate_table(name, r, link) -> list:
     hf = HF_MODELS.get(m.get("kind"))
     base = "transformers" if hf else "eager"
     eager = fig.get(base, {}).get("tokens_per_s_median")
-    model = (f"{hf} at the main job's sizes ({m['n_layer']} layers, {m['n_embd']} wide, "
-             f"{m['block_size']} positions)" if hf else
-             f"the main job's model ({m['n_layer']} layers, {m['n_embd']} wide, block "
-             f"{m['block_size']})")
+    model = f"{hf if hf else 'nanoGPT-style GPT'} at {generate_sizes(m)}"
     batch = s.get("batch", 1)
     texts = (f"{batch} texts at once (`--batch {batch}`), each of {s['tokens']} tokens after "
              f"a one-token prompt (tokens/s counts all of them)" if batch > 1 else

@@ -660,6 +660,19 @@ def test_report_shows_generation_speed(tmp_path):
            "positions)" in lines[0]
     assert "| gptc (KV cache) | 2,000 | 4.0× | 700 |" in lines
     assert "| transformers' generate, eager | 500 | 1.0× | 700 |" in lines
+    # A run at GPT-2 small's sizes (--size gpt2) is a table of its own, after the main
+    # job's sizes.
+    big = dict(hf, finished="2026-12-05T12:00:00Z")
+    big["settings"] = dict(hf["settings"], model={
+        "n_layer": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257,
+        "kind": "hf-llama"})
+    (tmp_path / "h2.json").write_text(json.dumps(big))
+    runs = report.latest_generation(str(tmp_path))
+    assert [n for n, _ in runs] == ["g", "h", "h2"]
+    assert report.generate_heading(runs[2][1]) == (
+        "Generation of transformers' LLaMA against transformers' generate, GPT-2 small's size")
+    assert "from transformers' LLaMA at GPT-2 small's sizes (12 layers, 768 wide, 50,257 " \
+           "tokens, 1024 positions)" in report.generate_table(*runs[2], "x/")[0]
 
 
 def test_step_flops_is_the_step_s_products_counted_one_by_one():

@@ -99,7 +99,15 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         // panel, B's rows transposed through registers; K and N with tails,
                         // K under one block, members of one row each.
                         {1, 1, 384, 128, false, true, true}, {1, 1, 97, 130, false, true, true},
-                        {3, 1, 40, 7, false, true, false}, {1, 1, 33, 17, true, true, true}};
+                        {3, 1, 40, 7, false, true, false}, {1, 1, 33, 17, true, true, true},
+                        // One row over B's contiguous rows (transformers' Conv1D, a decode
+                        // step's cached keys and values): the sums in registers (up to 4
+                        // vectors, a tail) or in C's runs (split among the threads), members
+                        // of one row each, K = 0.
+                        {1, 1, 1536, 200, false, false, true}, {1, 1, 1000, 33, false, false, true},
+                        {1, 1, 40, 1030, false, false, true}, {3, 1, 64, 300, false, false, false},
+                        {2, 1, 1100, 9, false, false, false}, {1, 1, 17, 3, true, false, true},
+                        {1, 1, 20, 0, false, false, true}};
   [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
   [[maybe_unused]] int byRows = 0, pipelined = 0;  // cases taking those orders, likewise
 #if defined(GPTC_TILED_MATMUL)

@@ -345,47 +345,139 @@ inline PanelTasks panel_tasks(int64_t batch, int64_t M, int64_t N, int64_t team)
   return best;
 }
 
-// A one-row tile (R = 1) over a transposed B (sbk == 1: a linear layer's weight, its
-// columns B's rows Bb + j * sbn), with no panel: blocks of those rows go through registers,
-// are transposed, and each k's column is folded into the accumulators in k order — the
-// tile's fmas in the tile's order, from zero, without writing the panel and reading it back.
-// A decode step's products are one row each, and packing took most of their time
-// (bench/NOTES.md, "Generation: the decode step").
+// A one-row tile (R = 1) of up to kLanes columns over a transposed B (sbk == 1: a linear
+// layer's weight, its columns B's rows Bb + j * sbn), with no panel: blocks of those rows go
+// through registers, are transposed, and each k's column is folded into the accumulator in
+// k order — the tile's fmas in the tile's order, from zero, without writing the panel and
+// reading it back. A decode step's products are one row each, and packing took most of
+// their time (bench/NOTES.md, "Generation: the decode step"); kLanes rows of B streamed at
+// a time ran about twice as fast as a panel's 2 kLanes (bench/NOTES.md, "Generation: one
+// row's products"). Each row is asked for kRowBtAhead floats (1 KB) ahead, into L2.
+constexpr int64_t kRowBtAhead = 256;
 inline void matmul_row_bt(int64_t K, const float* a, int64_t sak, const float* Bb, int64_t sbn,
                           float* C, int64_t cols) {
   using W = TileVec;
   constexpr int64_t L = W::kLanes;
-  W::V acc[2] = {W::zero(), W::zero()};
+  W::V acc = W::zero();
   for (int64_t k0 = 0; k0 < K; k0 += L) {
     const int64_t nk = K - k0 < L ? K - k0 : L;
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      W::V r[L];
+    W::V r[L];
+    if (k0 + kRowBtAhead < K)
+      for (int i = 0; i < cols; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(Bb + i * sbn + k0 + kRowBtAhead), _MM_HINT_T1);
 #if defined(GPTC_AVX512)
-      const __mmask16 km = lanes_mask(nk);
+    const __mmask16 km = lanes_mask(nk);
 #pragma GCC unroll 16
-      for (int i = 0; i < L; ++i)
-        r[i] = h * L + i < cols ? _mm512_maskz_loadu_ps(km, Bb + (h * L + i) * sbn + k0)
-                                : _mm512_setzero_ps();
-      transpose16(r);
+    for (int i = 0; i < L; ++i)
+      r[i] = i < cols ? _mm512_maskz_loadu_ps(km, Bb + i * sbn + k0) : _mm512_setzero_ps();
+    transpose16(r);
 #else
-      const __m256i km = lanes_mask8(nk);
+    const __m256i km = lanes_mask8(nk);
 #pragma GCC unroll 8
-      for (int i = 0; i < L; ++i)
-        r[i] = h * L + i < cols ? _mm256_maskload_ps(Bb + (h * L + i) * sbn + k0, km)
-                                : _mm256_setzero_ps();
-      transpose8(r);
+    for (int i = 0; i < L; ++i)
+      r[i] = i < cols ? _mm256_maskload_ps(Bb + i * sbn + k0, km) : _mm256_setzero_ps();
+    transpose8(r);
 #endif
-      for (int64_t c = 0; c < nk; ++c)  // never an fma past K: it could change a -0
-        acc[h] = W::fma(W::broadcast(a + (k0 + c) * sak), r[c], acc[h]);
-    }
+    for (int64_t c = 0; c < nk; ++c)  // never an fma past K: it could change a -0
+      acc = W::fma(W::broadcast(a + (k0 + c) * sak), r[c], acc);
   }
-  if (cols == kPanel) {
-    W::store(C, acc[0]);
-    W::store(C + L, acc[1]);
-  } else {
-    W::store_first(C, W::first(cols), acc[0]);
-    W::store_first(C + L, W::first(cols - L), acc[1]);
+  if (cols == L)
+    W::store(C, acc);
+  else
+    W::store_first(C, W::first(cols), acc);
+}
+
+// One row of A over a B whose rows are contiguous (sbn == 1: transformers' Conv1D weight
+// [K, N], a decode step's cached keys and values), C's `cols` columns with no panel: the
+// sums are kept in C itself, C[j] = fma(a[k], B[k, j], C[j]) for k = 0..K-1 from +0 — each
+// element the tile's one fma chain, its accumulator in L1 instead of a register, so that B
+// streams a contiguous run of each row per k instead of a panel's 32 columns a row apart
+// (bench/NOTES.md, "Generation: one row's products"). A run of at most kRowVectors vectors
+// keeps its sums in registers instead: through L1, each k's fma would wait on the previous
+// one's store. The run kRowAhead rows on is asked for ahead: the prefetchers do not follow
+// a run from one row to the next, a few KB on.
+constexpr int64_t kRowAhead = 4;
+constexpr int kRowVectors = 4;
+inline void prefetch_row_run(const float* row, int64_t cols) {
+  for (int64_t j = 0; j < cols; j += 16)  // a 64-byte line at a time, into L2
+    _mm_prefetch(reinterpret_cast<const char*>(row + j), _MM_HINT_T1);
+}
+template <int NV>
+inline void matmul_row_b_regs(int64_t K, const float* a, int64_t sak, const float* Bb,
+                              int64_t sbk, float* C, int64_t cols) {
+  using W = TileVec;
+  constexpr int64_t L = W::kLanes;
+  const W::Mask last = W::first(cols - (NV - 1) * L);
+  W::V acc[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) acc[v] = W::zero();
+  for (int64_t k = 0; k < K; ++k) {
+    const W::V x = W::broadcast(a + k * sak);
+    const float* row = Bb + k * sbk;
+    if (k + kRowAhead < K) prefetch_row_run(row + kRowAhead * sbk, cols);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[v] = W::fma(x, v < NV - 1 ? W::loadu(row + v * L) : W::load_first(row + v * L, last),
+                      acc[v]);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV - 1; ++v) W::store(C + v * L, acc[v]);
+  W::store_first(C + (NV - 1) * L, last, acc[NV - 1]);
+}
+inline void matmul_row_b(int64_t K, const float* a, int64_t sak, const float* Bb, int64_t sbk,
+                         float* C, int64_t cols) {
+  using W = TileVec;
+  constexpr int64_t L = W::kLanes;
+  switch ((cols + L - 1) / L) {
+    case 1: return matmul_row_b_regs<1>(K, a, sak, Bb, sbk, C, cols);
+    case 2: return matmul_row_b_regs<2>(K, a, sak, Bb, sbk, C, cols);
+    case 3: return matmul_row_b_regs<3>(K, a, sak, Bb, sbk, C, cols);
+    case 4: return matmul_row_b_regs<4>(K, a, sak, Bb, sbk, C, cols);
+    default: break;
+  }
+  const int64_t full = cols / L * L;
+  const W::Mask tail = W::first(cols - full);
+  for (int64_t j = 0; j < full; j += L) W::store(C + j, W::zero());
+  if (full < cols) W::store_first(C + full, tail, W::zero());
+  for (int64_t k = 0; k < K; ++k) {
+    const W::V x = W::broadcast(a + k * sak);
+    const float* row = Bb + k * sbk;
+    if (k + kRowAhead < K) prefetch_row_run(row + kRowAhead * sbk, cols);
+    for (int64_t j = 0; j < full; j += L)
+      W::store(C + j, W::fma(x, W::loadu(row + j), W::loadu(C + j)));
+    if (full < cols)
+      W::store_first(C + full, tail, W::fma(x, W::load_first(row + full, tail),
+                                            W::load_first(C + full, tail)));
+  }
+}
+
+// The product of one row a member (M == 1) where B is transposed (matmul_row_bt, kLanes
+// columns a unit) or its rows are contiguous (matmul_row_b, each member's columns in runs of
+// about kRowRun, as many runs as threads when there is one member); the units split among
+// the threads.
+constexpr int64_t kRowRun = 512;
+inline void matmul_one_row_ws(int64_t batch, int64_t N, int64_t K, const float* A, int64_t sab,
+                              int64_t sak, const float* B, int64_t sbb, int64_t sbk,
+                              int64_t sbn, float* C, const MatmulEpilogue<float>* ep) {
+  constexpr int64_t L = TileVec::kLanes;
+  const bool transposed = sbk == 1;
+  int64_t width = L;
+  if (!transposed) {
+    const int64_t team = gptc::team_size();
+    int64_t runs = (N + kRowRun - 1) / kRowRun;
+    if (batch == 1) runs = (runs + team - 1) / team * team;
+    width = ((N + runs - 1) / runs + L - 1) / L * L;
+    if (width < kRowVectors * L) width = kRowVectors * L;  // no narrower than a register run
+  }
+  const int64_t runs = (N + width - 1) / width;
+  GPTC_FOR_WS(u, batch * runs) {
+    const int64_t b = u / runs, j0 = u % runs * width, cols = N - j0 < width ? N - j0 : width;
+    float* Ct = C + b * N + j0;
+    if (transposed)
+      matmul_row_bt(K, A + b * sab, sak, B + b * sbb + j0 * sbn, sbn, Ct, cols);
+    else
+      matmul_row_b(K, A + b * sab, sak, B + b * sbb + j0, sbk, Ct, cols);
+    if (ep) ep->apply(1, b * N + j0, N, j0, cols, Ct, N);
   }
 }
 
@@ -403,12 +495,6 @@ inline void matmul_task(int64_t t, const PanelTasks& g, int64_t M, int64_t N, in
   const int64_t cols = N - n0 < kPanel ? N - n0 : kPanel;
   const float* Ab = A + b * sab;
   const int64_t c0 = b * M * N + n0;  // C's index of the member's first element in the panel
-  if (!CT && mc == 1 && sbk == 1) {  // one row over a transposed B: no panel
-    float* Ct = C + c0 + m0 * N;
-    matmul_row_bt(K, Ab + m0 * sam, sak, B + b * sbb + n0 * sbn, sbn, Ct, cols);
-    if (ep) ep->apply(1, c0 + m0 * N, N, n0, cols, Ct, N);
-    return;
-  }
   float* panel = gptc::scratch<float>(0, K * kPanel);
   pack_panel(K, B + b * sbb + n0 * sbn, sbk, sbn, cols, panel);
   // A tile, then its epilogue on the rows just stored (still in L1), so that the tile's
@@ -779,6 +865,10 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
   // after copying, with the copy's strides).
   int64_t fbatch = batch, fM = M, fsab = sab;
   detail::fold_batch(fbatch, fM, fsab, sam, sbb);
+  if (fM == 1 && (sbk == 1 || sbn == 1)) {  // a decode step's: no panels
+    detail::matmul_one_row_ws(fbatch, N, K, A, fsab, sak, B, sbb, sbk, sbn, C, ep);
+    return;
+  }
   if (detail::blocks_k(fbatch, fM, N, K, sam, sak)) {
     detail::matmul_blocked_ws(fM, N, K, A, sam, sak, B, sbk, sbn, C, ep);
     return;
