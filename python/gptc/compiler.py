@@ -82,16 +82,20 @@ def run_compiler(mlir_path: str, out_dir: str, *extra: str) -> None:
 class CompiledModel:
     """A compiled forward pass; call it like the model. Parameters live in the runtime."""
 
-    def __init__(self, captured: Captured, artifact_dir: str, temporary: str | None = None):
+    def __init__(self, captured: Captured, artifact_dir: str, temporary: str | None = None,
+                 weights_of: "CompiledModel | None" = None):
         """`temporary`: a folder (holding artifact_dir) that gptc made and removes when
-        this object is garbage collected or the interpreter exits."""
+        this object is garbage collected or the interpreter exits. `weights_of`: another
+        inference program of the same model, whose parameters this one shares (held once;
+        a write through either is seen by both)."""
         _runtime = load_runtime()  # the pybind11 module over runtime/
         self.captured = captured
         self.artifact_dir = artifact_dir
         if temporary:
             weakref.finalize(self, shutil.rmtree, temporary, True)
         try:
-            self.runtime = _runtime.Model(artifact_dir)
+            self.runtime = _runtime.Model(artifact_dir,
+                                          weights_of.runtime if weights_of else None)
         except RuntimeError as e:
             raise GptcError(str(e)) from None
         self.inputs = [a for a in captured.args if a.kind == "input"]

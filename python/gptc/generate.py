@@ -314,7 +314,7 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
         step, example, workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
     prefill = CompiledModel(*capture_and_compile(
         prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),),
-        workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"))
+        workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"), weights_of=decode)
     return Generator(decode, prefill, batch=batch, **sizes)
 
 

@@ -128,8 +128,12 @@ PYBIND11_MODULE(_runtime, mod) {
   // carrying the runtime's one-line message.
   // Shared: a Generator keeps the decode step and prefill it runs alive.
   py::class_<Model, std::shared_ptr<Model>>(mod, "Model")
-      .def(py::init([](const std::string& dir) { return Model::load(dir); }), py::arg("dir"),
-           "Load an artifact folder (manifest.json, kernels.so, weights.safetensors).")
+      .def(py::init([](const std::string& dir, const std::shared_ptr<Model>& weights_of) {
+             return std::shared_ptr<Model>(Model::load(dir, weights_of.get()));
+           }),
+           py::arg("dir"), py::arg("weights_of") = nullptr,
+           "Load an artifact folder (manifest.json, kernels.so, weights.safetensors); with "
+           "weights_of, the params it holds alike are its buffers, shared (Model::load).")
       .def_property_readonly("dir", &Model::dir)
       .def_property_readonly("inputs", [](const Model& m) { return spec_list(m.inputs()); },
                              "[(name, dtype, shape)] of the inputs, in call order")

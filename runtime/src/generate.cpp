@@ -48,7 +48,9 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
 }
 
 std::unique_ptr<Generator> Generator::load(const std::string& dir) {
-  std::unique_ptr<Generator> g = from_models(Model::load(dir), Model::load(dir + "/prefill"));
+  // The two programs are one model's: its weights held once (a GPT-2 small's 500 MB).
+  std::shared_ptr<Model> decode = Model::load(dir);
+  std::unique_ptr<Generator> g = from_models(decode, Model::load(dir + "/prefill", decode.get()));
   std::ifstream f(dir + "/tokens.bin", std::ios::binary);
   if (f) {  // a u32 count, then each token as a u32 length and its bytes (little-endian)
     uint32_t count = 0;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -314,7 +315,8 @@ struct Model::Impl {
       host_stale[i] = 0;
     }
   }
-  std::vector<AlignedBuf> param_bufs;   // parallel to Model::params_
+  // Parallel to Model::params_; shared where share_params gave another Model's.
+  std::vector<std::shared_ptr<void>> param_bufs;
   std::vector<bool> arg_is_param;       // manifest args order
   std::vector<bool> param_is_state;     // parallel to Model::params_
   std::vector<size_t> arg_index;        // index into params_ or inputs_
@@ -340,11 +342,14 @@ struct Model::Impl {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& dir) { return open(dir, false); }
+std::unique_ptr<Model> Model::load(const std::string& dir, const Model* weights_of) {
+  return open(dir, false, weights_of);
+}
 
 void Model::verify(const std::string& dir) { (void)open(dir, true); }
 
-std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
+std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
+                                   const Model* weights_of) {
   if (dir.find('\0') != std::string::npos)
     throw Error("artifact path '" + dir.substr(0, dir.find('\0')) + "...' holds a NUL byte");
   struct stat st;
@@ -511,6 +516,24 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
   }
 
   // --- weights.safetensors -------------------------------------------------------------
+  if (weights_of) {
+    auto trains = [](const Impl& i) {
+      return std::find(i.param_is_state.begin(), i.param_is_state.end(), true) !=
+             i.param_is_state.end();
+    };
+    if (impl.device || weights_of->impl_->device || trains(impl) || trains(*weights_of->impl_))
+      throw Error(dir + ": weights are shared between inference artifacts on the host only");
+  }
+  // The buffer of `weights_of`'s param like p, or null.
+  auto shared_buffer = [&](const TensorSpec& p) -> std::shared_ptr<void> {
+    if (weights_of)
+      for (size_t j = 0; j < weights_of->params_.size(); ++j) {
+        const TensorSpec& q = weights_of->params_[j];
+        if (q.name == p.name && q.dtype == p.dtype && q.shape == p.shape)
+          return weights_of->impl_->param_bufs[j];
+      }
+    return nullptr;
+  };
   bool needWeights = false;
   for (bool state : impl.param_is_state) needWeights |= !state;
   std::unique_ptr<safetensors::Reader> readerPtr;
@@ -541,7 +564,12 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly) {
                     " but the manifest says " + p.dtype + " (" + want + ")");
       continue;
     }
-    if (t->dtype == "F32" && want == "F64") {
+    if (std::shared_ptr<void> buf = shared_buffer(p)) {
+      if (t->dtype != want && !(t->dtype == "F32" && want == "F64"))
+        throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
+                    " but the manifest says " + p.dtype + " (" + want + ")");
+      impl.param_bufs.push_back(std::move(buf));
+    } else if (t->dtype == "F32" && want == "F64") {
       // An f64 compile of an f32 model (gradient checks): widening is exact.
       std::vector<float> narrow(p.numel);
       reader.read(*t, narrow.data());

@@ -61,6 +61,13 @@ def test_trained_weights_are_loaded_by_pytorch_name(model_and_gen):
         want = other(seq, seq)[0][0, -1]
     text = gen.generate([3, 1, 4], 1, temperature=0)
     assert text == [int(torch.argmax(want))]
+    # The prefill holds the decode step's weights, not a copy: a write through one is seen
+    # by the other.
+    name = "model.transformer.h.0.attn.c_attn.weight"
+    w = gen.step.runtime.param(name)
+    assert (gen.prefill.runtime.param(name) == w).all()
+    gen.step.runtime.set_param(name, w * 2)
+    assert (gen.prefill.runtime.param(name) == w * 2).all()
     gen.load_state_dict(model.state_dict())
 
 

@@ -125,6 +125,64 @@ TEST_F(RuntimeTest, SetParamAndSaveWeights) {
   fs::remove_all(d);
 }
 
+TEST_F(RuntimeTest, WeightsSharedWithAnotherModel) {
+  // A second model loaded with the first's weights holds w in the first's buffer: not
+  // read from its own file (which here holds other values), a write seen by both.
+  fs::path d = copy_artifact("shared");
+  std::vector<float> other = {9, 9, 9, 9, 9, 9};
+  st::write((d / "weights.safetensors").string(), {{"w", "F32", {2, 3}, other.data()}});
+  auto first = gptc::rt::Model::load(dir_->string());
+  auto second = gptc::rt::Model::load(d.string(), first.get());
+  EXPECT_EQ(second->param_data("w"), first->param_data("w"));
+  std::vector<float> x(6, 0.0f), y(6);
+  float total;
+  int64_t aligned;
+  second->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  static_cast<float*>(first->param_data("w"))[0] = 50.0f;
+  second->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y[0], 50.0f);
+  first.reset();  // the buffer lives while a model holds it
+  second->run({x.data()}, {y.data(), &total, &aligned});
+  EXPECT_EQ(y[0], 50.0f);
+  // A param of another shape is its own; a training step's are never shared.
+  // A copy with w's manifest entry and kernels.cpp's signature line edited, rebuilt.
+  auto rebuilt = [&](const std::string& name, const std::string& entry,
+                     const std::string& line) {
+    fs::path c = copy_artifact(name);
+    std::string manifest = kManifest, kernels = kKernels;
+    const std::string oldEntry = "\"kind\": \"param\", \"dtype\": \"f32\", \"shape\": [2, 3]";
+    const std::string oldLine = "param f32 [2, 3] w";
+    EXPECT_NE(manifest.find(oldEntry), std::string::npos);
+    EXPECT_NE(kernels.find(oldLine), std::string::npos);
+    spit(c / "manifest.json", manifest.replace(manifest.find(oldEntry), oldEntry.size(), entry));
+    spit(c / "kernels.cpp", kernels.replace(kernels.find(oldLine), oldLine.size(), line));
+    EXPECT_EQ(compile_kernels(c), "");
+    return c;
+  };
+  fs::path e = rebuilt("shared_shape",
+                       "\"kind\": \"param\", \"dtype\": \"f32\", \"shape\": [3, 2]",
+                       "param f32 [3, 2] w");
+  st::write((e / "weights.safetensors").string(), {{"w", "F32", {3, 2}, other.data()}});
+  auto third = gptc::rt::Model::load(e.string(), second.get());
+  EXPECT_NE(third->param_data("w"), second->param_data("w"));
+  fs::path t = rebuilt("shared_state",
+                       "\"kind\": \"state\", \"dtype\": \"f32\", \"shape\": [2, 3]",
+                       "state f32 [2, 3] w");
+  auto state = gptc::rt::Model::load(t.string());
+  for (auto [dir, of] : {std::pair{t, second.get()}, std::pair{d, state.get()}}) {
+    try {
+      gptc::rt::Model::load(dir.string(), of);
+      ADD_FAILURE() << "weights shared with a training step";
+    } catch (const gptc::rt::Error& err) {
+      EXPECT_NE(std::string(err.what()).find(
+                    "weights are shared between inference artifacts on the host only"),
+                std::string::npos) << err.what();
+    }
+  }
+  for (const fs::path& p : {d, e, t}) fs::remove_all(p);
+}
+
 TEST_F(RuntimeTest, CApi) {
   gptc_model* m = gptc_model_load(dir_->c_str());
   ASSERT_NE(m, nullptr) << gptc_last_error();

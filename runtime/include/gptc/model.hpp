@@ -61,7 +61,12 @@ std::string shape_str(const std::vector<int64_t>& shape);
 class Model {
  public:
   // Loads <dir>/manifest.json, dlopens the library, reads the weights, allocates the arena.
-  static std::unique_ptr<Model> load(const std::string& dir);
+  // With `weights_of`, each param it holds under the same name, dtype and shape is its
+  // buffer, shared rather than read (the weights file's header is still checked): a
+  // generator's decode step and prefill hold the model's weights once, and a write through
+  // either is seen by both. Inference artifacts on the host only (a training step updates
+  // its params in place): Error otherwise.
+  static std::unique_ptr<Model> load(const std::string& dir, const Model* weights_of = nullptr);
   // Checks what load() checks (the manifest, that the library loads, the weights file's
   // header and every parameter's name, dtype and shape) without reading the tensors or
   // allocating the arena; throws Error with load()'s message. gptc compile runs it on
@@ -108,7 +113,8 @@ class Model {
 
  private:
   Model() = default;
-  static std::unique_ptr<Model> open(const std::string& dir, bool verifyOnly);
+  static std::unique_ptr<Model> open(const std::string& dir, bool verifyOnly,
+                                     const Model* weights_of = nullptr);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string dir_;
