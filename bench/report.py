@@ -335,7 +335,7 @@ def generate_table(name, r, link) -> list:
     hf = HF_MODELS.get(m.get("kind"))
     base = "transformers" if hf else "eager"
     eager = fig.get(base, {}).get("tokens_per_s_median")
-    model = f"{hf if hf else 'nanoGPT-style GPT'} at {generate_sizes(m)}"
+    model = f"{hf if hf else 'a nanoGPT-style GPT'} at {generate_sizes(m)}"
     batch = s.get("batch", 1)
     texts = (f"{batch} texts at once (`--batch {batch}`), each of {s['tokens']} tokens after "
              f"a one-token prompt (tokens/s counts all of them)" if batch > 1 else
