@@ -212,11 +212,17 @@ class Generator:
     def load_state_dict(self, state: dict) -> None:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
         as gptc.compile's load_state_dict; extra entries (AdamW's moments in a training
-        checkpoint, say) are left out."""
-        for program in (self.step, self.prefill):
-            names = {a.name for a in program.captured.args if a.kind == "param"}
-            program.load_state_dict({"model." + k: v for k, v in state.items()
-                                     if "model." + k in names})
+        checkpoint, say) are left out. The prefill's params that it holds in the decode
+        step's buffers (the same name, dtype and shape: Model::load's weights_of) are
+        written once, through the decode step."""
+        held = {name for name, *_ in set(self.step.runtime.params)
+                & set(self.prefill.runtime.params)}
+        for program, skip in ((self.step, set()), (self.prefill, held)):
+            names = [a.name for a in program.captured.args
+                     if a.kind == "param" and a.name not in skip]
+            wanted = set(names)
+            program.set_params({"model." + k: v for k, v in state.items()
+                                if "model." + k in wanted}, names)
 
     def set_num_threads(self, n: int) -> None:
         self.step.set_num_threads(n)

@@ -61,6 +61,12 @@ def test_trained_weights_are_loaded_by_pytorch_name(model_and_gen):
         want = other(seq, seq)[0][0, -1]
     text = gen.generate([3, 1, 4], 1, temperature=0)
     assert text == [int(torch.argmax(want))]
+    # Through the prefill too (a prompt that fills it): its logits are the loaded model's.
+    long = list(range(2, 2 + gen.prefill_len))
+    logits, _, _ = gen.prefill(torch.tensor([long]))
+    with torch.no_grad():
+        full = other(torch.tensor([long]), torch.tensor([long]))[0][0, -1]
+    assert (logits[0] - full).abs().max() < 1e-5
     # The prefill holds the decode step's weights, not a copy: a write through one is seen
     # by the other.
     name = "model.transformer.h.0.attn.c_attn.weight"
