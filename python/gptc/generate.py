@@ -213,10 +213,9 @@ class Generator:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
         as gptc.compile's load_state_dict; extra entries (AdamW's moments in a training
         checkpoint, say) are left out. The prefill's params that it holds in the decode
-        step's buffers (the same name, dtype and shape: Model::load's weights_of) are
-        written once, through the decode step."""
-        held = {name for name, *_ in set(self.step.runtime.params)
-                & set(self.prefill.runtime.params)}
+        step's buffers (Model::load's weights_of) are written once, through the decode
+        step."""
+        held = set(self.prefill.runtime.shared_params)
         for program, skip in ((self.step, set()), (self.prefill, held)):
             names = [a.name for a in program.captured.args
                      if a.kind == "param" and a.name not in skip]
@@ -279,7 +278,8 @@ class Generator:
 
     def save(self, directory: str, tokens: list | None = None) -> None:
         """The decode step as an artifact folder with the current weights, the prefill as
-        another in its prefill/ (what gptc_generator_load and gptc::rt::Generator load); with `tokens` (each
+        another in its prefill/ (what gptc_generator_load and gptc::rt::Generator load), its
+        weights file holding only what the decode step's does not; with `tokens` (each
         token's bytes, in id order) also tokens.bin (a u32 count, then each token as a u32
         length and its bytes, little-endian), the vocabulary a C program encodes and prints
         with (examples/generate.c)."""

@@ -139,6 +139,15 @@ PYBIND11_MODULE(_runtime, mod) {
                              "[(name, dtype, shape)] of the inputs, in call order")
       .def_property_readonly("results", [](const Model& m) { return spec_list(m.results()); })
       .def_property_readonly("params", [](const Model& m) { return spec_list(m.params()); })
+      .def_property_readonly(
+          "shared_params",
+          [](const Model& m) {
+            std::vector<std::string> names;
+            for (size_t i = 0; i < m.params().size(); ++i)
+              if (m.param_shared(i)) names.push_back(m.params()[i].name);
+            return names;
+          },
+          "Names of the params whose buffers are weights_of's (Model::load), in order")
       .def_property_readonly("arena_bytes", &Model::arena_bytes)
       .def(
           "run",
@@ -194,7 +203,8 @@ PYBIND11_MODULE(_runtime, mod) {
           "The address of a symbol of this model's own copy of kernels.so (0 if none), for "
           "tools that call into it with ctypes.")
       .def("save_weights", &Model::save_weights, py::arg("path"),
-           "Write all parameters to a safetensors file, atomically.")
+           "Write the parameters to a safetensors file, atomically; not the shared ones, which "
+           "are weights_of's to write.")
       .def("__repr__", [](const Model& m) {
         return "<gptc._runtime.Model '" + m.dir() + "': " + std::to_string(m.params().size()) +
                " params, " + std::to_string(m.inputs().size()) + " inputs, " +

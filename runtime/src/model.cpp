@@ -315,8 +315,10 @@ struct Model::Impl {
       host_stale[i] = 0;
     }
   }
-  // Parallel to Model::params_; shared where share_params gave another Model's.
+  // Parallel to Model::params_; shared where load's weights_of gave another Model's (those
+  // marked in param_shared).
   std::vector<std::shared_ptr<void>> param_bufs;
+  std::vector<bool> param_shared;
   std::vector<bool> arg_is_param;       // manifest args order
   std::vector<bool> param_is_state;     // parallel to Model::params_
   std::vector<size_t> arg_index;        // index into params_ or inputs_
@@ -534,20 +536,29 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
       }
     return nullptr;
   };
+  // The file may lack a state (zeros) and a param that weights_of holds (its buffer).
   bool needWeights = false;
-  for (bool state : impl.param_is_state) needWeights |= !state;
+  for (size_t i = 0; i < model->params_.size(); ++i)
+    needWeights |= !impl.param_is_state[i] && !shared_buffer(model->params_[i]);
   std::unique_ptr<safetensors::Reader> readerPtr;
   if (needWeights || std::ifstream(dir + "/" + weights).good())
     readerPtr = std::make_unique<safetensors::Reader>(dir + "/" + weights);
   for (size_t i = 0; i < model->params_.size(); ++i) {
     const TensorSpec& p = model->params_[i];
     const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
+    impl.param_shared.push_back(false);
     if (!t && impl.param_is_state[i]) {
       if (verifyOnly) continue;
       impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));
       std::memset(impl.param_bufs.back().get(), 0, p.nbytes);
       continue;
     }
+    if (!t && !verifyOnly)
+      if (std::shared_ptr<void> buf = shared_buffer(p)) {
+        impl.param_bufs.push_back(std::move(buf));
+        impl.param_shared.back() = true;
+        continue;
+      }
     safetensors::Reader& reader = *readerPtr;
     if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
     if (t->shape != p.shape)
@@ -569,6 +580,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
         throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                     " but the manifest says " + p.dtype + " (" + want + ")");
       impl.param_bufs.push_back(std::move(buf));
+      impl.param_shared.back() = true;
     } else if (t->dtype == "F32" && want == "F64") {
       // An f64 compile of an f32 model (gradient checks): widening is exact.
       std::vector<float> narrow(p.numel);
@@ -718,6 +730,13 @@ void* Model::param_data(const std::string& name) {
   return impl_->param_bufs[i].get();
 }
 
+bool Model::param_shared(size_t i) const {
+  if (i >= params_.size())
+    throw Error(dir_ + ": param_shared: index " + std::to_string(i) + " of " +
+                std::to_string(params_.size()) + " params");
+  return impl_->param_shared[i];
+}
+
 const void* Model::param_data(const std::string& name) const {
   const size_t i = param_index(params_, name, dir_);
   impl_->download_param(i, params_[i].nbytes);  // read only: the device's copy stays current
@@ -730,7 +749,8 @@ void Model::save_weights(const std::string& path) const {
   std::vector<safetensors::TensorView> views;
   for (size_t i = 0; i < params_.size(); ++i) impl_->download_param(i, params_[i].nbytes);
   for (size_t i = 0; i < params_.size(); ++i)
-    views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),
+    if (!impl_->param_shared[i])
+      views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),
                      params_[i].shape, impl_->param_bufs[i].get()});
   safetensors::write(path, views, {{"format", "pt"}});
 }

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 
 import gptc
 from conftest import REPO, generate_program, run_ok, runtime_library
@@ -148,6 +149,13 @@ def test_a_batch_writes_each_rows_text_as_batch_1_does(model_and_gen, tmp_path):
     exe = generate_program(tmp_path)
     letters = [bytes([ord("a") + i]) for i in range(CFG["vocab_size"])]
     gen3.save(str(tmp_path / "gen3"), tokens=letters)
+    # The prefill's weights file holds only what the decode step's does not: the weights
+    # are on disk once, and C loads the pair (below).
+    saved = {where: set(safe_open(str(tmp_path / "gen3" / where / "weights.safetensors"),
+                                  "np").keys()) for where in ("", "prefill")}
+    shared = set(gen3.prefill.runtime.shared_params)
+    assert shared and shared <= saved[""] and not saved["prefill"] & saved[""]
+    assert saved["prefill"] == {n for n, *_ in gen3.prefill.runtime.params} - shared
     c = subprocess.run([str(exe), str(tmp_path / "gen3"), "cab", "40", "9", "0.8", "6"],
                        capture_output=True, timeout=300)
     assert c.returncode == 0, c.stderr

@@ -166,6 +166,22 @@ TEST_F(RuntimeTest, WeightsSharedWithAnotherModel) {
   st::write((e / "weights.safetensors").string(), {{"w", "F32", {3, 2}, other.data()}});
   auto third = gptc::rt::Model::load(e.string(), second.get());
   EXPECT_NE(third->param_data("w"), second->param_data("w"));
+  EXPECT_TRUE(second->param_shared(0));
+  EXPECT_FALSE(third->param_shared(0));
+  // A shared param is its owner's to save: the second model's file leaves w out, and a
+  // folder with that file loads beside a model that holds w, not alone.
+  second->save_weights((d / "weights.safetensors").string());
+  EXPECT_EQ(st::Reader((d / "weights.safetensors").string()).find("w"), nullptr);
+  auto fourth = gptc::rt::Model::load(d.string(), second.get());
+  EXPECT_EQ(fourth->param_data("w"), second->param_data("w"));
+  EXPECT_TRUE(fourth->param_shared(0));
+  try {
+    gptc::rt::Model::load(d.string());
+    ADD_FAILURE() << "loaded without the param it shares";
+  } catch (const gptc::rt::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("missing tensor 'w'"), std::string::npos)
+        << err.what();
+  }
   fs::path t = rebuilt("shared_state",
                        "\"kind\": \"state\", \"dtype\": \"f32\", \"shape\": [2, 3]",
                        "state f32 [2, 3] w");

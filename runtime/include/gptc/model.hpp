@@ -62,10 +62,10 @@ class Model {
  public:
   // Loads <dir>/manifest.json, dlopens the library, reads the weights, allocates the arena.
   // With `weights_of`, each param it holds under the same name, dtype and shape is its
-  // buffer, shared rather than read (the weights file's header is still checked): a
-  // generator's decode step and prefill hold the model's weights once, and a write through
-  // either is seen by both. Inference artifacts on the host only (a training step updates
-  // its params in place): Error otherwise.
+  // buffer, shared rather than read (the weights file need not hold it; where it does, its
+  // header is still checked): a generator's decode step and prefill hold the model's
+  // weights once, and a write through either is seen by both. Inference artifacts on the
+  // host only (a training step updates its params in place): Error otherwise.
   static std::unique_ptr<Model> load(const std::string& dir, const Model* weights_of = nullptr);
   // Checks what load() checks (the manifest, that the library loads, the weights file's
   // header and every parameter's name, dtype and shape) without reading the tensors or
@@ -106,7 +106,12 @@ class Model {
   // them here, not by opening the artifact's file again.
   void* symbol(const std::string& name) const;
 
-  // Writes all params (manifest names, dtypes, shapes) as safetensors to `path`, atomically
+  // Whether params()[i]'s buffer is weights_of's (load); throws Error past the last param.
+  bool param_shared(size_t i) const;
+
+  // Writes the params (manifest names, dtypes, shapes) as safetensors to `path`, but for the
+  // shared ones, which are weights_of's to write (a generator's prefill/ holds only what
+  // its decode step does not, and loads beside it); atomically
   // (temp file in the same folder, fsync, rename). Waits for a run of this Model on another
   // thread to finish, so that the file never holds half of a training step's update.
   void save_weights(const std::string& path) const;
