@@ -107,7 +107,23 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
                         {1, 1, 1536, 200, false, false, true}, {1, 1, 1000, 33, false, false, true},
                         {1, 1, 40, 1030, false, false, true}, {3, 1, 64, 300, false, false, false},
                         {2, 1, 1100, 9, false, false, false}, {1, 1, 17, 3, true, false, true},
-                        {1, 1, 20, 0, false, false, true}};
+                        {1, 1, 20, 0, false, false, true},
+                        // A few rows over B transposed (a batch's decode step): each row
+                        // group's tile with tails in K and N, more rows than a pass takes
+                        // (several passes over the unit), A transposed, members, members
+                        // folded into one product (4 x 2 rows), K = 0.
+                        {1, 2, 50, 37, false, true, true}, {1, 5, 97, 300, false, true, true},
+                        {1, 8, 40, 17, false, true, true}, {1, 7, 33, 130, false, true, true},
+                        {1, 3, 16, 1, true, true, true}, {3, 4, 20, 40, false, true, false},
+                        {4, 2, 33, 24, false, true, true}, {1, 6, 15, 0, false, true, true},
+                        // A few rows over B's contiguous rows (a batch's decode step over
+                        // Conv1D weights): k blocks with a tail, runs split among the
+                        // threads, a column tail, A transposed, members, members folded
+                        // (2 x 2 rows), K = 0.
+                        {1, 2, 1100, 70, false, false, true}, {1, 5, 40, 130, false, false, true},
+                        {1, 8, 17, 200, true, false, true}, {3, 3, 64, 64, false, false, false},
+                        {2, 2, 33, 65, false, false, true}, {1, 4, 600, 0, false, false, true},
+                        {1, 7, 97, 9, false, false, true}};
   [[maybe_unused]] int split = 0;  // cases whose panel tasks split rows, over the thread counts
   [[maybe_unused]] int byRows = 0, pipelined = 0;  // cases taking those orders, likewise
 #if defined(GPTC_TILED_MATMUL)
@@ -141,7 +157,8 @@ TEST(Matmul, TiledEqualsReferenceBitForBit) {
       blocked += blocks;
       blockedTransposed += blocks && c.ta;
 #if defined(_OPENMP)
-      if (!blocks && !gptc::detail::copies_a(c.M, c.K, sam, sak)) {
+      const bool few = fM <= gptc::detail::kFewRows && (sbk == 1 || sbn == 1);
+      if (!blocks && !few && !gptc::detail::copies_a(c.M, c.K, sam, sak)) {
         const bool rows = gptc::detail::splits_rows(fbatch, fM, c.K, sak, threads);
         const bool pipe = !rows && gptc::detail::pipelines_k(c.batch, c.M, c.N, c.K, sam, sak,
                                                              nullptr, threads);

@@ -345,20 +345,31 @@ inline PanelTasks panel_tasks(int64_t batch, int64_t M, int64_t N, int64_t team)
   return best;
 }
 
-// A one-row tile (R = 1) of up to kLanes columns over a transposed B (sbk == 1: a linear
-// layer's weight, its columns B's rows Bb + j * sbn), with no panel: blocks of those rows go
-// through registers, are transposed, and each k's column is folded into the accumulator in
-// k order — the tile's fmas in the tile's order, from zero, without writing the panel and
-// reading it back. A decode step's products are one row each, and packing took most of
-// their time (bench/NOTES.md, "Generation: the decode step"); kLanes rows of B streamed at
-// a time ran about twice as fast as a panel's 2 kLanes (bench/NOTES.md, "Generation: one
-// row's products"). Each row is asked for kRowBtAhead floats (1 KB) ahead, into L2.
+// R rows (a tile of R x kLanes, R <= kBtRows) of up to kLanes columns over a transposed B
+// (sbk == 1: a linear layer's weight, its columns B's rows Bb + j * sbn), with no panel:
+// blocks of those rows go through registers, are transposed, and each k's column is folded
+// into the R accumulators in k order — the tile's fmas in the tile's order, from zero,
+// without writing the panel and reading it back. A decode step's products are a row a text,
+// and packing took most of their time (bench/NOTES.md, "Generation: the decode step");
+// kLanes rows of B streamed at a time ran about twice as fast as a panel's 2 kLanes
+// (bench/NOTES.md, "Generation: one row's products"). Each row is asked for kRowBtAhead
+// floats (1 KB) ahead, into L2.
 constexpr int64_t kRowBtAhead = 256;
-inline void matmul_row_bt(int64_t K, const float* a, int64_t sak, const float* Bb, int64_t sbn,
-                          float* C, int64_t cols) {
+#if defined(GPTC_AVX512)
+constexpr int kBtRows = 8;  // the 16 transposed vectors, 8 accumulators and a broadcast
+#else
+constexpr int kBtRows = 6;  // of 16 ymm: 8 transposed vectors, 6 accumulators, a broadcast
+#endif
+// A transposed B's products with at most kFewRows rows a member take matmul_few_rows_bt.
+constexpr int64_t kFewRows = 8;
+template <int R>
+inline void matmul_rows_bt(int64_t K, const float* A, int64_t sam, int64_t sak,
+                           const float* Bb, int64_t sbn, float* C, int64_t ldc, int64_t cols) {
   using W = TileVec;
   constexpr int64_t L = W::kLanes;
-  W::V acc = W::zero();
+  W::V acc[R];
+#pragma GCC unroll 8
+  for (int m = 0; m < R; ++m) acc[m] = W::zero();
   for (int64_t k0 = 0; k0 < K; k0 += L) {
     const int64_t nk = K - k0 < L ? K - k0 : L;
     W::V r[L];
@@ -379,12 +390,39 @@ inline void matmul_row_bt(int64_t K, const float* a, int64_t sak, const float* B
     transpose8(r);
 #endif
     for (int64_t c = 0; c < nk; ++c)  // never an fma past K: it could change a -0
-      acc = W::fma(W::broadcast(a + (k0 + c) * sak), r[c], acc);
+#pragma GCC unroll 8
+      for (int m = 0; m < R; ++m)
+        acc[m] = W::fma(W::broadcast(A + m * sam + (k0 + c) * sak), r[c], acc[m]);
   }
-  if (cols == L)
-    W::store(C, acc);
-  else
-    W::store_first(C, W::first(cols), acc);
+#pragma GCC unroll 8
+  for (int m = 0; m < R; ++m) {
+    if (cols == L)
+      W::store(C + m * ldc, acc[m]);
+    else
+      W::store_first(C + m * ldc, W::first(cols), acc[m]);
+  }
+}
+// Rows [0, M) of A by matmul_rows_bt, kBtRows at a time: the unit's rows of B, read from
+// memory by the first pass, come from L2 for the others.
+inline void matmul_few_rows_bt(int64_t M, int64_t K, const float* A, int64_t sam, int64_t sak,
+                               const float* Bb, int64_t sbn, float* C, int64_t ldc,
+                               int64_t cols) {
+  for (int64_t m0 = 0; m0 < M; m0 += kBtRows) {
+    const float* a = A + m0 * sam;
+    float* c = C + m0 * ldc;
+    switch (M - m0 < kBtRows ? M - m0 : kBtRows) {
+      case 1: matmul_rows_bt<1>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 2: matmul_rows_bt<2>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 3: matmul_rows_bt<3>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 4: matmul_rows_bt<4>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 5: matmul_rows_bt<5>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 6: matmul_rows_bt<6>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+#if defined(GPTC_AVX512)
+      case 7: matmul_rows_bt<7>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+      case 8: matmul_rows_bt<8>(K, a, sam, sak, Bb, sbn, c, ldc, cols); break;
+#endif
+    }
+  }
 }
 
 // One row of A over a B whose rows are contiguous (sbn == 1: transformers' Conv1D weight
@@ -451,14 +489,71 @@ inline void matmul_row_b(int64_t K, const float* a, int64_t sak, const float* Bb
   }
 }
 
-// The product of one row a member (M == 1) where B is transposed (matmul_row_bt, kLanes
-// columns a unit) or its rows are contiguous (matmul_row_b, each member's columns in runs of
-// about kRowRun, as many runs as threads when there is one member); the units split among
-// the threads.
+// R rows (R <= kFewRows) of A over a B whose rows are contiguous, C's `cols` columns with
+// no panel: k in blocks of kRowsKb rows; each vector of columns keeps its R sums in
+// registers through a block and in C between blocks (C[m, j] = fma(a[m, k], B[k, j],
+// C[m, j]) for k = 0..K-1 from +0: the tile's one fma chain). A block's runs are read from
+// L2: they are asked for, a contiguous run of each row, while the block before is folded.
+// A batch's decode step over transformers' Conv1D weights: a panel's 32 columns a row
+// apart streamed at about a third of the memory's pace (bench/NOTES.md, "Generation:
+// several texts at once").
+constexpr int64_t kRowsKb = 64;
+template <int R>
+inline void matmul_rows_b(int64_t K, const float* A, int64_t sam, int64_t sak,
+                          const float* Bb, int64_t sbk, float* C, int64_t ldc, int64_t cols) {
+  using W = TileVec;
+  constexpr int64_t L = W::kLanes;
+  const int64_t nv = (cols + L - 1) / L;
+  const W::Mask full = W::first(L), last = W::first(cols - (nv - 1) * L);
+  for (int m = 0; m < R; ++m)
+    for (int64_t v = 0; v < nv; ++v)
+      W::store_first(C + m * ldc + v * L, v < nv - 1 ? full : last, W::zero());
+  for (int64_t k = 0; k < K && k < kRowsKb; ++k) prefetch_row_run(Bb + k * sbk, cols);
+  for (int64_t k0 = 0; k0 < K; k0 += kRowsKb) {
+    const int64_t nk = K - k0 < kRowsKb ? K - k0 : kRowsKb;
+    const int64_t next = k0 + kRowsKb, nn = K - next < kRowsKb ? K - next : kRowsKb;
+    for (int64_t v = 0; v < nv; ++v) {
+      for (int64_t i = v * nn / nv; i < (v + 1) * nn / nv; ++i)  // the next block, spread
+        prefetch_row_run(Bb + (next + i) * sbk, cols);
+      const W::Mask mask = v < nv - 1 ? full : last;
+      W::V acc[R];
+#pragma GCC unroll 8
+      for (int m = 0; m < R; ++m) acc[m] = W::load_first(C + m * ldc + v * L, mask);
+      for (int64_t k = k0; k < k0 + nk; ++k) {
+        const W::V b = W::load_first(Bb + k * sbk + v * L, mask);
+#pragma GCC unroll 8
+        for (int m = 0; m < R; ++m)
+          acc[m] = W::fma(W::broadcast(A + m * sam + k * sak), b, acc[m]);
+      }
+#pragma GCC unroll 8
+      for (int m = 0; m < R; ++m) W::store_first(C + m * ldc + v * L, mask, acc[m]);
+    }
+  }
+}
+inline void matmul_few_rows_b(int64_t M, int64_t K, const float* A, int64_t sam, int64_t sak,
+                              const float* Bb, int64_t sbk, float* C, int64_t ldc,
+                              int64_t cols) {
+  switch (M) {
+    case 1: return matmul_rows_b<1>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 2: return matmul_rows_b<2>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 3: return matmul_rows_b<3>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 4: return matmul_rows_b<4>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 5: return matmul_rows_b<5>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 6: return matmul_rows_b<6>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 7: return matmul_rows_b<7>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 8: return matmul_rows_b<8>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+  }
+}
+
+// The product of a few rows a member where B is transposed (matmul_few_rows_bt, kLanes
+// columns a unit), or of one row where B's rows are contiguous (matmul_row_b, each member's
+// columns in runs of about kRowRun, as many runs as threads when there is one member); the
+// units split among the threads.
 constexpr int64_t kRowRun = 512;
-inline void matmul_one_row_ws(int64_t batch, int64_t N, int64_t K, const float* A, int64_t sab,
-                              int64_t sak, const float* B, int64_t sbb, int64_t sbk,
-                              int64_t sbn, float* C, const MatmulEpilogue<float>* ep) {
+inline void matmul_few_rows_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                               int64_t sab, int64_t sam, int64_t sak, const float* B,
+                               int64_t sbb, int64_t sbk, int64_t sbn, float* C,
+                               const MatmulEpilogue<float>* ep) {
   constexpr int64_t L = TileVec::kLanes;
   const bool transposed = sbk == 1;
   int64_t width = L;
@@ -472,12 +567,14 @@ inline void matmul_one_row_ws(int64_t batch, int64_t N, int64_t K, const float* 
   const int64_t runs = (N + width - 1) / width;
   GPTC_FOR_WS(u, batch * runs) {
     const int64_t b = u / runs, j0 = u % runs * width, cols = N - j0 < width ? N - j0 : width;
-    float* Ct = C + b * N + j0;
+    float* Ct = C + b * M * N + j0;
     if (transposed)
-      matmul_row_bt(K, A + b * sab, sak, B + b * sbb + j0 * sbn, sbn, Ct, cols);
-    else
+      matmul_few_rows_bt(M, K, A + b * sab, sam, sak, B + b * sbb + j0 * sbn, sbn, Ct, N, cols);
+    else if (M == 1)
       matmul_row_b(K, A + b * sab, sak, B + b * sbb + j0, sbk, Ct, cols);
-    if (ep) ep->apply(1, b * N + j0, N, j0, cols, Ct, N);
+    else
+      matmul_few_rows_b(M, K, A + b * sab, sam, sak, B + b * sbb + j0, sbk, Ct, N, cols);
+    if (ep) ep->apply(M, b * M * N + j0, N, j0, cols, Ct, N);
   }
 }
 
@@ -865,8 +962,8 @@ inline void matmul_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
   // after copying, with the copy's strides).
   int64_t fbatch = batch, fM = M, fsab = sab;
   detail::fold_batch(fbatch, fM, fsab, sam, sbb);
-  if (fM == 1 && (sbk == 1 || sbn == 1)) {  // a decode step's: no panels
-    detail::matmul_one_row_ws(fbatch, N, K, A, fsab, sak, B, sbb, sbk, sbn, C, ep);
+  if (fM <= detail::kFewRows && (sbk == 1 || sbn == 1)) {  // a decode step's
+    detail::matmul_few_rows_ws(fbatch, fM, N, K, A, fsab, sam, sak, B, sbb, sbk, sbn, C, ep);
     return;
   }
   if (detail::blocks_k(fbatch, fM, N, K, sam, sak)) {
