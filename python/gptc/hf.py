@@ -178,10 +178,20 @@ class _Attention:
 
 
 def _logits(model, idx, position_ids, cache):
-    """The logits after the last of `idx`'s tokens, [batch, vocab]."""
+    """The logits after the last of `idx`'s tokens, [batch, vocab]. Where the model's
+    forward takes `logits_to_keep`, its head runs on that last position alone (the same
+    bits: a row's logits do not depend on the other rows); a prefill otherwise computes,
+    and its arena holds, the logits of every position."""
+    keep = {"logits_to_keep": 1} if _takes_logits_to_keep(model.hf) else {}
     out = model.hf(input_ids=idx, position_ids=position_ids, past_key_values=cache,
-                   use_cache=True, return_dict=True)
+                   use_cache=True, return_dict=True, **keep)
     return out.logits[:, -1, :]
+
+
+def _takes_logits_to_keep(hf) -> bool:
+    import inspect
+    base = hf.get_base_model() if hasattr(hf, "get_base_model") else hf  # peft's wrapper
+    return "logits_to_keep" in inspect.signature(type(base).forward).parameters
 
 
 class DecodeStep(torch.nn.Module):
