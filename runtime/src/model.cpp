@@ -46,22 +46,52 @@ using EntryFn = const char* (*)(void* const*, void* const*, void*);
 
 constexpr size_t kAlign = 64;
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// Frees what aligned_buffer gave: a mapping of `mapped` bytes, or (0) a heap block.
+struct PagesDeleter {
+  size_t mapped = 0;
+  void operator()(void* p) const {
+#if defined(__linux__)
+    if (mapped) {
+      munmap(p, mapped);
+      return;
+    }
+#endif
+    std::free(p);
+  }
 };
-using AlignedBuf = std::unique_ptr<void, FreeDeleter>;
+using AlignedBuf = std::unique_ptr<void, PagesDeleter>;
 
 // 64-byte-aligned, in huge pages from 2 MB (gptc/prelude/cpu/pages.h), zero-filled, never
-// null (even for 0 bytes).
+// null (even for 0 bytes). From 2 MB on Linux, an anonymous mapping on a huge page's
+// boundary: its pages read as zero and take memory only once written, so an arena that
+// never runs (a generator's prefill, where every prompt is shorter than it) is not
+// resident, where zero-filling a heap block made it so.
 AlignedBuf aligned_buffer(size_t nbytes, const std::string& what) {
-  if (nbytes > SIZE_MAX - kAlign)
+  if (nbytes > SIZE_MAX - 2 * gptc::kHugePage)
     throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes for " + what);
   size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
   if (size == 0) size = kAlign;
+#if defined(__linux__)
+  if (size >= gptc::kHugePage) {
+    const size_t huge = gptc::kHugePage, len = (size + huge - 1) / huge * huge;
+    void* raw = mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (raw == MAP_FAILED)
+      throw Error("out of memory allocating " + std::to_string(size) + " bytes for " + what);
+    const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge;
+    const size_t head = start - reinterpret_cast<uintptr_t>(raw);
+    if (head) munmap(raw, head);
+    if (huge - head) munmap(reinterpret_cast<char*>(start) + len, huge - head);
+#if defined(MADV_HUGEPAGE)
+    if (gptc::huge_pages_on()) madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);
+#endif
+    return AlignedBuf(reinterpret_cast<void*>(start), PagesDeleter{len});
+  }
+#endif
   void* p = gptc::alloc_pages(size);
   if (!p) throw Error("out of memory allocating " + std::to_string(size) + " bytes for " + what);
   std::memset(p, 0, size);
-  return AlignedBuf(p);
+  return AlignedBuf(p, PagesDeleter{});
 }
 
 // Parses {"name", "dtype", "shape"} of one manifest tensor entry.
