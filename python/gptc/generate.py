@@ -42,6 +42,7 @@ ones, so both write the same text. The logits' bits do not depend on the thread 
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import shutil
@@ -197,8 +198,10 @@ class Generator:
     """A compiled decode step and prefill, and the loop around them; see the module's doc."""
 
     def __init__(self, step: CompiledModel, prefill: CompiledModel, *, max_len: int,
-                 vocab_size: int, n_layer: int, n_head: int, head_size: int, batch: int = 1):
+                 vocab_size: int, n_layer: int, n_head: int, head_size: int, batch: int = 1,
+                 shorter: tuple = ()):
         self.step, self.prefill = step, prefill
+        self.shorter = tuple(shorter)  # decode steps over fewer positions (shorter_lengths)
         self.batch = batch  # the texts generated side by side
         self.max_len = max_len
         self.prefill_len = max_len // 2  # the prompt tokens the prefill takes at once
@@ -210,7 +213,8 @@ class Generator:
         # them: keys transposed.
         self.k_shape = (self.n_layer, batch, self.n_head, self.head_size, max_len)
         self.v_shape = (self.n_layer, batch, self.n_head, max_len, self.head_size)
-        self._loop = load_runtime().Generator(step.runtime, prefill.runtime)
+        self._loop = load_runtime().Generator(step.runtime, prefill.runtime,
+                                              [m.runtime for m in self.shorter])
 
     def load_state_dict(self, state: dict) -> None:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
@@ -218,8 +222,8 @@ class Generator:
         checkpoint, say) are left out. The prefill's params that it holds in the decode
         step's buffers (Model::load's weights_of) are written once, through the decode
         step."""
-        held = set(self.prefill.runtime.shared_params)
-        for program, skip in ((self.step, set()), (self.prefill, held)):
+        for program in (self.step, self.prefill, *self.shorter):
+            skip = set(program.runtime.shared_params)
             names = [a.name for a in program.captured.args
                      if a.kind == "param" and a.name not in skip]
             wanted = set(names)
@@ -227,8 +231,8 @@ class Generator:
                                 if "model." + k in wanted}, names)
 
     def set_num_threads(self, n: int) -> None:
-        self.step.set_num_threads(n)
-        self.prefill.set_num_threads(n)
+        for program in (self.step, self.prefill, *self.shorter):
+            program.set_num_threads(n)
 
     def _check(self, prompt, n, temperature, top_k, top_p, vocab):
         """The prompts as lists of ids (one list for a batch of 1), and vocab; the settings
@@ -281,13 +285,19 @@ class Generator:
 
     def save(self, directory: str, tokens: list | None = None) -> None:
         """The decode step as an artifact folder with the current weights, the prefill as
-        another in its prefill/ (what gptc_generator_load and gptc::rt::Generator load), its
-        weights file holding only what the decode step's does not; with `tokens` (each
+        another in its prefill/ and the shorter decode steps in steps/LENGTH/ (what
+        gptc_generator_load and gptc::rt::Generator load), their weights files holding
+        only what the decode step's does not; with `tokens` (each
         token's bytes, in id order) also tokens.bin (a u32 count, then each token as a u32
         length and its bytes, little-endian), the vocabulary a C program encodes and prints
         with (examples/generate.c)."""
+        steps = os.path.join(directory, "steps")
+        if os.path.isdir(steps):  # a folder saved before over: none of its old steps stays
+            shutil.rmtree(steps)
         for program, where in ((self.step, directory),
-                               (self.prefill, os.path.join(directory, "prefill"))):
+                               (self.prefill, os.path.join(directory, "prefill")),
+                               *((m, os.path.join(steps, str(m.runtime.inputs[2][2][-1])))
+                                 for m in self.shorter)):
             os.makedirs(where, exist_ok=True)
             for name in ("manifest.json", "kernels.so"):
                 shutil.copyfile(os.path.join(program.artifact_dir, name),
@@ -324,7 +334,31 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
     prefill = CompiledModel(*capture_and_compile(
         prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),),
         workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"), weights_of=decode)
-    return Generator(decode, prefill, batch=batch, **sizes)
+    shorter = []
+    for length in shorter_lengths(T):
+        at = copy.copy(step)  # the same modules, over caches of `length` positions
+        at.max_len = length
+        example = ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+                   + tuple(torch.zeros(batch, H, hs, length) for _ in range(L))
+                   + tuple(torch.zeros(batch, H, length, hs) for _ in range(L)))
+        shorter.append(CompiledModel(*capture_and_compile(
+            at, example, workdir and os.path.join(workdir, f"decode-{length}"),
+            "gptc-generate-"), weights_of=decode))
+    return Generator(decode, prefill, batch=batch, shorter=shorter, **sizes)
+
+
+def shorter_lengths(max_len: int) -> list:
+    """The cache lengths of the decode steps a generator runs while its texts are short
+    (about max_len / 8, / 4 and / 2): a step reads its caches' every position, written or
+    not (at GPT-2 small's size 75 MB a text a token at 1,024 positions). Each is max_len less
+    a multiple of 32, so that the softmax's 32 partials hold the same terms as the full
+    step's but for its masked positions' zeros: the same bits (reduce.h)."""
+    out = []
+    for part in (8, 4, 2):
+        length = max_len - 32 * ((max_len - max_len // part) // 32)
+        if 32 <= length < max_len and length not in out:
+            out.append(length)
+    return out
 
 
 def _nanogpt_programs(model: nn.Module, max_len: int | None):

@@ -212,12 +212,16 @@ PYBIND11_MODULE(_runtime, mod) {
       });
 
   py::class_<gptc::rt::Generator>(mod, "Generator")
-      .def(py::init([](std::shared_ptr<Model> decode, std::shared_ptr<Model> prefill) {
-             return gptc::rt::Generator::from_models(std::move(decode), std::move(prefill));
+      .def(py::init([](std::shared_ptr<Model> decode, std::shared_ptr<Model> prefill,
+                       std::vector<std::shared_ptr<Model>> shorter) {
+             return gptc::rt::Generator::from_models(std::move(decode), std::move(prefill),
+                                                     std::move(shorter));
            }),
            py::arg("decode"), py::arg("prefill"),
-           "The runtime's generation loop (gptc/generate.hpp) over a loaded decode step and "
-           "prefill (gptc.Generator's programs, whose weights and threads it shares).")
+           py::arg("shorter") = std::vector<std::shared_ptr<Model>>{},
+           "The runtime's generation loop (gptc/generate.hpp) over a loaded decode step, "
+           "prefill and shorter decode steps (gptc.Generator's programs, whose weights and "
+           "threads it shares).")
       .def(
           "generate_batch",
           [](gptc::rt::Generator& g, const std::vector<std::vector<int64_t>>& prompts,

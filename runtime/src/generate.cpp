@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace gptc::rt {
 
 std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
-                                                  std::shared_ptr<Model> prefill) {
+                                                  std::shared_ptr<Model> prefill,
+                                                  std::vector<std::shared_ptr<Model>> shorter) {
   std::unique_ptr<Generator> g(new Generator());
   g->decode_ = std::move(decode);
   g->prefill_ = std::move(prefill);
@@ -38,9 +40,38 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
     throw Error(dir + ": the decode step and the prefill disagree on the layers");
   if (d.inputs()[0].shape[0] != g->batch_ || p.inputs()[0].shape[0] != g->batch_)
     throw Error(dir + ": the decode step and the prefill disagree on the batch");
+  // A shorter step: the full one's inputs and results but for the caches' length.
+  std::sort(shorter.begin(), shorter.end(), [](const auto& a, const auto& b) {
+    return a->inputs()[2].shape.back() < b->inputs()[2].shape.back();
+  });
+  for (const std::shared_ptr<Model>& m : shorter) {
+    const int64_t len = m->inputs().size() > 2 ? m->inputs()[2].shape.back() : 0;
+    bool alike = m->inputs().size() == d.inputs().size() &&
+                 m->results().size() == d.results().size() && len >= 1 && len < g->max_len_ &&
+                 (g->max_len_ - len) % 32 == 0 &&
+                 (g->lengths_.empty() || len > g->lengths_.back());
+    for (size_t i = 0; alike && i < d.results().size(); ++i)
+      alike = m->results()[i].shape == d.results()[i].shape;
+    for (size_t i = 0; alike && i < d.inputs().size(); ++i) {
+      std::vector<int64_t> want = d.inputs()[i].shape;
+      if (i >= 2) want[i < 2 + (size_t)g->layers_ ? 3 : 2] = len;  // keys [B, H, hs, T], values [B, H, T, hs]
+      alike = m->inputs()[i].shape == want;
+    }
+    if (!alike)
+      throw Error(m->dir() + ": not a shorter decode step of " + dir + " (its caches' length "
+                  "must be under " + std::to_string(g->max_len_) + " by a multiple of 32)");
+    g->shorter_.push_back(m);
+    g->lengths_.push_back(len);
+  }
   g->logits_.resize((size_t)(g->batch_ * g->width_));
-  g->k_.resize(p.results()[1].numel);
-  g->v_.resize(p.results()[2].numel);
+  g->cache_numel_ = (size_t)p.results()[1].numel;
+  g->k_.reset(new float[g->cache_numel_]);
+  g->v_.reset(new float[g->cache_numel_]);
+  if (!g->lengths_.empty()) {
+    g->short_numel_ = g->cache_numel_ / (size_t)g->max_len_ * (size_t)g->lengths_.back();
+    g->ks_.reset(new float[g->short_numel_]);
+    g->vs_.reset(new float[g->short_numel_]);
+  }
   g->k_row_.resize(d.results()[1].numel);
   g->v_row_.resize(d.results()[2].numel);
   g->vocab_ = g->width_;
@@ -50,7 +81,17 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
 std::unique_ptr<Generator> Generator::load(const std::string& dir) {
   // The two programs are one model's: its weights held once (a GPT-2 small's 500 MB).
   std::shared_ptr<Model> decode = Model::load(dir);
-  std::unique_ptr<Generator> g = from_models(decode, Model::load(dir + "/prefill", decode.get()));
+  std::vector<std::shared_ptr<Model>> shorter;
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir + "/steps", ec)) {
+    std::vector<std::string> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/steps", ec))
+      if (e.is_directory()) dirs.push_back(e.path().string());
+    std::sort(dirs.begin(), dirs.end());
+    for (const std::string& s : dirs) shorter.push_back(Model::load(s, decode.get()));
+  }
+  std::unique_ptr<Generator> g =
+      from_models(decode, Model::load(dir + "/prefill", decode.get()), std::move(shorter));
   std::ifstream f(dir + "/tokens.bin", std::ios::binary);
   if (f) {  // a u32 count, then each token as a u32 length and its bytes (little-endian)
     uint32_t count = 0;
@@ -73,21 +114,48 @@ std::unique_ptr<Generator> Generator::load(const std::string& dir) {
 void Generator::set_num_threads(int n) {
   decode_->set_num_threads(n);
   prefill_->set_num_threads(n);
+  for (const std::shared_ptr<Model>& m : shorter_) m->set_num_threads(n);
+}
+
+void Generator::move_caches(int64_t s, int64_t pos) {
+  // From a shorter step's layout (cur_) to a longer one's: row by row, the last first, so
+  // that within ks_ no row is written before it is read.
+  const int64_t from = length(cur_), to = length(s), rows = layers_ * batch_ * heads_;
+  float *k = ks_.get(), *v = vs_.get(), *dk = s < 0 ? k_.get() : k, *dv = s < 0 ? v_.get() : v;
+  for (int64_t r = rows - 1; r >= 0; --r) {
+    for (int64_t d = head_ - 1; d >= 0; --d) {  // keys transposed: a row a head dimension
+      const int64_t q = r * head_ + d;
+      std::memmove(dk + q * to, k + q * from, sizeof(float) * (size_t)pos);
+      std::fill(dk + q * to + pos, dk + (q + 1) * to, 0.0f);
+    }
+    std::memmove(dv + r * to * head_, v + r * from * head_, sizeof(float) * (size_t)(pos * head_));
+    std::fill(dv + (r * to + pos) * head_, dv + (r + 1) * to * head_, 0.0f);
+  }
+  cur_ = s;
 }
 
 void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>& store) {
+  if (cur_ >= 0 && pos >= length(cur_)) {  // the caches move to the next step that holds pos
+    int64_t s = cur_ + 1;
+    while (s < (int64_t)lengths_.size() && pos >= lengths_[(size_t)s]) ++s;
+    move_caches(s < (int64_t)lengths_.size() ? s : -1, pos);
+  }
+  Model& m = cur_ < 0 ? *decode_ : *shorter_[(size_t)cur_];
+  const int64_t T = length(cur_);
+  float* k = cur_ < 0 ? k_.get() : ks_.get();
+  float* v = cur_ < 0 ? v_.get() : vs_.get();
   std::vector<const void*> in = {tokens, &pos};
-  const size_t slab = (size_t)(batch_ * heads_ * head_ * max_len_);
-  for (int64_t l = 0; l < layers_; ++l) in.push_back(k_.data() + l * slab);
-  for (int64_t l = 0; l < layers_; ++l) in.push_back(v_.data() + l * slab);
-  decode_->run(in, {logits_.data(), k_row_.data(), v_row_.data()});
+  const size_t slab = (size_t)(batch_ * heads_ * head_ * T);
+  for (int64_t l = 0; l < layers_; ++l) in.push_back(k + l * slab);
+  for (int64_t l = 0; l < layers_; ++l) in.push_back(v + l * slab);
+  m.run(in, {logits_.data(), k_row_.data(), v_row_.data()});
   // The step's keys and values into the caches at `pos` (keys transposed): a row r of
   // [layers, batch, heads] each, for the texts `store` marks.
   for (int64_t r = 0; r < layers_ * batch_ * heads_; ++r) {
     if (!store[(size_t)(r / heads_ % batch_)]) continue;
     for (int64_t d = 0; d < head_; ++d) {
-      k_[(size_t)((r * head_ + d) * max_len_ + pos)] = k_row_[(size_t)(r * head_ + d)];
-      v_[(size_t)((r * max_len_ + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
+      k[(size_t)((r * head_ + d) * T + pos)] = k_row_[(size_t)(r * head_ + d)];
+      v[(size_t)((r * T + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
     }
   }
 }
@@ -97,15 +165,16 @@ void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t f
   for (const std::vector<int64_t>& t : texts)
     for (size_t i = from; i < from + (size_t)prefill_len_; ++i)
       tokens_in_.push_back(i < t.size() ? t[i] : 0);  // a finished text's: any token
-  prefill_->run({tokens_in_.data()}, {logits_.data(), k_.data(), v_.data()});
+  prefill_->run({tokens_in_.data()}, {logits_.data(), k_.get(), v_.get()});
+  cur_ = -1;
 }
 
 void Generator::clear_caches(int64_t b) {
   const size_t slab = (size_t)(heads_ * head_ * max_len_);  // one text's in one layer
   for (int64_t l = 0; l < layers_; ++l) {
     const size_t at = (size_t)(l * batch_ + b) * slab;
-    std::fill(k_.begin() + (ptrdiff_t)at, k_.begin() + (ptrdiff_t)(at + slab), 0.0f);
-    std::fill(v_.begin() + (ptrdiff_t)at, v_.begin() + (ptrdiff_t)(at + slab), 0.0f);
+    std::fill_n(k_.get() + at, slab, 0.0f);
+    std::fill_n(v_.get() + at, slab, 0.0f);
   }
 }
 
@@ -165,9 +234,14 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
         if (texts[(size_t)b].size() < P) clear_caches(b);
         else store[(size_t)b] = 0;
     }
+  } else if (!shorter_.empty()) {  // from empty caches in the shortest step's layout
+    cur_ = 0;
+    std::fill_n(ks_.get(), short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0], 0.0f);
+    std::fill_n(vs_.get(), short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0], 0.0f);
   } else {
-    std::fill(k_.begin(), k_.end(), 0.0f);
-    std::fill(v_.begin(), v_.end(), 0.0f);
+    cur_ = -1;
+    std::fill_n(k_.get(), cache_numel_, 0.0f);
+    std::fill_n(v_.get(), cache_numel_, 0.0f);
   }
   for (;;) {
     bool done = true;

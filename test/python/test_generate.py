@@ -318,3 +318,67 @@ def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):
                             str(tmp_path / "x.safetensors")], capture_output=True, text=True)
     assert short.returncode == 1 and short.stderr.strip().endswith(
         "batches.bin holds fewer batches than STEPS")
+
+
+def test_shorter_decode_steps_give_the_full_steps_bits(tmp_path):
+    """A generator of 96 positions also compiles decode steps over 32 and 64 (a step reads
+    its caches' every position, written or not) and runs them while its texts are that
+    short. Each gives the full step's logits and rows bit for bit at every position it
+    holds; the texts are the full step's alone, through the caches' moves between them, a
+    prefill among short prompts and the context shift; and a saved generator loads them
+    from steps/ in C, writing the same text."""
+    from gptc.generate import shorter_lengths
+    from gptc.locate import load_runtime
+    assert shorter_lengths(1024) == [128, 256, 512] and shorter_lengths(16) == []
+    assert shorter_lengths(1000) == [136, 264, 520]  # 1000 less a multiple of 32
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=96,
+                                  vocab_size=23, bias=True)).eval()
+    gen = gptc.compile_generate(model, batch=2)
+    assert [s.runtime.inputs[2][2][-1] for s in gen.shorter] == [32, 64]
+    rng = np.random.default_rng(0)
+    L, B, H, hs, T = 2, 2, 2, 16, 96
+    for s in gen.shorter:
+        length = s.runtime.inputs[2][2][-1]
+        for pos in (0, 1, 17, length - 1):
+            k = rng.standard_normal((L, B, H, hs, T)).astype(np.float32)
+            v = rng.standard_normal((L, B, H, T, hs)).astype(np.float32)
+            k[..., pos:], v[..., pos:, :] = 0, 0  # what the generator's caches hold there
+            fixed = [np.array([[5], [7]], np.int64), np.array([pos], np.int64)]
+            full = gen.step.runtime.run(fixed + list(k) + list(v))
+            short = s.runtime.run(fixed + [np.ascontiguousarray(c[..., :length]) for c in k]
+                                  + [np.ascontiguousarray(c[..., :length, :]) for c in v])
+            for a, b in zip(full, short):
+                assert a.tobytes() == b.tobytes(), (length, pos)
+    alone = load_runtime().Generator(gen.step.runtime, gen.prefill.runtime)
+    cases = ([[1, 2, 3], [4]], [[1] * 50, [2] * 10], [[3] * 60, [5] * 70])
+    for prompts in cases:
+        rows = gen.generate(prompts, 150, temperature=1.0, seed=3)
+        assert rows == alone.generate_batch(prompts, 150, 1.0, -1, 1.0, 3, 0), prompts
+    with pytest.raises(RuntimeError, match="not a shorter decode step of"):
+        load_runtime().Generator(gen.step.runtime, gen.prefill.runtime, [gen.step.runtime])
+
+    gen.save(str(tmp_path / "gen"))
+    assert sorted(os.listdir(tmp_path / "gen" / "steps")) == ["32", "64"]
+    (tmp_path / "two.c").write_text(r"""
+#include <gptc/runtime.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  gptc_generator* g = gptc_generator_load(argv[1]);
+  if (!g) { puts(gptc_last_error()); return 1; }
+  const int64_t a[3] = {1, 2, 3}, b[1] = {4};
+  const int64_t* rows[2] = {a, b};
+  int64_t lens[2] = {3, 1}, out[2 * 150];
+  if (gptc_generate_batch(g, rows, lens, 150, 1.0f, -1, 1.0f, 3, out) < 0) return 1;
+  for (int i = 0; i < 300; ++i) printf("%lld%c", (long long)out[i], i % 150 == 149 ? '\n' : ' ');
+  gptc_generator_free(g);
+  return 0;
+}
+""")
+    run_ok("cc", "-I", os.path.join(REPO, "runtime", "include"), "-c", str(tmp_path / "two.c"),
+           "-o", str(tmp_path / "two.o"))
+    run_ok("c++", str(tmp_path / "two.o"), runtime_library(), "-ldl", "-pthread", "-o",
+           str(tmp_path / "two"))
+    rows = gen.generate(cases[0], 150, temperature=1.0, seed=3)
+    assert run_ok(str(tmp_path / "two"), str(tmp_path / "gen")) == "".join(
+        " ".join(map(str, r)) + "\n" for r in rows)

@@ -17,16 +17,17 @@ transformers.logging.set_verbosity_error()
 V, T = 97, 32
 
 
-def hf_model(family: str):
-    """A 2-layer model of `family` from a small config, its weights from seed 0."""
+def hf_model(family: str, positions: int = T):
+    """A 2-layer model of `family` from a small config (`positions` long), its weights from
+    seed 0."""
     torch.manual_seed(0)
     small = dict(vocab_size=V, bos_token_id=0, eos_token_id=0)
     if family == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, n_positions=T,
+        cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, n_positions=positions,
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **small)
     else:
         sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=4, max_position_embeddings=T, **small)
+                     num_attention_heads=4, max_position_embeddings=positions, **small)
         cfg = {"llama": lambda: transformers.LlamaConfig(num_key_value_heads=2, **sizes),
                "phi3": lambda: transformers.Phi3Config(num_key_value_heads=2, pad_token_id=None,
                                                        **sizes),
@@ -34,15 +35,15 @@ def hf_model(family: str):
                                                          **sizes),
                "opt": lambda: transformers.OPTConfig(
                    hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
-                   max_position_embeddings=T, word_embed_proj_dim=64, dropout=0.0, **small),
+                   max_position_embeddings=positions, word_embed_proj_dim=64, dropout=0.0, **small),
                "falcon": lambda: transformers.FalconConfig(
                    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, hidden_dropout=0.0,
                    attention_dropout=0.0, **small),
                "gptj": lambda: transformers.GPTJConfig(
-                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=T, resid_pdrop=0.0,
+                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=positions, resid_pdrop=0.0,
                    embd_pdrop=0.0, attn_pdrop=0.0, **small),
                "codegen": lambda: transformers.CodeGenConfig(
-                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=T, n_ctx=T,
+                   n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=positions, n_ctx=positions,
                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **small),
                "bloom": lambda: transformers.BloomConfig(
                    hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
@@ -55,7 +56,7 @@ def hf_model(family: str):
                                                      embd_pdrop=0.0, **sizes),
                "gpt_neox": lambda: transformers.GPTNeoXConfig(hidden_dropout=0.0, **sizes),
                "gpt_bigcode": lambda: transformers.GPTBigCodeConfig(
-                   n_embd=64, n_layer=2, n_head=4, n_positions=T, resid_pdrop=0.0,
+                   n_embd=64, n_layer=2, n_head=4, n_positions=positions, resid_pdrop=0.0,
                    embd_pdrop=0.0, attn_pdrop=0.0, **small),
                }[family]()
     return transformers.AutoModelForCausalLM.from_config(cfg)
@@ -464,6 +465,23 @@ def test_hugging_face_models_generate_transformers_greedy_text(family, llama_gen
     # Past max_len the context shifts (generate.py); the text goes on.
     long = gen.generate([5, 6, 7], T + 8, temperature=0)
     assert len(long) == T + 8 and long[:T - 3] == greedy_as_transformers(hf, [5, 6, 7], T - 3)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "falcon"])
+def test_shorter_decode_steps_write_the_full_steps_text(family):
+    """A transformers model of 96 positions (GPT-2's Conv1D, LLaMA's grouped-query heads
+    through gptc's attention, Falcon's own attention code) runs decode steps over 32 and 64
+    positions while its texts are that short: the text is the full step's alone, sampled
+    past the context shift, and greedy transformers' own."""
+    from gptc.locate import load_runtime
+    hf = hf_model(family, positions=96).eval()
+    gen = gptc.compile_generate(hf, max_len=96)
+    assert [s.runtime.inputs[2][2][-1] for s in gen.shorter] == [32, 64]
+    alone = load_runtime().Generator(gen.step.runtime, gen.prefill.runtime)
+    for prompt in ([5, 6, 7], list(range(3, 53))):
+        assert gen.generate(prompt, 110, temperature=0.9, top_k=20, seed=4) == \
+            alone.generate_batch([prompt], 110, 0.9, 20, 1.0, 4, 0)[0]
+    assert gen.generate([5, 6, 7], 70, temperature=0) == greedy_as_transformers(hf, [5, 6, 7], 70)
 
 
 def test_a_hugging_face_batch_writes_each_rows_text_as_batch_1_does(llama_generator):

@@ -34,12 +34,18 @@ struct SampleSettings {
 
 class Generator {
  public:
-  // Loads DIR (the decode step), DIR/prefill and DIR/tokens.bin (when present); throws Error.
+  // Loads DIR (the decode step), DIR/prefill, the shorter decode steps in DIR/steps/*/ and
+  // DIR/tokens.bin (when present); throws Error.
   static std::unique_ptr<Generator> load(const std::string& dir);
   // The loop over a decode step and prefill already loaded (Python's gptc.Generator runs
-  // its programs through this), with no tokens.bin.
-  static std::unique_ptr<Generator> from_models(std::shared_ptr<Model> decode,
-                                                std::shared_ptr<Model> prefill);
+  // its programs through this), with no tokens.bin. `shorter`: decode steps of the same
+  // model over caches of fewer positions, which the texts run through while they are that
+  // short: a step reads its caches' every position, written or not. They give the same
+  // bits as the full step (a length of max_len less a multiple of 32: the softmax's
+  // partials then hold the same terms, the masked positions' being zeros).
+  static std::unique_ptr<Generator> from_models(
+      std::shared_ptr<Model> decode, std::shared_ptr<Model> prefill,
+      std::vector<std::shared_ptr<Model>> shorter = {});
 
   int64_t max_len() const { return max_len_; }
   int64_t batch() const { return batch_; }  // the texts it writes at once
@@ -71,14 +77,26 @@ class Generator {
   // texts[b][from .. from + max_len / 2) through the prefill (0 past a text's end).
   void prefill(const std::vector<std::vector<int64_t>>& texts, size_t from);
   // One token a text at `pos`; its keys and values stored for the texts `store` marks.
+  // Runs the shortest step whose caches hold position `pos`, moving the caches to it.
   void step(const int64_t* tokens, int64_t pos, const std::vector<char>& store);
   void clear_caches(int64_t b);  // text b's keys and values, every layer's, to zero
+  // The caches of the first `pos` positions into step s's layout (-1: the full one's, k_
+  // and v_), zero past them.
+  void move_caches(int64_t s, int64_t pos);
+  int64_t length(int64_t s) const { return s < 0 ? max_len_ : lengths_[(size_t)s]; }
   std::shared_ptr<Model> decode_, prefill_;
+  std::vector<std::shared_ptr<Model>> shorter_;  // by length, shortest first
+  std::vector<int64_t> lengths_;
+  int64_t cur_ = -1;  // the step whose layout the caches are in: shorter_'s, or -1
   std::vector<std::string> tokens_;
   int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;
   int64_t layers_ = 0, batch_ = 1, heads_ = 0, head_ = 0;
-  std::vector<float> logits_, k_, v_, k_row_, v_row_;  // logits_: [batch, width]
-  std::vector<int64_t> tokens_in_;                       // a step's or prefill's tokens
+  std::vector<float> logits_, k_row_, v_row_;  // logits_: [batch, width]
+  // The caches in the full step's layout (k_, v_) and in a shorter one's (ks_, vs_, sized
+  // for the longest), left unwritten (not resident) until a text reaches them.
+  std::unique_ptr<float[]> k_, v_, ks_, vs_;
+  size_t cache_numel_ = 0, short_numel_ = 0;  // k_'s, and ks_'s
+  std::vector<int64_t> tokens_in_;            // a step's or prefill's tokens
 };
 
 }  // namespace gptc::rt
