@@ -326,11 +326,14 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
     else:
         step, prefill, sizes = _nanogpt_programs(model, max_len)
     L, H, hs, T = sizes["n_layer"], sizes["n_head"], sizes["head_size"], sizes["max_len"]
-    example = ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
-               + tuple(torch.zeros(batch, H, hs, T) for _ in range(L))
-               + tuple(torch.zeros(batch, H, T, hs) for _ in range(L)))
+
+    def example(length):  # the caches' zeros as views of one zero: the programs keep them
+        zero = torch.zeros(())
+        return ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+                + tuple(zero.expand(batch, H, hs, length) for _ in range(L))
+                + tuple(zero.expand(batch, H, length, hs) for _ in range(L)))
     decode = CompiledModel(*capture_and_compile(
-        step, example, workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
+        step, example(T), workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
     prefill = CompiledModel(*capture_and_compile(
         prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),),
         workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"), weights_of=decode)
@@ -338,11 +341,8 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
     for length in shorter_lengths(T):
         at = copy.copy(step)  # the same modules, over caches of `length` positions
         at.max_len = length
-        example = ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
-                   + tuple(torch.zeros(batch, H, hs, length) for _ in range(L))
-                   + tuple(torch.zeros(batch, H, length, hs) for _ in range(L)))
         shorter.append(CompiledModel(*capture_and_compile(
-            at, example, workdir and os.path.join(workdir, f"decode-{length}"),
+            at, example(length), workdir and os.path.join(workdir, f"decode-{length}"),
             "gptc-generate-"), weights_of=decode))
     return Generator(decode, prefill, batch=batch, shorter=shorter, **sizes)
 
