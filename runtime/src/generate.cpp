@@ -52,9 +52,9 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
                  (g->lengths_.empty() || len > g->lengths_.back());
     for (size_t i = 0; alike && i < d.results().size(); ++i)
       alike = m->results()[i].shape == d.results()[i].shape;
-    for (size_t i = 0; alike && i < d.inputs().size(); ++i) {
-      std::vector<int64_t> want = d.inputs()[i].shape;
-      if (i >= 2) want[i < 2 + (size_t)g->layers_ ? 3 : 2] = len;  // keys [B, H, hs, T], values [B, H, T, hs]
+    for (size_t i = 0; alike && i < d.inputs().size(); ++i) {  // keys [B, H, hs, T], values
+      std::vector<int64_t> want = d.inputs()[i].shape;              // [B, H, T, hs]
+      if (i >= 2) want[i < 2 + (size_t)g->layers_ ? 3 : 2] = len;
       alike = m->inputs()[i].shape == want;
     }
     if (!alike)
