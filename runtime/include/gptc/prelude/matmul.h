@@ -360,7 +360,9 @@ constexpr int kBtRows = 8;  // the 16 transposed vectors, 8 accumulators and a b
 #else
 constexpr int kBtRows = 6;  // of 16 ymm: 8 transposed vectors, 6 accumulators, a broadcast
 #endif
-// A transposed B's products with at most kFewRows rows a member take matmul_few_rows_bt.
+// Products of at most kFewRows rows a member over a transposed B or B's contiguous rows
+// pack no panel (matmul_few_rows_ws): past 8 rows they run at about half the FMA peak, no
+// longer at the memory's pace (bench/NOTES.md, "One row's products").
 constexpr int64_t kFewRows = 8;
 template <int R>
 inline void matmul_rows_bt(int64_t K, const float* A, int64_t sam, int64_t sak,
@@ -495,8 +497,7 @@ inline void matmul_row_b(int64_t K, const float* a, int64_t sak, const float* Bb
 // C[m, j]) for k = 0..K-1 from +0: the tile's one fma chain). A block's runs are read from
 // L2: they are asked for, a contiguous run of each row, while the block before is folded.
 // A batch's decode step over transformers' Conv1D weights: a panel's 32 columns a row
-// apart streamed at about a third of the memory's pace (bench/NOTES.md, "Generation:
-// several texts at once").
+// apart streamed at about half the memory's pace (bench/NOTES.md, "One row's products").
 constexpr int64_t kRowsKb = 64;
 template <int R>
 inline void matmul_rows_b(int64_t K, const float* A, int64_t sam, int64_t sak,
