@@ -31,7 +31,9 @@ token is one decode step, whose attention spans at most max_len positions where 
 the whole block again (nanoGPT's loop) costs max_len positions of every layer. When the
 text reaches max_len the context shifts: its last max_len // 2 tokens go through the
 prefill again, from position 0 (nanoGPT instead crops to the last block_size tokens for
-every token).
+every token). A decode step's shapes are static, so it reads its caches' every position;
+while the texts are short the loop runs decode steps compiled over fewer positions
+(shorter_lengths), with the same bits.
 
 Tokens are drawn by gptc.sample (runtime/include/gptc/sample.hpp): temperature, top-k,
 top-p, from a Philox stream keyed by the seed, the n-th new token being draw n; the C
