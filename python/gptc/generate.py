@@ -221,9 +221,9 @@ class Generator:
     def load_state_dict(self, state: dict) -> None:
         """The model's parameters by PyTorch name (the programs hold them under "model."),
         as gptc.compile's load_state_dict; extra entries (AdamW's moments in a training
-        checkpoint, say) are left out. The prefill's params that it holds in the decode
-        step's buffers (Model::load's weights_of) are written once, through the decode
-        step."""
+        checkpoint, say) are left out. The params that the prefill and the shorter decode
+        steps hold in the decode step's buffers (Model::load's weights_of) are written
+        once, through the decode step."""
         for program in (self.step, self.prefill, *self.shorter):
             skip = set(program.runtime.shared_params)
             names = [a.name for a in program.captured.args

@@ -567,9 +567,12 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
     return nullptr;
   };
   // The file may lack a state (zeros) and a param that weights_of holds (its buffer).
+  std::vector<std::shared_ptr<void>> shared;
   bool needWeights = false;
-  for (size_t i = 0; i < model->params_.size(); ++i)
-    needWeights |= !impl.param_is_state[i] && !shared_buffer(model->params_[i]);
+  for (size_t i = 0; i < model->params_.size(); ++i) {
+    shared.push_back(shared_buffer(model->params_[i]));
+    needWeights |= !impl.param_is_state[i] && !shared.back();
+  }
   std::unique_ptr<safetensors::Reader> readerPtr;
   if (needWeights || std::ifstream(dir + "/" + weights).good())
     readerPtr = std::make_unique<safetensors::Reader>(dir + "/" + weights);
@@ -579,16 +582,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
     impl.param_shared.push_back(false);
     if (!t && impl.param_is_state[i]) {
       if (verifyOnly) continue;
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));
-      std::memset(impl.param_bufs.back().get(), 0, p.nbytes);
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));  // zeros
       continue;
     }
-    if (!t && !verifyOnly)
-      if (std::shared_ptr<void> buf = shared_buffer(p)) {
-        impl.param_bufs.push_back(std::move(buf));
-        impl.param_shared.back() = true;
-        continue;
-      }
+    if (!t && !verifyOnly && shared[i]) {
+      impl.param_bufs.push_back(shared[i]);
+      impl.param_shared.back() = true;
+      continue;
+    }
     safetensors::Reader& reader = *readerPtr;
     if (!t) throw Error(reader.path() + ": missing tensor '" + p.name + "' (a param of the manifest)");
     if (t->shape != p.shape)
@@ -605,11 +606,11 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
                     " but the manifest says " + p.dtype + " (" + want + ")");
       continue;
     }
-    if (std::shared_ptr<void> buf = shared_buffer(p)) {
+    if (shared[i]) {
       if (t->dtype != want && !(t->dtype == "F32" && want == "F64"))
         throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                     " but the manifest says " + p.dtype + " (" + want + ")");
-      impl.param_bufs.push_back(std::move(buf));
+      impl.param_bufs.push_back(shared[i]);
       impl.param_shared.back() = true;
     } else if (t->dtype == "F32" && want == "F64") {
       // An f64 compile of an f32 model (gradient checks): widening is exact.

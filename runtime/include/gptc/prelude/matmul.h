@@ -531,11 +531,13 @@ inline void matmul_rows_b(int64_t K, const float* A, int64_t sam, int64_t sak,
     }
   }
 }
+// Rows [0, M) of A: one row as matmul_row_b (its runs' sums in C or registers each k:
+// faster on attention's small per-head products), more by matmul_rows_b.
 inline void matmul_few_rows_b(int64_t M, int64_t K, const float* A, int64_t sam, int64_t sak,
                               const float* Bb, int64_t sbk, float* C, int64_t ldc,
                               int64_t cols) {
   switch (M) {
-    case 1: return matmul_rows_b<1>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
+    case 1: return matmul_row_b(K, A, sak, Bb, sbk, C, cols);
     case 2: return matmul_rows_b<2>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
     case 3: return matmul_rows_b<3>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
     case 4: return matmul_rows_b<4>(K, A, sam, sak, Bb, sbk, C, ldc, cols);
@@ -547,9 +549,9 @@ inline void matmul_few_rows_b(int64_t M, int64_t K, const float* A, int64_t sam,
 }
 
 // The product of a few rows a member where B is transposed (matmul_few_rows_bt, kLanes
-// columns a unit), or of one row where B's rows are contiguous (matmul_row_b, each member's
-// columns in runs of about kRowRun, as many runs as threads when there is one member); the
-// units split among the threads.
+// columns a unit) or its rows are contiguous (matmul_few_rows_b, each member's columns in
+// runs of about kRowRun, as many runs as threads when there is one member); the units
+// split among the threads.
 constexpr int64_t kRowRun = 512;
 inline void matmul_few_rows_ws(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                int64_t sab, int64_t sam, int64_t sak, const float* B,
@@ -571,8 +573,6 @@ inline void matmul_few_rows_ws(int64_t batch, int64_t M, int64_t N, int64_t K, c
     float* Ct = C + b * M * N + j0;
     if (transposed)
       matmul_few_rows_bt(M, K, A + b * sab, sam, sak, B + b * sbb + j0 * sbn, sbn, Ct, N, cols);
-    else if (M == 1)
-      matmul_row_b(K, A + b * sab, sak, B + b * sbb + j0, sbk, Ct, cols);
     else
       matmul_few_rows_b(M, K, A + b * sab, sam, sak, B + b * sbb + j0, sbk, Ct, N, cols);
     if (ep) ep->apply(M, b * M * N + j0, N, j0, cols, Ct, N);
