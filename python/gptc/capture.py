@@ -120,89 +120,149 @@ def capture_in_child(model: torch.nn.Module, example_inputs, input_names=None) -
     os.fork, CUDA initialised), GPTC_CAPTURE_IN_PROCESS is set, or the child cannot give
     its answer, this is capture() in this process.
     """
+    return captures_in_child([(model, example_inputs, input_names)])[0]
+
+
+def captures_in_child(jobs) -> list:
+    """capture_in_child of each (model, example_inputs, input_names) in `jobs`, in order.
+    Each child captures several jobs, so that torch.export's imports (about a second) are
+    paid once a child, and there is a child a processor (at most), since an export runs
+    on one: a generator captures five programs. The first job that fails raises its
+    error."""
     import pickle
     import warnings
+    jobs = [tuple(job) for job in jobs]
     if (not hasattr(os, "fork") or os.environ.get("GPTC_CAPTURE_IN_PROCESS")
             or torch.cuda.is_initialized()):
-        return capture(model, example_inputs, input_names)
-    state = {**dict(model.named_parameters(remove_duplicate=False)),
-             **dict(model.named_buffers(remove_duplicate=False))}
+        return [capture(*job) for job in jobs]
+    states = [{**dict(model.named_parameters(remove_duplicate=False)),
+               **dict(model.named_buffers(remove_duplicate=False))} for model, _, _ in jobs]
     fold.converted_ops()  # `gptc ops` once a process (cached), not once a child
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads (OpenMP's)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 0
-        try:
+    children = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1)
+    started = []  # (pid, read end, the jobs' indices)
+    try:
+        for c in range(children):
+            mine = list(range(c, len(jobs), children))
+            read_fd, write_fd = os.pipe()
+            try:
+                with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+            except BaseException:
+                os.close(read_fd)
+                os.close(write_fd)
+                raise
+            if pid == 0:  # the child: never returns
+                status = 0
+                try:
+                    os.close(read_fd)
+                    for _, other, _ in started:
+                        os.close(other)
+                    _answer([jobs[i] for i in mine], [states[i] for i in mine], write_fd)
+                except BaseException:  # noqa: BLE001
+                    status = 1
+                finally:
+                    os._exit(status)
+            os.close(write_fd)
+            started.append((pid, read_fd, mine))
+        answers = [None] * len(jobs)
+        while started:  # in order: a child's answer waits in its pipe until it is read
+            pid, read_fd, mine = started.pop(0)
+            try:
+                with os.fdopen(read_fd, "rb") as f:
+                    data = f.read()
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                raise
+            finally:
+                os.waitpid(pid, 0)
+            try:
+                for i, answer in zip(mine, pickle.loads(data)):
+                    answers[i] = answer
+            except Exception:  # the child died before answering, or its error does not
+                pass  # unpickle: its jobs are captured here
+    except BaseException:  # Ctrl-C while waiting: the children go too
+        for pid, read_fd, _ in started:
+            os.kill(pid, signal.SIGKILL)
             os.close(read_fd)
-            torch.set_num_threads(1)  # a forked OpenMP pool must not be entered
-            try:
-                c = capture(model, example_inputs, input_names)
-                refs = {}
-                for k, w in c.weights.items():
-                    ref = next((n for n, t in state.items() if _same_tensor(t.detach(), w)), None)
-                    refs[k] = ("state", ref) if ref is not None else ("tensor", w)
-                c.weights = refs
-                # The example inputs likewise: capture's clones of the parent's tensors go
-                # back as their positions (a generator's example caches are 300 MB at GPT-2
-                # small's size, 4 texts), unless the export changed them.
-                c.example_inputs = {
-                    k: ("input", i) if isinstance(example_inputs[i], torch.Tensor)
-                    and torch.equal(x, example_inputs[i]) else ("tensor", x)
-                    for i, (k, x) in enumerate(c.example_inputs.items())}
-                answer = ("ok", c)
-            except BaseException as e:  # noqa: BLE001 - re-raised in the parent
-                answer = ("error", e)
-            try:
-                data = pickle.dumps(answer)
-            except Exception:  # an error that does not pickle goes as its message; a
-                kind, value = answer  # capture that does not, as a request to redo it
-                data = pickle.dumps(("error", CaptureError(f"{type(value).__name__}: {value}"))
-                                    if kind == "error" else ("redo", None))
-            with os.fdopen(write_fd, "wb") as f:
-                f.write(data)
-        except BaseException:  # noqa: BLE001
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-    try:
-        with os.fdopen(read_fd, "rb") as f:
-            data = f.read()
-    except BaseException:  # Ctrl-C while waiting: the child goes too
-        os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
         raise
-    finally:
-        os.waitpid(pid, 0)
-    try:
-        kind, value = pickle.loads(data)
-    except Exception:  # the child died before answering, or its error does not unpickle
-        warnings.warn("gptc: the capture child process gave no answer; capturing in process")
-        return capture(model, example_inputs, input_names)
-    if kind == "redo":
-        return capture(model, example_inputs, input_names)
-    if kind == "error":
-        raise value
-    value.weights = {k: state[ref].detach() if how == "state" else ref
-                     for k, (how, ref) in value.weights.items()}
-    value.example_inputs = {k: example_inputs[ref] if how == "input" else ref
-                            for k, (how, ref) in value.example_inputs.items()}
-    return value
+    results = []
+    for job, state, answer in zip(jobs, states, answers):
+        if answer is None or answer[0] == "redo":
+            if answer is None:
+                warnings.warn("gptc: the capture child process gave no answer; capturing in "
+                              "process")
+            results.append(capture(*job))
+            continue
+        kind, value = answer
+        if kind == "error":
+            raise value
+        example_inputs = job[1]
+        value.weights = {k: state[ref].detach() if how == "state" else ref
+                         for k, (how, ref) in value.weights.items()}
+        value.example_inputs = {k: example_inputs[ref] if how == "input" else ref
+                                for k, (how, ref) in value.example_inputs.items()}
+        results.append(value)
+    return results
 
 
-def save(captured: Captured, mlir_path: str) -> str:
+def _answer(jobs, states, write_fd) -> None:
+    """A capture child's work: capture() each job and write the answers (("ok",
+    Captured), ("error", exception) or ("redo", None)) to write_fd, pickled, stopping at
+    the first error. Each weight that is one of the model's parameters or buffers goes as
+    its name, each example input as its position."""
+    import pickle
+    torch.set_num_threads(1)  # a forked OpenMP pool must not be entered
+    answers = []
+    for (model, example_inputs, input_names), state in zip(jobs, states):
+        try:
+            c = capture(model, example_inputs, input_names)
+            refs = {}
+            for k, w in c.weights.items():
+                ref = next((n for n, t in state.items() if _same_tensor(t.detach(), w)), None)
+                refs[k] = ("state", ref) if ref is not None else ("tensor", w)
+            c.weights = refs
+            # The example inputs likewise: capture's clones of the parent's tensors go
+            # back as their positions (a generator's example caches are 300 MB at GPT-2
+            # small's size, 4 texts), unless the export changed them.
+            c.example_inputs = {
+                k: ("input", i) if isinstance(example_inputs[i], torch.Tensor)
+                and torch.equal(x, example_inputs[i]) else ("tensor", x)
+                for i, (k, x) in enumerate(c.example_inputs.items())}
+            answer = ("ok", c)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the parent
+            answer = ("error", e)
+        try:
+            pickle.dumps(answer)
+        except Exception:  # an error that does not pickle goes as its message; a capture
+            kind, value = answer  # that does not, as a request to redo it
+            answer = (("error", CaptureError(f"{type(value).__name__}: {value}"))
+                      if kind == "error" else ("redo", None))
+        answers.append(answer)
+        if answer[0] == "error":
+            break
+    with os.fdopen(write_fd, "wb") as f:
+        f.write(pickle.dumps(answers))
+
+
+def save(captured: Captured, mlir_path: str, leave_out=(), inputs: bool = True) -> str:
     """Write MODEL.mlir, MODEL.safetensors (weights, each tensor's CRC-32 in the metadata:
-    gptc.checksums) and MODEL.inputs.safetensors (the example inputs, for `gptc check`)
-    beside it; returns the weights path."""
+    gptc.checksums) and MODEL.inputs.safetensors (the example inputs, for `gptc check`;
+    not with inputs=False) beside it; returns the weights path. The weights named in
+    `leave_out` are not written (another artifact holds them: `gptc compile
+    --weights-of`)."""
     from safetensors.torch import save_file
     stem = re.sub(r"\.mlir$", "", mlir_path)
     with open(mlir_path, "w") as f:
         f.write(captured.mlir)
-    weights = {k: v.detach().clone().contiguous() for k, v in captured.weights.items()}
+    weights = {k: v.detach().clone().contiguous() for k, v in captured.weights.items()
+               if k not in leave_out}
     save_file(weights, stem + ".safetensors", metadata=checksums.metadata(weights))
-    save_file({k: v.detach().clone().contiguous() for k, v in captured.example_inputs.items()},
-              stem + ".inputs.safetensors")
+    if inputs:
+        save_file({k: v.detach().clone().contiguous()
+                   for k, v in captured.example_inputs.items()}, stem + ".inputs.safetensors")
     return stem + ".safetensors"

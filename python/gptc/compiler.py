@@ -267,12 +267,8 @@ def draws_dropout(compiled: CompiledModel) -> bool:
     return any(name == "rng" and name not in user for name, _, _ in compiled.runtime.inputs)
 
 
-def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):
-    """Capture `model`, write WORKDIR/model.{mlir,safetensors,inputs.safetensors}, run
-    `gptc compile ... FLAGS` into WORKDIR/artifact; returns (captured, artifact dir,
-    temporary), temporary being the folder made here when workdir is None (the caller
-    owns it: CompiledModel removes it) and None otherwise. `check(captured)` may refuse
-    the capture before compiling."""
+def capture_job(model, example_inputs) -> tuple:
+    """(model, example inputs as a tuple, input names): what a capture takes, checked."""
     if not isinstance(model, torch.nn.Module):
         raise GptcError(f"gptc compiles a torch.nn.Module, got {type(model).__name__}")
     if isinstance(example_inputs, torch.Tensor):  # tuple() would split it along dim 0
@@ -281,16 +277,40 @@ def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=No
         raise GptcError("example_inputs must be a tuple of the model's inputs, "
                         f"got {type(example_inputs).__name__}")
     example_inputs = tuple(example_inputs)
-    captured = capture_in_child(model, example_inputs,
-                                input_names=_input_names(model, example_inputs))
+    return model, example_inputs, _input_names(model, example_inputs)
+
+
+def capture_and_compile(model, example_inputs, workdir, prefix, *flags, check=None):
+    """Capture `model`, write WORKDIR/model.{mlir,safetensors,inputs.safetensors}, run
+    `gptc compile ... FLAGS` into WORKDIR/artifact; returns (captured, artifact dir,
+    temporary), temporary being the folder made here when workdir is None (the caller
+    owns it: CompiledModel removes it) and None otherwise. `check(captured)` may refuse
+    the capture before compiling."""
+    captured = capture_in_child(*capture_job(model, example_inputs))
     if check:
         check(captured)
+    return compile_captured(captured, workdir, prefix, *flags)
+
+
+def compile_captured(captured: Captured, workdir, prefix, *flags, weights_of=None,
+                     inputs_file=True):
+    """capture_and_compile's compile, of a model captured already. `weights_of`: the
+    CompiledModel the artifact will load beside (CompiledModel's weights_of): the weights
+    it holds alike are neither written nor copied (`gptc compile --weights-of`).
+    inputs_file=False: no model.inputs.safetensors."""
     temporary = None if workdir else tempfile.mkdtemp(prefix=prefix)
     workdir = workdir or temporary
     try:
         os.makedirs(workdir, exist_ok=True)
         mlir_path = os.path.join(workdir, "model.mlir")
-        save(captured, mlir_path)
+        leave_out = set()
+        if weights_of is not None:
+            held = {(name, dtype, tuple(shape)) for name, dtype, shape in
+                    weights_of.runtime.params}
+            leave_out = {a.name for a in captured.args if a.kind == "param"
+                         and (a.name, a.dtype, tuple(a.shape)) in held}
+            flags = (*flags, "--weights-of", weights_of.artifact_dir)
+        save(captured, mlir_path, leave_out, inputs=inputs_file)
         out_dir = os.path.join(workdir, "artifact")
         try:
             run_compiler(mlir_path, out_dir, *flags)

@@ -54,7 +54,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .compiler import CompiledModel, capture_and_compile, check_int
+from .capture import captures_in_child
+from .compiler import CompiledModel, capture_job, check_int, compile_captured
 from .errors import GptcError
 from .locate import load_runtime
 
@@ -334,18 +335,30 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
         return ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
                 + tuple(zero.expand(batch, H, hs, length) for _ in range(L))
                 + tuple(zero.expand(batch, H, length, hs) for _ in range(L)))
-    decode = CompiledModel(*capture_and_compile(
-        step, example(T), workdir and os.path.join(workdir, "decode"), "gptc-generate-"))
-    prefill = CompiledModel(*capture_and_compile(
-        prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),),
-        workdir and os.path.join(workdir, "prefill"), "gptc-prefill-"), weights_of=decode)
-    shorter = []
-    for length in shorter_lengths(T):
+    lengths = shorter_lengths(T)
+    shorter_steps = []
+    for length in lengths:
         at = copy.copy(step)  # the same modules, over caches of `length` positions
         at.max_len = length
-        shorter.append(CompiledModel(*capture_and_compile(
-            at, example(length), workdir and os.path.join(workdir, f"decode-{length}"),
-            "gptc-generate-"), weights_of=decode))
+        shorter_steps.append(at)
+    # One capture child for all of them; the prefill and the shorter steps hold only the
+    # weights the decode step does not, so that they are written and read once (gptc
+    # compile --weights-of). No example inputs file: no `gptc check` runs a decode step.
+    captured = captures_in_child(
+        [capture_job(step, example(T)),
+         capture_job(prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),))]
+        + [capture_job(at, example(length)) for at, length in zip(shorter_steps, lengths)])
+    decode = CompiledModel(*compile_captured(
+        captured[0], workdir and os.path.join(workdir, "decode"), "gptc-generate-",
+        inputs_file=False))
+
+    def beside_decode(c, folder, prefix):
+        return CompiledModel(*compile_captured(
+            c, workdir and os.path.join(workdir, folder), prefix, weights_of=decode,
+            inputs_file=False), weights_of=decode)
+    prefill = beside_decode(captured[1], "prefill", "gptc-prefill-")
+    shorter = [beside_decode(c, f"decode-{length}", "gptc-generate-")
+               for c, length in zip(captured[2:], lengths)]
     return Generator(decode, prefill, batch=batch, shorter=shorter, **sizes)
 
 

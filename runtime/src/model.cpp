@@ -375,13 +375,21 @@ struct Model::Impl {
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const Model* weights_of) {
-  return open(dir, false, weights_of);
+  return open(dir, Open::Load, weights_of);
 }
 
-void Model::verify(const std::string& dir) { (void)open(dir, true); }
+void Model::verify(const std::string& dir, const std::string& weights_of) {
+  if (weights_of.empty()) {
+    (void)open(dir, Open::Verify);
+    return;
+  }
+  const std::unique_ptr<Model> holder = open(weights_of, Open::Manifest);
+  (void)open(dir, Open::Verify, nullptr, &holder->params_);
+}
 
-std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
-                                   const Model* weights_of) {
+std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model* weights_of,
+                                   const std::vector<TensorSpec>* held_elsewhere) {
+  const bool verifyOnly = how != Open::Load;
   if (dir.find('\0') != std::string::npos)
     throw Error("artifact path '" + dir.substr(0, dir.find('\0')) + "...' holds a NUL byte");
   struct stat st;
@@ -476,6 +484,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
   };
   unique({&model->params_, &model->inputs_}, "arguments");
   unique({&model->results_}, "results");
+  if (how == Open::Manifest) return model;
 
   // --- kernels.so ----------------------------------------------------------------------
   const std::string lpath = dir + "/" + library;
@@ -556,22 +565,23 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
     if (impl.device || weights_of->impl_->device || trains(impl) || trains(*weights_of->impl_))
       throw Error(dir + ": weights are shared between inference artifacts on the host only");
   }
-  // The buffer of `weights_of`'s param like p, or null.
-  auto shared_buffer = [&](const TensorSpec& p) -> std::shared_ptr<void> {
-    if (weights_of)
-      for (size_t j = 0; j < weights_of->params_.size(); ++j) {
-        const TensorSpec& q = weights_of->params_[j];
-        if (q.name == p.name && q.dtype == p.dtype && q.shape == p.shape)
-          return weights_of->impl_->param_bufs[j];
-      }
-    return nullptr;
+  // The index of a param like p (the same name, dtype and shape) in `among`, or -1.
+  auto like = [](const TensorSpec& p, const std::vector<TensorSpec>& among) -> ptrdiff_t {
+    for (size_t j = 0; j < among.size(); ++j)
+      if (among[j].name == p.name && among[j].dtype == p.dtype && among[j].shape == p.shape)
+        return static_cast<ptrdiff_t>(j);
+    return -1;
   };
-  // The file may lack a state (zeros) and a param that weights_of holds (its buffer).
+  // The file may lack a state (zeros) and a param that weights_of holds (its buffer), or,
+  // verifying, one that the artifact it will load beside holds (held_elsewhere).
   std::vector<std::shared_ptr<void>> shared;
+  std::vector<bool> elsewhere;
   bool needWeights = false;
   for (size_t i = 0; i < model->params_.size(); ++i) {
-    shared.push_back(shared_buffer(model->params_[i]));
-    needWeights |= !impl.param_is_state[i] && !shared.back();
+    const ptrdiff_t j = weights_of ? like(model->params_[i], weights_of->params_) : -1;
+    shared.push_back(j >= 0 ? weights_of->impl_->param_bufs[j] : nullptr);
+    elsewhere.push_back(held_elsewhere && like(model->params_[i], *held_elsewhere) >= 0);
+    needWeights |= !impl.param_is_state[i] && !shared.back() && !elsewhere.back();
   }
   std::unique_ptr<safetensors::Reader> readerPtr;
   if (needWeights || std::ifstream(dir + "/" + weights).good())
@@ -580,7 +590,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, bool verifyOnly,
     const TensorSpec& p = model->params_[i];
     const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
     impl.param_shared.push_back(false);
-    if (!t && impl.param_is_state[i]) {
+    if (!t && (impl.param_is_state[i] || elsewhere[i])) {
       if (verifyOnly) continue;
       impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));  // zeros
       continue;

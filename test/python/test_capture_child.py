@@ -69,6 +69,26 @@ def test_child_capture_error_is_the_same_error():
     assert str(child.value).startswith("torch.export failed")
 
 
+def test_several_captures_in_children_are_each_capture(monkeypatch):
+    """captures_in_child: three jobs, spread over two children, come back in order, each
+    capture()'s; a failing job raises its own error, whichever child ran it."""
+    from gptc.capture import captures_in_child
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    torch.manual_seed(0)
+    jobs = [(WithBuffers(), (torch.randn(n, 8),), None) for n in (3, 5, 7)]
+    for job, child in zip(jobs, captures_in_child(jobs)):
+        here = gptc.capture(*job)
+        assert child.mlir == here.mlir and child.args == here.args
+        for name, w in here.weights.items():
+            assert torch.equal(child.weights[name], w), name
+    x = torch.ones(4)
+    for at in (1, 2):
+        failing = list(jobs)
+        failing[at] = (DataDependent(), (x,), None)
+        with pytest.raises(gptc.CaptureError, match="torch.export failed"):
+            captures_in_child(failing)
+
+
 def test_training_process_never_imports_torch_export(tmp_path):
     """compile_train_step leaves torch._dynamo, sympy and networkx (and their memory)
     out of the calling process; GPTC_CAPTURE_IN_PROCESS=1 brings them back."""

@@ -382,3 +382,47 @@ int main(int argc, char** argv) {
     rows = gen.generate(cases[0], 150, temperature=1.0, seed=3)
     assert run_ok(str(tmp_path / "two"), str(tmp_path / "gen")) == "".join(
         " ".join(map(str, r)) + "\n" for r in rows)
+
+
+def test_programs_beside_the_decode_step_hold_only_their_own_weights(tmp_path):
+    """compile_generate writes and copies the model's weights once: the prefill's and the
+    shorter steps' weights files leave out what the decode step holds (gptc compile
+    --weights-of), and no program writes an example inputs file (a decode step's are its
+    caches' zeros). gptc compile checks such a program against the artifact it names: a
+    param left out and not held there, or a folder that is not an artifact, is one line."""
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
+                                  vocab_size=23, bias=True)).eval()
+    work = tmp_path / "w"
+    gen = gptc.compile_generate(model, workdir=str(work))
+    assert sorted(os.listdir(work)) == ["decode", "decode-32", "prefill"]
+    keys = lambda path: set(safe_open(str(path), "np").keys())  # noqa: E731
+    params = {n for n, *_ in gen.step.runtime.params}
+    assert keys(work / "decode" / "model.safetensors") == params
+    assert keys(work / "decode" / "artifact" / "weights.safetensors") == params
+    for folder, program in (("prefill", gen.prefill), ("decode-32", gen.shorter[0])):
+        own = {n for n, *_ in program.runtime.params} - set(program.runtime.shared_params)
+        assert program.runtime.shared_params and not own & params
+        assert keys(work / folder / "model.safetensors") == own
+        assert keys(work / folder / "artifact" / "weights.safetensors") == own
+    assert not list(work.glob("*/model.inputs.safetensors"))
+
+    def compile_prefill(*flags):
+        return subprocess.run([gptc.find_tool("gptc"), "compile", str(work / "prefill" /
+                               "model.mlir"), "-o", str(tmp_path / "p"), *flags],
+                              capture_output=True, text=True)
+    alone = compile_prefill()
+    assert alone.returncode == 1 and len(alone.stderr.splitlines()) == 1, alone.stderr
+    assert "missing tensor 'model.transformer.wte.weight'" in alone.stderr
+    nowhere = compile_prefill("--weights-of", str(tmp_path / "nowhere"))
+    assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
+    assert len(nowhere.stderr.splitlines()) == 1, nowhere.stderr
+    emit = compile_prefill("--weights-of", str(work / "decode" / "artifact"), "--emit=gpt")
+    assert emit.returncode == 2 and "--weights-of applies to an artifact" in emit.stderr
+    beside = compile_prefill("--weights-of", str(work / "decode" / "artifact"))
+    assert beside.returncode == 0, beside.stderr
+    from gptc.locate import load_runtime
+    again = load_runtime().Model(str(tmp_path / "p"), gen.step.runtime)
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6] * 4], np.int64)
+    for a, b in zip(again.run([ids]), gen.prefill.runtime.run([ids])):
+        assert a.tobytes() == b.tobytes()

@@ -182,6 +182,24 @@ TEST_F(RuntimeTest, WeightsSharedWithAnotherModel) {
     EXPECT_NE(std::string(err.what()).find("missing tensor 'w'"), std::string::npos)
         << err.what();
   }
+  // verify (gptc compile --weights-of): the folder without w checks beside an artifact
+  // whose manifest has w alike, not alone, nor beside one whose w has another shape.
+  EXPECT_NO_THROW(gptc::rt::Model::verify(d.string(), dir_->string()));
+  for (const std::string& beside : {std::string(), e.string()}) {
+    try {
+      gptc::rt::Model::verify(d.string(), beside);
+      ADD_FAILURE() << "verified without the param it shares, beside '" << beside << "'";
+    } catch (const gptc::rt::Error& err) {
+      EXPECT_NE(std::string(err.what()).find("missing tensor 'w'"), std::string::npos)
+          << err.what();
+    }
+  }
+  try {
+    gptc::rt::Model::verify(d.string(), (d / "no-such-artifact").string());
+    ADD_FAILURE() << "verified beside a folder that does not exist";
+  } catch (const gptc::rt::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("does not exist"), std::string::npos) << err.what();
+  }
   fs::path t = rebuilt("shared_state",
                        "\"kind\": \"state\", \"dtype\": \"f32\", \"shape\": [2, 3]",
                        "state f32 [2, 3] w");

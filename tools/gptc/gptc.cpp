@@ -64,7 +64,7 @@ constexpr int kUsageError = 2;
 
 namespace {
 struct CompileOptions {
-  std::string input, output, emit, weights;
+  std::string input, output, emit, weights, weightsOf;
   bool stats = false;
   mlir::gpt::PipelineOptions pipeline;
   mlir::gpt::Target target = mlir::gpt::Target::Cpu;
@@ -98,6 +98,11 @@ struct CommandLine {
       cl::value_desc("FILE"), cl::Optional, cl::sub(compileCmd), cl::sub(checkCmd),
       cl::cat(category)};
   // compile
+  cl::opt<std::string> weightsOf{
+      "weights-of",
+      cl::desc("an artifact this one loads beside (the runtime's weights_of: a generator's "
+               "decode step): the weights file may leave out its params, which are shared"),
+      cl::value_desc("DIR"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
   cl::opt<std::string> output{
       "o", cl::desc("the artifact folder; with --emit, the stage's text file (- for stdout)"),
       cl::value_desc("OUT"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
@@ -283,6 +288,7 @@ bool parseCommandLine(int argc, const char *const *argv, std::string &errors) {
 std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
   using Mode = mlir::gpt::PipelineOptions::Mode;
   opts.input = c.input, opts.output = c.output, opts.emit = c.emit, opts.weights = c.weights;
+  opts.weightsOf = c.weightsOf;
   opts.stats = c.stats;
   opts.target = c.target;
   // The GPU recomputes GELU's erf in the gradient rather than keep it: a few more operations
@@ -335,6 +341,9 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
     return "unknown stage '" + opts.emit + "' for --emit (gpt, kernels or source)";
   if (opts.emit.empty() && opts.output == "-")  // it made a folder named '-'
     return "an artifact is a folder: give one with -o (standard output takes --emit's text)";
+  if (c.weightsOf.getNumOccurrences() && (opts.weightsOf.empty() || !opts.emit.empty()))
+    return opts.weightsOf.empty() ? "--weights-of needs an artifact folder"
+                                  : "--weights-of applies to an artifact, not to --emit";
   bool same = false;  // -o the input: the input was overwritten
   if (opts.output == opts.input ||
       (!llvm::sys::fs::equivalent(opts.output, opts.input, same) && same))
@@ -496,13 +505,17 @@ int compile(const CompileOptions &opts) {
   }
   // With weights, the artifact must load: a corrupt weights file, or one of another model,
   // is this command's error rather than a later load's. (Without, it is compiled for
-  // inspection: --stats, the source.)
-  if (!weights.empty()) {
+  // inspection: --stats, the source.) With --weights-of, the params the file leaves out
+  // must be that artifact's.
+  if (!weights.empty() || !opts.weightsOf.empty()) {
     try {
-      gptc::rt::Model::verify(stage.str().str());
+      gptc::rt::Model::verify(stage.str().str(), opts.weightsOf);
     } catch (const gptc::rt::Error &e) {
-      return gptc::fail(kTool, outputPaths("the artifact does not load (weights from '" +
-                                           weights + "'): " + e.what()));
+      std::string from = weights.empty() ? "" : "weights from '" + weights + "'";
+      if (!opts.weightsOf.empty())
+        from += (from.empty() ? "" : ", ") + std::string("beside '") + opts.weightsOf + "'";
+      return gptc::fail(kTool, outputPaths("the artifact does not load (" + from + "): " +
+                                           e.what()));
     }
   }
   // One compile at a time renames into OUT (the lock on the folder), so that two at once

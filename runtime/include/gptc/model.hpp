@@ -70,8 +70,10 @@ class Model {
   // Checks what load() checks (the manifest, that the library loads, the weights file's
   // header and every parameter's name, dtype and shape) without reading the tensors or
   // allocating the arena; throws Error with load()'s message. gptc compile runs it on
-  // the artifact it wrote.
-  static void verify(const std::string& dir);
+  // the artifact it wrote. With `weights_of` (another artifact's folder: what load() will
+  // be given), a param the weights file lacks may be one of that artifact's params, the
+  // same name, dtype and shape: its manifest is read, not its library or weights.
+  static void verify(const std::string& dir, const std::string& weights_of = "");
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -118,8 +120,11 @@ class Model {
 
  private:
   Model() = default;
-  static std::unique_ptr<Model> open(const std::string& dir, bool verifyOnly,
-                                     const Model* weights_of = nullptr);
+  // How far open() goes: the manifest only, everything load() checks, or the whole load.
+  enum class Open { Manifest, Verify, Load };
+  static std::unique_ptr<Model> open(const std::string& dir, Open how,
+                                     const Model* weights_of = nullptr,
+                                     const std::vector<TensorSpec>* held_elsewhere = nullptr);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string dir_;
