@@ -13,6 +13,7 @@
 #include "ir/Signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::gpt {
 #define GEN_PASS_DEF_ADAMW
@@ -121,14 +122,32 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
       }
     Type f64 = Float64Type::get(ctx);
     auto scalarF64 = RankedTensorType::get({}, f64);
-
-    // New arguments: lr and step (inputs), then the moments (state).
     OpBuilder ab(ctx);
     auto append = [&](Type type, StringRef kind, StringRef name) {
       unsigned index = fn.getNumArguments();
       (void)fn.insertArgument(index, type, argAttrs(ab, kind, name), fn.getLoc());
       return fn.getArgument(index);
     };
+    if (accumulated < 0) {
+      fn.emitError("gpt-adamw: accumulated must be >= 0, got ") << accumulated;
+      return signalPassFailure();
+    }
+    if (accumulated > 0) {
+      // The gradients are the sums gpt-accumulate-gradients left in the grad.<p> states,
+      // over `accumulated` micro-batches, scaled by 1/N; nothing else is computed.
+      OpBuilder b(ret);
+      Builder B{b, fn.getLoc()};
+      for (Param &p : params)
+        if (p.reached) {
+          p.grad = append(fn.getArgument(p.arg).getType(), "state", "grad." + p.name);
+          if (accumulated > 1)
+            p.grad = B.mul(p.grad, B.scalar(1.0 / static_cast<double>(accumulated), elem));
+        }
+      kept.clear();
+      keptAttrs.clear();
+    }
+
+    // New arguments: lr and step (inputs), then the moments (state).
     Value lr = append(scalarF64, "input", "lr");
     Value step = append(scalarF64, "input", "step");
     SmallVector<Value> m, v;
@@ -206,6 +225,21 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
                                                               b.getStringAttr("grad_norms"))}));
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
+    if (accumulated > 0) {
+      // The forward and the backward are dead: erased, then the inputs only they read
+      // (the batch, the dropout seed), so that the program takes lr and step alone.
+      Operation *op = fn.getBody().front().getTerminator()->getPrevNode();
+      while (op) {  // last to first, so that a value's users go before it
+        Operation *before = op->getPrevNode();
+        if (op->use_empty() && isMemoryEffectFree(op))
+          op->erase();
+        op = before;
+      }
+      for (unsigned i = fn.getNumArguments(); i-- > 0;)
+        if (fn.getArgument(i).use_empty() && argKind(fn, i) &&
+            argKind(fn, i).getValue() == "input")
+          (void)fn.eraseArgument(i);
+    }
     fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
     fn.setAllResultAttrs(resultAttrs);
   }

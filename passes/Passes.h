@@ -24,7 +24,9 @@ enum class Stage { Gpt, Kernels };
 /// What to compile: the forward only, its gradients, or a whole training step.
 struct PipelineOptions {
   Stage stopAfter = Stage::Kernels;
-  enum class Mode { Forward, Gradients, Train } mode = Mode::Forward;
+  // Accumulate: gradient accumulation's micro-batch program (the gradients added into
+  // grad.<p> states, gpt-accumulate-gradients); its step is Train with adamw.accumulated.
+  enum class Mode { Forward, Gradients, Accumulate, Train } mode = Mode::Forward;
   bool promoteF64 = false; // compute in f64 (gptc check --gradcheck)
   bool fuse = true;        // gpt-fuse-elementwise (off: gptc compile -O0)
   // What the backward takes from the forward. Keep: the GELU's and LayerNorms' outputs,

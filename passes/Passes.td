@@ -131,15 +131,35 @@ def AdamW : Pass<"gpt-adamw", "mlir::func::FuncOp"> {
     argument per moment (`exp_avg.<p>`, `exp_avg_sq.<p>`, zero at first), the
     results updating each parameter and moment in place (`gpt.updates`), and a
     `grad_norms` result: each parameter's gradient norm before clipping, for
-    the gradient-flow check.
+    the gradient-flow check. With `accumulated`, the gradients come from the
+    accumulation's states instead, and the forward is dropped.
   }];
   let options = [
     Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
     Option<"weightDecay", "weight-decay", "double", "0.01", "decoupled weight decay (rank >= 2 tensors)">,
-    Option<"gradClip", "grad-clip", "double", "0.0", "max total gradient norm (0: no clipping)">
+    Option<"gradClip", "grad-clip", "double", "0.0", "max total gradient norm (0: no clipping)">,
+    Option<"accumulated", "accumulated", "int64_t", "0",
+           "0: the gradients are the gpt.grad_of results. N > 0: they are the `grad.<p>` "
+           "states that gpt-accumulate-gradients summed over N micro-batches, each scaled "
+           "by 1/N (as a loss divided by N); the function's other results, and whatever "
+           "only they read, are dropped (no forward runs)">
   ];
+}
+
+def AccumulateGradients : Pass<"gpt-accumulate-gradients", "mlir::func::FuncOp"> {
+  let summary = "Add a micro-batch's gradients into state that outlives the call";
+  let description = [{
+    Gradient accumulation's first program: consumes the `gpt.grad_of` results
+    of gpt-autodiff and adds each into a `state` argument `grad.<p>` (zero at
+    first) in place: g_acc = first ? g : g_acc + g, where `first` is a new
+    i1 scalar input (true on a step's first micro-batch, so that no zeroing
+    pass is needed and a NaN of an earlier step is not carried). The sums are
+    in micro-batch order. A parameter no gradient reaches gets no state, and
+    its zero gradient is dropped; the other results (the loss) stay.
+    gpt-adamw{accumulated=N} is the second program, over the same states.
+  }];
 }
 
 def PromoteF64 : Pass<"gpt-promote-f64", "mlir::func::FuncOp"> {

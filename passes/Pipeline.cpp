@@ -22,9 +22,12 @@ void mlir::gpt::buildPipeline(OpPassManager &pm, const PipelineOptions &options)
   // Reverse-mode gradients of the loss for every parameter.
   if (options.mode != Mode::Forward)
     pm.addNestedPass<func::FuncOp>(createAutodiff());
-  // Clipping and AdamW as IR: the step updates parameters and moments in place.
+  // Clipping and AdamW as IR: the step updates parameters and moments in place (with
+  // gradient accumulation, from the sums the micro-batch program left in state).
   if (options.mode == Mode::Train)
     pm.addNestedPass<func::FuncOp>(createAdamW(options.adamw));
+  if (options.mode == Mode::Accumulate)
+    pm.addNestedPass<func::FuncOp>(createAccumulateGradients());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.stopAfter == Stage::Gpt)

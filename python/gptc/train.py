@@ -5,6 +5,10 @@
     loss = step(x, y, lr=...)          # parameters and moments stay in the runtime
     step.save("ckpt.safetensors")      # atomic; step.load() resumes bit for bit
 
+With accumulation_steps=N, a step is two programs: one adds a micro-batch's gradients
+into states (N runs, in micro-batch order), the other applies their sum over N; the
+step takes the N micro-batches stacked along a first dimension.
+
 The gradient comes from the compiler's autodiff pass, the update from its AdamW pass;
 PyTorch only captures the model.
 """
@@ -21,7 +25,9 @@ import numpy as np
 import torch
 
 from . import checksums
-from .compiler import _NUMPY, CompiledModel, capture_and_compile, check_device, check_int
+from .capture import capture_in_child
+from .compiler import (_NUMPY, CompiledModel, capture_and_compile, capture_job, check_device,
+                       check_int, compile_captured)
 from .errors import GptcError, GradientFlowError
 
 
@@ -134,20 +140,28 @@ class TrainStep:
     """A compiled training step; see compile_train_step."""
 
     def __init__(self, captured, artifact_dir: str, optimizer: AdamW, seed: int,
-                 check_gradients: bool, temporary: str | None = None):
+                 check_gradients: bool, temporary: str | None = None,
+                 micro: CompiledModel | None = None, accumulation_steps: int = 1):
+        """`micro`: with gradient accumulation, the program that adds a micro-batch's
+        gradients into its states; artifact_dir is then the one that applies them, and
+        loads beside it (sharing the parameters and those sums)."""
         self.captured = captured
         self.optimizer = optimizer
         self.seed = int(seed)
         self.num_steps = 0
         self.check_gradients = check_gradients
-        self.model = CompiledModel(captured, artifact_dir, temporary)
+        self.accumulation_steps = accumulation_steps
+        self._micro = micro
+        self.model = CompiledModel(captured, artifact_dir, temporary, weights_of=micro)
         rt = self.model.runtime
         self._inputs = [name for name, _, _ in rt.inputs]
         self._params = [a.name for a in captured.args if a.kind == "param"]
         self._trainable = [a.name for a in captured.args if a.trainable]  # params only
         self._unreached = {a["name"] for a in self.model.manifest["args"] if a.get("no_gradient")}
         self._zero_before = set()  # trainable parameters whose last step's gradient was zero
-        self._persistent = [name for name, _, _ in rt.params]  # params and moments
+        # Params and moments; not the accumulation's sums, which live within a step.
+        sums = {n for n, _, _ in micro.runtime.params} - set(self._params) if micro else set()
+        self._persistent = [name for name, _, _ in rt.params if name not in sums]
         self._results = [name for name, _, _ in rt.results]
         self.last_grad_norms = None
         # One step, save, load or parameter read at a time: a step's number is taken and
@@ -161,12 +175,17 @@ class TrainStep:
 
     @property
     def num_kernels(self) -> int:
-        return self.model.num_kernels
+        """Kernels a step runs (with accumulation: N micro-batches' and the update's)."""
+        if self._micro is None:
+            return self.model.num_kernels
+        return self.accumulation_steps * self._micro.num_kernels + self.model.num_kernels
 
     def set_num_threads(self, n: int) -> None:
         """Threads for the kernels' parallel loops (0: one per core; at first,
         torch.get_num_threads()); results never change."""
         self.model.set_num_threads(n)
+        if self._micro is not None:
+            self._micro.set_num_threads(n)
 
     @property
     def num_threads(self) -> int:
@@ -175,16 +194,52 @@ class TrainStep:
     def __call__(self, x: torch.Tensor, y: torch.Tensor, *more: torch.Tensor,
                  lr: float | None = None) -> torch.Tensor:
         """One step on batch (x, y) (and any more inputs the model takes after them: a
-        padding mask) at learning rate `lr`; returns the loss before the update."""
+        padding mask) at learning rate `lr`; returns the loss before the update. With
+        accumulation_steps=N each input holds N micro-batches along a first dimension,
+        and the loss returned is their losses' mean."""
         lr = check_at_least("lr", self.optimizer.lr if lr is None else lr, 0.0)
         with self._lock:
             return self._step((x, y) + more, lr)
+
+    def _accumulate(self, batch: tuple, step: int) -> np.ndarray:
+        """Gradient accumulation's first half: each micro-batch's gradients added into the
+        states (the first overwrites them); returns the micro-batches' mean loss (their
+        float32 sum, in order, over N). Micro-batch i of step s draws its dropout masks
+        as step (s - 1) N + i + 1 would without accumulation."""
+        n = self.accumulation_steps
+        names = [name for name, _, _ in self._micro.runtime.inputs]
+        user = [name for name in names if name not in ("rng", "first")]
+        if len(user) != len(batch):
+            raise GptcError(f"the training step takes inputs {user}, got {len(batch)} tensors")
+        for name, t in zip(user, batch):
+            if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != n:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise GptcError(f"input '{name}' must hold {n} micro-batches along its first "
+                                f"dimension (accumulation_steps={n}), got {got}")
+        arrays = [[self._micro.input_array(name, t[i]) for i in range(n)]
+                  for name, t in zip(user, batch)]
+        total = np.float32(0)
+        for i in range(n):
+            feed = {"rng": np.array([self.seed, (step - 1) * n + i + 1], dtype=np.int64),
+                    "first": np.array(i == 0)}
+            feed.update({name: a[i] for name, a in zip(user, arrays)})
+            try:
+                outs = self._micro.runtime.run([feed[name] for name in names])
+            except (RuntimeError, ValueError) as e:
+                raise GptcError(str(e)) from None
+            loss = [o for o in outs if np.asarray(o).ndim == 0][-1]  # the last scalar
+            total = np.float32(total + np.float32(loss))
+        return np.float32(total / np.float32(n))
 
     def _step(self, batch: tuple, lr: float) -> torch.Tensor:
         step = self.num_steps + 1
         feed = {"rng": np.array([self.seed, step], dtype=np.int64),
                 "lr": np.array(lr, dtype=np.float64),
                 "step": np.array(float(step), dtype=np.float64)}
+        mean = None
+        if self._micro is not None:  # the micro-batches' sums first; the update takes none
+            mean = self._accumulate(batch, step)
+            batch = ()
         user = [n for n in self._inputs if n not in feed]
         if len(user) != len(batch):
             raise GptcError(f"the training step takes inputs {user}, got {len(batch)} tensors")
@@ -212,6 +267,8 @@ class TrainStep:
                 raise GradientFlowError(f"{e}; the step was not applied (parameters, "
                                         f"moments and the step count are as before it)") from None
         self.num_steps = step
+        if mean is not None:
+            return torch.from_numpy(np.asarray(mean))
         loss = [o for n, o in results.items() if n != "grad_norms" and np.asarray(o).ndim == 0]
         return torch.from_numpy(np.asarray(loss[-1]))
 
@@ -327,7 +384,7 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
                        grad_clip: float | None = 1.0, seed: int = 0,
                        check_gradients: bool = False, fuse: bool = True,
                        sanitize: bool = False, workdir: str | None = None,
-                       device: str = "cpu") -> TrainStep:
+                       device: str = "cpu", accumulation_steps: int = 1) -> TrainStep:
     """Compile one training step of `model` (in its current train/eval mode) for the CPU.
 
     `example_inputs` is (x, y) shaped like every later batch; the model must return its
@@ -348,6 +405,13 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     "cuda-emulated" builds the same CUDA kernels for the CPU, under the GPU's emulation
     (gptc compile --target, docs/architecture.md): the GPU's code path where there is none.
     Inputs may be torch tensors on any device (they are copied).
+
+    accumulation_steps=N > 1 (gradient accumulation, nanoGPT's
+    gradient_accumulation_steps; the CPU only): example_inputs are one micro-batch, and
+    each step takes N of them stacked along a new first dimension, adds their gradients
+    in order and applies the sum over N (the gradients of the micro-batches' mean loss,
+    as nanoGPT's loss / N), with the activations of one micro-batch at a time. It
+    returns the micro-batches' mean loss.
     """
     device = check_device(device)
     optimizer = AdamW() if optimizer is None else optimizer
@@ -358,6 +422,22 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     if grad_clip is not None:  # 0: no clipping (a negative clip silently meant the same)
         check_at_least("grad_clip", grad_clip, 0.0)
     seed = check_int("seed", seed, INT64_MIN, INT64_MAX)  # else an OverflowError at step 1
+    accumulation_steps = check_int("accumulation_steps", accumulation_steps, 1, 1 << 20)
+    if accumulation_steps > 1:
+        if device != "cpu":
+            raise GptcError(f"gradient accumulation (accumulation_steps={accumulation_steps}) "
+                            f"runs on the CPU only, not on device {device!r}")
+        captured = capture_in_child(*capture_job(model, example_inputs))
+        _has_loss(captured)
+        common = [*([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else [])]
+        at = (lambda name: os.path.join(workdir, name)) if workdir else (lambda name: None)
+        micro = CompiledModel(*compile_captured(captured, at("micro"), "gptc-train-",
+                                                "--accumulate", *common))
+        _, out_dir, temporary = compile_captured(
+            captured, at("step"), "gptc-train-", *_flags(optimizer, grad_clip),
+            f"--accumulated={accumulation_steps}", *common, weights_of=micro)
+        return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary,
+                         micro=micro, accumulation_steps=accumulation_steps)
     captured, out_dir, temporary = capture_and_compile(
         model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
         *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []), f"--target={device}",

@@ -557,14 +557,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
   }
 
   // --- weights.safetensors -------------------------------------------------------------
-  if (weights_of) {
-    auto trains = [](const Impl& i) {
-      return std::find(i.param_is_state.begin(), i.param_is_state.end(), true) !=
-             i.param_is_state.end();
-    };
-    if (impl.device || weights_of->impl_->device || trains(impl) || trains(*weights_of->impl_))
-      throw Error(dir + ": weights are shared between inference artifacts on the host only");
-  }
+  if (weights_of && (impl.device || weights_of->impl_->device))
+    throw Error(dir + ": weights are shared between artifacts on the host only");
   // The index of a param like p (the same name, dtype and shape) in `among`, or -1.
   auto like = [](const TensorSpec& p, const std::vector<TensorSpec>& among) -> ptrdiff_t {
     for (size_t j = 0; j < among.size(); ++j)
@@ -590,14 +584,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     const TensorSpec& p = model->params_[i];
     const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
     impl.param_shared.push_back(false);
-    if (!t && (impl.param_is_state[i] || elsewhere[i])) {
-      if (verifyOnly) continue;
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));  // zeros
-      continue;
-    }
     if (!t && !verifyOnly && shared[i]) {
       impl.param_bufs.push_back(shared[i]);
       impl.param_shared.back() = true;
+      continue;
+    }
+    if (!t && (impl.param_is_state[i] || elsewhere[i])) {
+      if (verifyOnly) continue;
+      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));  // zeros
       continue;
     }
     safetensors::Reader& reader = *readerPtr;

@@ -140,6 +140,16 @@ struct CommandLine {
                       cl::desc("compile one training step: gradients, clipping, AdamW (inputs "
                                "lr and step; parameters and moments updated in place)"),
                       cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<bool> accumulate{
+      "accumulate",
+      cl::desc("gradient accumulation's micro-batch program: the loss's gradients added into "
+               "states grad.<param> (input first: true on a step's first micro-batch)"),
+      cl::Optional, cl::sub(compileCmd), cl::cat(category)};
+  cl::opt<std::string> accumulated{
+      "accumulated",
+      cl::desc("(--train) a step that applies the gradients N micro-batches of an "
+               "--accumulate program summed into its grad.<param> states, each over N"),
+      cl::value_desc("N"), cl::Optional, cl::sub(compileCmd), cl::cat(category)};
   cl::opt<std::string> beta1{"beta1", cl::desc("AdamW's beta1 (--train)"), cl::value_desc("B"), cl::Optional, cl::sub(compileCmd),
                         cl::cat(category)};
   cl::opt<std::string> beta2{"beta2", cl::desc("AdamW's beta2 (--train)"), cl::value_desc("B"), cl::Optional, cl::sub(compileCmd),
@@ -304,6 +314,8 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
     opts.pipeline.mode = Mode::Train;
   else if (c.grad)
     opts.pipeline.mode = Mode::Gradients;
+  else if (c.accumulate)
+    opts.pipeline.mode = Mode::Accumulate;
   opts.pipeline.fuse = !c.o0;
   if (c.sanitize)
     opts.pipeline.redzone = 128;
@@ -314,9 +326,19 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
                               std::pair{&c.gradClip, &adamw.gradClip}})
     if (std::string err = readNumber(*option, *into); !err.empty())
       return err;
+  if (std::string err = readNumber(c.accumulated, adamw.accumulated); !err.empty())
+    return err;
   // Combinations that meant nothing, or one thing silently: the last flag won.
   if (c.train && c.grad)
     return "--train and --grad exclude each other (a training step computes the gradients)";
+  if (c.accumulate && (c.train || c.grad))
+    return "--accumulate excludes --train and --grad (its step is --train --accumulated N)";
+  if (c.accumulated.getNumOccurrences() && !c.train)
+    return "--accumulated applies to a training step only (add --train)";
+  if (c.accumulated.getNumOccurrences() && adamw.accumulated < 1)
+    return "--accumulated must be at least 1, got " + c.accumulated.getValue();
+  if ((c.accumulate || c.accumulated.getNumOccurrences()) && c.target != mlir::gpt::Target::Cpu)
+    return "gradient accumulation (--accumulate, --accumulated) is built for the CPU only";
   if (c.o0 && c.o3)
     return "-O0 and -O3 exclude each other";
   if (!c.train)

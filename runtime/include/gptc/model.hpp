@@ -64,8 +64,9 @@ class Model {
   // With `weights_of`, each param it holds under the same name, dtype and shape is its
   // buffer, shared rather than read (the weights file need not hold it; where it does, its
   // header is still checked): a generator's decode step and prefill hold the model's
-  // weights once, and a write through either is seen by both. Inference artifacts on the
-  // host only (a training step updates its params in place): Error otherwise.
+  // weights once, and a write through either is seen by both. States are shared alike
+  // (gradient accumulation's two programs share the params and the summed gradients).
+  // On the host only: Error otherwise.
   static std::unique_ptr<Model> load(const std::string& dir, const Model* weights_of = nullptr);
   // Checks what load() checks (the manifest, that the library loads, the weights file's
   // header and every parameter's name, dtype and shape) without reading the tensors or

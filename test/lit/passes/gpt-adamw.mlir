@@ -48,3 +48,22 @@ func.func @step(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %b: te
 func.func @unreached(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %u: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "u"}, %gw: tensor<4x4xf32>, %gu: tensor<4x4xf32>, %loss: tensor<f32>) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.grad_of = "w"}, tensor<4x4xf32> {gpt.grad_of = "u", gpt.no_gradient}) {
   return %loss, %gw, %gu : tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// RUN: gptc-opt %s --pass-pipeline="builtin.module(func.func(gpt-adamw{accumulated=4 grad-clip=1.0}))" | FileCheck %s --check-prefix=ACC
+// With accumulated=N the gradients are the grad.<p> states over N, the first thing
+// computed (so the norms and the clipping see the scaled sums, as PyTorch's after a
+// loss divided by N); the loss, the forward (here its product and sum) and the inputs
+// only the forward read (x) are gone.
+// ACC-LABEL: func.func @forward_too
+// ACC-SAME: (%arg0: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %arg1: tensor<4x4xf32>, %[[ACC:[a-z0-9]+]]: tensor<4x4xf32> {gpt.kind = "state", gpt.name = "grad.w"}, %{{.*}}: tensor<f64> {gpt.kind = "input", gpt.name = "lr"}
+// ACC-SAME: -> (tensor<4x4xf32> {gpt.name = "w", gpt.updates = "w"}, tensor<4x4xf32> {gpt.name = "exp_avg.w", gpt.updates = "exp_avg.w"}, tensor<4x4xf32> {gpt.name = "exp_avg_sq.w", gpt.updates = "exp_avg_sq.w"}, tensor<1xf32> {gpt.name = "grad_norms"})
+// ACC-NEXT: %[[QUARTER:.*]] = gpt.constant dense<2.500000e-01> : tensor<f32>
+// ACC-NEXT: %[[G:.*]] = gpt.mul %[[ACC]], %[[QUARTER]]
+// ACC-NEXT: gpt.mul %[[G]], %[[G]]
+// ACC-NOT: %arg1
+// ACC: return
+func.func @forward_too(%w: tensor<4x4xf32> {gpt.kind = "param", gpt.name = "w"}, %x: tensor<4x4xf32> {gpt.kind = "input", gpt.name = "x"}, %gw: tensor<4x4xf32>) -> (tensor<f32> {gpt.name = "loss"}, tensor<4x4xf32> {gpt.grad_of = "w"}) {
+  %0 = gpt.mul %w, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = gpt.reduce_sum %0 {dims = array<i64: 0, 1>, keepdim = false, order = #gpt.order<canonical>} : (tensor<4x4xf32>) -> tensor<f32>
+  return %1, %gw : tensor<f32>, tensor<4x4xf32>
+}
