@@ -109,7 +109,7 @@ def build_parser():
     opt(t, "--weight-decay", type=float, default=0.1)
     opt(t, "--grad-clip", type=float, default=1.0)
     opt(t, "--gradient-accumulation-steps", type=int, default=1,
-        help="only 1: a gptc step is one batch")
+        help="micro-batches of --batch a step, their gradients summed (nanoGPT's)")
     opt(t, "--seed", type=int, default=1337)
     opt(t, "--threads", type=int, default=None,
         help="threads for gptc's kernels and torch's (default: every core this process may "
@@ -142,9 +142,6 @@ def parse_args(argv=None):
     args.notes = configurator.ignored_notes(args)
     if args.init_from == "resume" and args.resume is None:
         args.resume = ""
-    if args.gradient_accumulation_steps != 1:
-        ap.error("--gradient-accumulation-steps must be 1: a gptc training step is one batch; "
-                 "raise --batch instead")
     if args.lr_decay_iters is None:
         args.lr_decay_iters = args.iters
     if args.threads is None:
@@ -152,7 +149,7 @@ def parse_args(argv=None):
     if args.tokenizer is None:
         args.tokenizer = "bpe" if args.corpus == "multilingual" and not args.data else "char"
     for name in ("n_layer", "n_head", "n_embd", "block_size", "batch", "eval_interval",
-                 "eval_batches", "threads", "lang_chars"):
+                 "eval_batches", "threads", "lang_chars", "gradient_accumulation_steps"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
@@ -502,7 +499,8 @@ def main(argv=None):
         model.train(), (x0, y0),
         optimizer=gptc.AdamW(lr=args.lr, betas=(args.beta1, args.beta2),
                              weight_decay=args.weight_decay, eps=1e-8),
-        grad_clip=args.grad_clip, seed=args.seed)
+        grad_clip=args.grad_clip, seed=args.seed,
+        accumulation_steps=args.gradient_accumulation_steps)
     t1 = time.perf_counter()
     eval_fwd = gptc.compile(model.eval(), eval_sets["train"][0])
     for compiled in (step, eval_fwd):
@@ -522,7 +520,8 @@ def main(argv=None):
         print(f"resumed from {resume_path} at iteration {step.num_steps}")
     start = step.num_steps
     # Replay the batch generator so a resumed run sees the batches of an uninterrupted one.
-    for _ in range(min(start, args.iters)):
+    accum = args.gradient_accumulation_steps
+    for _ in range(min(start, args.iters) * accum):
         get_batch(train_data, args.batch, args.block_size, gen)
 
     rows = read_csv_rows(csv_path, start) if resume_path is not None else []
@@ -564,7 +563,7 @@ def main(argv=None):
         record(losses, start)
 
     # --- training loop ------------------------------------------------------------------
-    tokens_per_step = args.batch * args.block_size
+    tokens_per_step = args.batch * args.block_size * accum
     stop = StopRequest()
     bar = progress(args.iters, start)
     t_train = time.perf_counter()
@@ -573,6 +572,10 @@ def main(argv=None):
         for it in range(start, args.iters):
             lr = get_lr(it, args)
             x, y = get_batch(train_data, args.batch, args.block_size, gen)
+            if accum > 1:  # the step takes its micro-batches stacked, each drawn in turn
+                micro = [(x, y)] + [get_batch(train_data, args.batch, args.block_size, gen)
+                                    for _ in range(accum - 1)]
+                x, y = torch.stack([m[0] for m in micro]), torch.stack([m[1] for m in micro])
             ts = time.perf_counter()
             loss = float(step(x, y, lr=lr))
             dt = time.perf_counter() - ts
