@@ -310,6 +310,17 @@ def test_model_file_trains_and_samples(tmp_path):
 
 # -- Ctrl-C, resume, sampling ----------------------------------------------------------------
 
+def assert_same_runs(a, b):
+    """Two runs' checkpoints are equal bit for bit, and so are their CSVs."""
+    from safetensors.numpy import load_file
+    ca, cb = load_file(str(a / "ckpt.safetensors")), load_file(str(b / "ckpt.safetensors"))
+    assert ca.keys() == cb.keys() and len(ca) > 10
+    for name in ca:
+        assert ca[name].tobytes() == cb[name].tobytes(), name
+    for name in ("train.csv", "eval.csv"):
+        assert (a / name).read_text() == (b / name).read_text(), name
+
+
 def test_sigint_keeps_a_checkpoint_and_resume_is_bitwise(tmp_path):
     """Ctrl-C stops after the current step and saves it; --resume from there gives, bit
     for bit, the parameters, moments, losses and evaluations of an uninterrupted run."""
@@ -344,20 +355,13 @@ def test_sigint_keeps_a_checkpoint_and_resume_is_bitwise(tmp_path):
     whole = subprocess.run(cmd + ["--out", str(tmp_path / "b"), "--iters", str(n)],
                            capture_output=True, text=True, env=ENV, timeout=300)
     assert whole.returncode == 0, whole.stderr[-2000:]
-    a = load_file(str(tmp_path / "a" / "ckpt.safetensors"))
-    b = load_file(str(tmp_path / "b" / "ckpt.safetensors"))
-    assert a.keys() == b.keys() and len(a) > 10
-    for name in a:
-        assert a[name].tobytes() == b[name].tobytes(), name
-    for name in ("train.csv", "eval.csv"):
-        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text(), name
+    assert_same_runs(tmp_path / "a", tmp_path / "b")
 
 
 def test_gradient_accumulation_trains_and_resumes_bitwise(tmp_path):
     """--gradient-accumulation-steps 3 (nanoGPT's): each iteration takes three batches in
     turn (the train.csv counts iterations) and the run learns; stopped after 2 iterations
     and resumed to 4, it ends with an uninterrupted run's checkpoint, bit for bit."""
-    from safetensors.numpy import load_file
     text = tmp_path / "text.txt"
     text.write_text("".join(f"line {i}: the {i % 7} quick foxes.\n" for i in range(400)))
     cmd = [sys.executable, os.path.join(REPO, "examples", "train.py"), *SMALL, "--data",
@@ -373,13 +377,7 @@ def test_gradient_accumulation_trains_and_resumes_bitwise(tmp_path):
     with open(tmp_path / "b" / "eval.csv") as f:
         val = [r for r in csv.DictReader(f) if r["split"] == "val"]
     assert float(val[-1]["loss"]) < float(val[-1]["twin_loss"])
-    a = load_file(str(tmp_path / "a" / "ckpt.safetensors"))
-    b = load_file(str(tmp_path / "b" / "ckpt.safetensors"))
-    assert a.keys() == b.keys() and len(a) > 10
-    for name in a:
-        assert a[name].tobytes() == b[name].tobytes(), name
-    for name in ("train.csv", "eval.csv"):
-        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text(), name
+    assert_same_runs(tmp_path / "a", tmp_path / "b")
 
 
 @needs_fortunes
