@@ -147,7 +147,7 @@ static bool compileOne(const DialectRegistry &registry, const std::string &path,
 }
 
 using Mode = gpt::PipelineOptions::Mode;
-static const Mode kModes[] = {Mode::Forward, Mode::Gradients, Mode::Train};
+static const Mode kModes[] = {Mode::Forward, Mode::Gradients, Mode::Accumulate, Mode::Train};
 
 #if defined(GPTC_LIBFUZZER)
 // gptc's code and the LLVM templates it instantiates are instrumented, libMLIR is not: a
