@@ -267,10 +267,23 @@ def draws_dropout(compiled: CompiledModel) -> bool:
     return any(name == "rng" and name not in user for name, _, _ in compiled.runtime.inputs)
 
 
+def check_float_dtypes(model: torch.nn.Module, what: str = "gptc") -> None:
+    """Refuse, in one line naming the first, a model with a half-precision parameter or
+    buffer: its kernels are float32 (and float64) only, and a bf16 model otherwise failed
+    deep in the compiler ("unsupported argument type") or in torch.export."""
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, t in named:
+            if t.dtype in (torch.bfloat16, torch.float16):
+                raise GptcError(f"{what}: {kind} '{name}' is {t.dtype}; gptc's kernels are "
+                                "float32 (bf16 and f16 compile to its dialect only): convert "
+                                "the model with .float() first")
+
+
 def capture_job(model, example_inputs) -> tuple:
     """(model, example inputs as a tuple, input names): what a capture takes, checked."""
     if not isinstance(model, torch.nn.Module):
         raise GptcError(f"gptc compiles a torch.nn.Module, got {type(model).__name__}")
+    check_float_dtypes(model)
     if isinstance(example_inputs, torch.Tensor):  # tuple() would split it along dim 0
         example_inputs = (example_inputs,)
     if not isinstance(example_inputs, (tuple, list)):

@@ -55,7 +55,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import captures_in_child
-from .compiler import CompiledModel, capture_job, check_int, compile_captured
+from .compiler import (CompiledModel, capture_job, check_float_dtypes, check_int,
+                       compile_captured)
 from .errors import GptcError
 from .locate import load_runtime
 
@@ -322,6 +323,8 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
     default its max_position_embeddings, at most 1024)."""
     from . import hf
     batch = check_int("compile_generate: batch", batch, 1, 4096)
+    if isinstance(model, nn.Module):
+        check_float_dtypes(model, "compile_generate")
     if model.training:
         model = model.eval()
     if hf.is_transformers_model(model):

@@ -256,3 +256,24 @@ def test_a_bare_tensor_is_one_example_input(tmp_path):
     with pytest.raises(gptc.GptcError, match="^example_inputs must be a tuple of the model's "
                                              "inputs, got int$"):
         gptc.compile(DoubleModel(), 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_model_is_one_line_saying_what_to_do(dtype):
+    """A bf16 or f16 model (transformers' torch_dtype=torch.bfloat16, say) is refused before
+    its capture by each way in, naming the first such parameter and the fix. It was
+    'unsupported argument type' from the compiler, or torch.export's own failure."""
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16,
+                                  vocab_size=23)).to(dtype)
+    x = torch.randint(0, 23, (2, 16))
+    for compile_it in (lambda: gptc.compile(model.eval(), (x, x)),
+                       lambda: gptc.compile_train_step(model.train(), (x, x)),
+                       lambda: gptc.compile_train_step(model.train(), (x, x),
+                                                       accumulation_steps=2),
+                       lambda: gptc.compile_generate(model.eval())):
+        with pytest.raises(gptc.GptcError) as e:
+            compile_it()
+        assert "\n" not in str(e.value)
+        assert (f"parameter 'transformer.wte.weight' is {dtype}; gptc's kernels are float32"
+                in str(e.value)) and "convert the model with .float() first" in str(e.value)
