@@ -13,7 +13,8 @@
 #include "ir/Signature.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::gpt {
 #define GEN_PASS_DEF_ADAMW
@@ -228,13 +229,8 @@ struct AdamWPass : gpt::impl::AdamWBase<AdamWPass> {
     if (accumulated > 0) {
       // The forward and the backward are dead: erased, then the inputs only they read
       // (the batch, the dropout seed), so that the program takes lr and step alone.
-      Operation *op = fn.getBody().front().getTerminator()->getPrevNode();
-      while (op) {  // last to first, so that a value's users go before it
-        Operation *before = op->getPrevNode();
-        if (op->use_empty() && isMemoryEffectFree(op))
-          op->erase();
-        op = before;
-      }
+      IRRewriter rewriter(ctx);
+      (void)runRegionDCE(rewriter, fn.getBody());
       for (unsigned i = fn.getNumArguments(); i-- > 0;)
         if (fn.getArgument(i).use_empty() && argKind(fn, i) &&
             argKind(fn, i).getValue() == "input")

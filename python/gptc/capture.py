@@ -180,10 +180,14 @@ def captures_in_child(jobs) -> list:
             finally:
                 os.waitpid(pid, 0)
             try:
-                for i, answer in zip(mine, pickle.loads(data)):
-                    answers[i] = answer
-            except Exception:  # the child died before answering, or its error does not
-                pass  # unpickle: its jobs are captured here
+                blobs = pickle.loads(data)
+            except Exception:  # the child died before answering: its jobs are captured here
+                continue
+            for i, blob in zip(mine, blobs):
+                try:
+                    answers[i] = pickle.loads(blob)
+                except Exception:  # an error that does not unpickle: captured here
+                    pass
     except BaseException:  # Ctrl-C while waiting: the children go too
         for pid, read_fd, _ in started:
             os.kill(pid, signal.SIGKILL)
@@ -212,9 +216,10 @@ def captures_in_child(jobs) -> list:
 
 def _answer(jobs, states, write_fd) -> None:
     """A capture child's work: capture() each job and write the answers (("ok",
-    Captured), ("error", exception) or ("redo", None)) to write_fd, pickled, stopping at
-    the first error. Each weight that is one of the model's parameters or buffers goes as
-    its name, each example input as its position."""
+    Captured), ("error", exception) or ("redo", None)) to write_fd, stopping at the first
+    error: a pickled list of each one pickled, so that the parent unpickles them one by
+    one. Each weight that is one of the model's parameters or buffers goes as its name,
+    each example input as its position."""
     import pickle
     torch.set_num_threads(1)  # a forked OpenMP pool must not be entered
     answers = []
@@ -237,12 +242,12 @@ def _answer(jobs, states, write_fd) -> None:
         except BaseException as e:  # noqa: BLE001 - re-raised in the parent
             answer = ("error", e)
         try:
-            pickle.dumps(answer)
+            answers.append(pickle.dumps(answer))
         except Exception:  # an error that does not pickle goes as its message; a capture
             kind, value = answer  # that does not, as a request to redo it
             answer = (("error", CaptureError(f"{type(value).__name__}: {value}"))
                       if kind == "error" else ("redo", None))
-        answers.append(answer)
+            answers.append(pickle.dumps(answer))
         if answer[0] == "error":
             break
     with os.fdopen(write_fd, "wb") as f:

@@ -338,19 +338,17 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
         return ((torch.zeros(batch, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
                 + tuple(zero.expand(batch, H, hs, length) for _ in range(L))
                 + tuple(zero.expand(batch, H, length, hs) for _ in range(L)))
+    # Captured together (captures_in_child); the prefill and the shorter steps hold only
+    # the weights the decode step does not, so that they are written and read once (gptc
+    # compile --weights-of). No example inputs file: no `gptc check` runs a decode step.
+    jobs = [capture_job(step, example(T)),
+            capture_job(prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),))]
     lengths = shorter_lengths(T)
-    shorter_steps = []
     for length in lengths:
         at = copy.copy(step)  # the same modules, over caches of `length` positions
         at.max_len = length
-        shorter_steps.append(at)
-    # One capture child for all of them; the prefill and the shorter steps hold only the
-    # weights the decode step does not, so that they are written and read once (gptc
-    # compile --weights-of). No example inputs file: no `gptc check` runs a decode step.
-    captured = captures_in_child(
-        [capture_job(step, example(T)),
-         capture_job(prefill, (torch.zeros(batch, prefill.length, dtype=torch.long),))]
-        + [capture_job(at, example(length)) for at, length in zip(shorter_steps, lengths)])
+        jobs.append(capture_job(at, example(length)))
+    captured = captures_in_child(jobs)
     decode = CompiledModel(*compile_captured(
         captured[0], workdir and os.path.join(workdir, "decode"), "gptc-generate-",
         inputs_file=False))

@@ -25,9 +25,8 @@ import numpy as np
 import torch
 
 from . import checksums
-from .capture import capture_in_child
-from .compiler import (_NUMPY, CompiledModel, capture_and_compile, capture_job, check_device,
-                       check_int, compile_captured)
+from .compiler import (_NUMPY, CompiledModel, capture_and_compile, check_device, check_int,
+                       compile_captured)
 from .errors import GptcError, GradientFlowError
 
 
@@ -423,23 +422,22 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
         check_at_least("grad_clip", grad_clip, 0.0)
     seed = check_int("seed", seed, INT64_MIN, INT64_MAX)  # else an OverflowError at step 1
     accumulation_steps = check_int("accumulation_steps", accumulation_steps, 1, 1 << 20)
+    common = [*([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []),
+              f"--target={device}"]
     if accumulation_steps > 1:
         if device != "cpu":
             raise GptcError(f"gradient accumulation (accumulation_steps={accumulation_steps}) "
                             f"runs on the CPU only, not on device {device!r}")
-        captured = capture_in_child(*capture_job(model, example_inputs))
-        _has_loss(captured)
-        common = [*([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else [])]
-        at = (lambda name: os.path.join(workdir, name)) if workdir else (lambda name: None)
-        micro = CompiledModel(*compile_captured(captured, at("micro"), "gptc-train-",
-                                                "--accumulate", *common))
+        micro = CompiledModel(*capture_and_compile(
+            model, example_inputs, workdir and os.path.join(workdir, "micro"), "gptc-train-",
+            "--accumulate", *common, check=_has_loss))
         _, out_dir, temporary = compile_captured(
-            captured, at("step"), "gptc-train-", *_flags(optimizer, grad_clip),
-            f"--accumulated={accumulation_steps}", *common, weights_of=micro)
-        return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary,
+            micro.captured, workdir and os.path.join(workdir, "step"), "gptc-train-",
+            *_flags(optimizer, grad_clip), f"--accumulated={accumulation_steps}", *common,
+            weights_of=micro)
+        return TrainStep(micro.captured, out_dir, optimizer, seed, check_gradients, temporary,
                          micro=micro, accumulation_steps=accumulation_steps)
     captured, out_dir, temporary = capture_and_compile(
-        model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip),
-        *([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []), f"--target={device}",
+        model, example_inputs, workdir, "gptc-train-", *_flags(optimizer, grad_clip), *common,
         check=_has_loss)
     return TrainStep(captured, out_dir, optimizer, seed, check_gradients, temporary)
