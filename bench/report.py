@@ -193,6 +193,8 @@ def step_section(name, r) -> list:
              f"{yes(r.get('bitwise'))}; two GPU runs equal: {yes(r.get('repeatable'))}; "
              + (f"a LLaMA-style relative, CPU == GPU bitwise: {yes(r['bitwise_llama'])}; "
                 if r.get("bitwise_llama") is not None else "") +
+             (f"gradient accumulation, CPU == GPU bitwise: {yes(r['bitwise_accumulate'])}; "
+              if r.get("bitwise_accumulate") is not None else "") +
              f"parity with torch's CUDA eager: {yes(parity.get('within'))}; "
              f"memcheck: {r.get('memcheck', 'not run')}.", "",
              "| size | gptc, one graph | eager | torch.compile | reduce-overhead "

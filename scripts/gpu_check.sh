@@ -14,7 +14,8 @@
 # (examples/train_step.cpp, built here with g++): 20 steps with dropout 0.1 must give the CPU
 # artifact's losses, parameters and moments bit for bit, twice; without dropout, parity with
 # torch's CUDA eager (bench/gpu_torch.py parity); a LLaMA-style relative's 20 steps bit for
-# bit against its CPU artifact's; memcheck of one step; and speed, gptc
+# bit against its CPU artifact's; gradient accumulation's two programs (5 steps of 4
+# micro-batches) bit for bit against the CPU's; memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes, with gptc's kernels a
 # step and longest chain of them as its graph holds them (step.json, speed.jsonl);
@@ -84,11 +85,16 @@ if [[ " $parts " == *" step "* ]]; then
     --out "$prep/shakespeare_char/cuda/weights.safetensors"
   # A library nvcc built on the other machine may not load on this one's image: then build
   # it here again from the same kernels.cu (scripts/relink_cuda_artifact.py).
-  for case in tiny-dropout llama tiny shakespeare_char; do
-    if ! "$build/step_time" "$prep/$case/cuda" 0 1 > /dev/null 2> "$out/load_$case.log" &&
-        grep -q "cannot load" "$out/load_$case.log"; then
-      echo "gpu_check: $case: $(cat "$out/load_$case.log"); building kernels.so here"
-      python3 scripts/relink_cuda_artifact.py "$prep/$case/cuda" || status=1
+  # (accumulate's update loads only beside its micro-batch program: alone, a library that
+  # loads fails for its missing params, not with "cannot load")
+  for case in tiny-dropout llama tiny shakespeare_char accumulate/cuda/micro accumulate/cuda/step; do
+    dir=$prep/$case/cuda
+    [[ $case == */* ]] && dir=$prep/$case
+    log=$out/load_${case//\//_}.log
+    if [ -d "$dir" ] && ! "$build/step_time" "$dir" 0 1 > /dev/null 2> "$log" &&
+        grep -q "cannot load" "$log"; then
+      echo "gpu_check: $case: $(cat "$log"); building kernels.so here"
+      python3 scripts/relink_cuda_artifact.py "$dir" || status=1
     fi
   done
   # Bit for bit: the CPU artifact's run (made with the step) against two GPU runs, the
@@ -117,6 +123,21 @@ if [[ " $parts " == *" step "* ]]; then
     echo "the LLaMA-style relative, CPU == GPU bitwise: $llama"
     [ "$llama" = true ] || { cat "$out/llama.log"; status=1; }
   fi
+  # Gradient accumulation: the micro-batch program and the update sharing the params and
+  # the gradient sums in device memory, each its own graph, against the CPU's bits.
+  accumulate=null  # (a folder prepared before this case existed)
+  if [ -d "$prep/accumulate/cuda" ]; then
+    accumulate=false
+    read -r acc_steps acc_n < "$prep/accumulate/accumulation.txt"
+    "$build/train_step" "$prep/accumulate/cuda/step" "$prep/batches-tiny.bin" "$acc_steps" \
+      "$seed" "$lr" "$out/accumulate.safetensors" "$prep/accumulate/cuda/micro" "$acc_n" \
+      > "$out/accumulate_losses.txt" 2> "$out/accumulate.log" &&
+      cmp -s "$out/accumulate_losses.txt" "$prep/accumulate/expected_losses.txt" &&
+      cmp -s "$out/accumulate.safetensors" "$prep/accumulate/expected.safetensors" &&
+      accumulate=true
+    echo "gradient accumulation ($acc_n micro-batches a step), CPU == GPU bitwise: $accumulate"
+    [ "$accumulate" = true ] || { cat "$out/accumulate.log"; status=1; }
+  fi
   # Parity with torch's CUDA eager, from the same weights and batches, without dropout.
   "$build/train_step" "$prep/tiny/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" "$lr" \
     "$out/parity.safetensors" > "$out/parity_losses.txt" &&
@@ -134,8 +155,8 @@ if [[ " $parts " == *" step "* ]]; then
   fi
   # The bits' verdict, written before the timings: a call cut short by its time limit still
   # brings it back.
-  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "memcheck": "%s", "steps": %s}\n' \
-    "$same" "$repeat" "$llama" "$memcheck" "$steps" > "$out/step.json"
+  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "bitwise_accumulate": %s, "memcheck": "%s", "steps": %s}\n' \
+    "$same" "$repeat" "$llama" "$accumulate" "$memcheck" "$steps" > "$out/step.json"
   # Speed, gptc beside torch in the same run.
   : > "$out/speed.jsonl"
   for size in tiny shakespeare_char; do

@@ -14,6 +14,10 @@ nvcc for $GPTC_CUDA_ARCH, default sm_90) and what it must reproduce:
   llama/          a LLaMA-style relative at the tiny size (RMSNorm, rotary embeddings,
                   grouped-query attention, SwiGLU; gptc.testing.llama_style): its CPU
                   artifact's 20 steps, which the GPU's must equal bit for bit too;
+  accumulate/     tiny-dropout's model under gradient accumulation (gptc compile
+                  --accumulate, and --train --accumulated 4 beside it: cuda/micro and
+                  cuda/step): 5 steps of 4 micro-batches, the CPU's losses, parameters,
+                  moments and gradient sums, which the GPU's must equal bit for bit;
   shakespeare_char/  6 layers, 384 wide, batch 64, block 256, for speed only (without its
                   weights: bench/gpu_torch.py writes them there, from torch's init);
 and the batches (batches-*.bin), and nlohmann-json's headers (include/), which the GPU
@@ -40,6 +44,7 @@ from gptc.train import AdamW, _flags  # noqa: E402
 from gpu_torch import HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes)
 
 STEPS, SEED, LR = 20, 7, 1e-3
+ACCUMULATION = 4  # micro-batches a step of the accumulate case: STEPS / 4 steps
 
 
 def batches(size, steps, path):
@@ -64,8 +69,10 @@ def llama(spec, dropout):
     return LlamaStyle(LlamaConfig(n_kv_head=spec["n_head"] // 2, **spec))
 
 
-def compile_case(out, case, size, dropout, targets, model_fn=gpt):
-    """The step of `size` for each target, captured once: OUT/case/<target>."""
+def compile_case(out, case, size, dropout, targets, model_fn=gpt, accumulation=0):
+    """The step of `size` for each target, captured once: OUT/case/<target>. With
+    `accumulation` N, gradient accumulation's two programs instead: OUT/case/<target>/micro
+    (--accumulate) and OUT/case/<target>/step (--train --accumulated N, beside micro)."""
     spec = dict(SIZES[size])
     batch = spec.pop("batch")
     torch.manual_seed(0)
@@ -73,14 +80,26 @@ def compile_case(out, case, size, dropout, targets, model_fn=gpt):
     x = torch.zeros(batch, spec["block_size"], dtype=torch.long)
     work = os.path.join(out, case, "capture")
     flags = _flags(AdamW(**HYPER), 1.0)
+    first_flags = ["--accumulate"] if accumulation else flags
     _, first, _ = capture_and_compile(model, (x, x.clone()), work, "gptc-gpu-",
-                                      *flags, f"--target={targets[0]}")
-    dirs = {targets[0]: os.path.join(out, case, targets[0])}
+                                      *first_flags, f"--target={targets[0]}")
+    dirs = {t: os.path.join(out, case, t) for t in targets}
     shutil.rmtree(dirs[targets[0]], ignore_errors=True)
-    shutil.move(first, dirs[targets[0]])
-    for target in targets[1:]:
-        dirs[target] = os.path.join(out, case, target)
-        run_compiler(os.path.join(work, "model.mlir"), dirs[target], *flags, f"--target={target}")
+    mlir = os.path.join(work, "model.mlir")
+    if accumulation:
+        os.makedirs(dirs[targets[0]])
+        shutil.move(first, os.path.join(dirs[targets[0]], "micro"))
+        for target in targets:
+            micro = os.path.join(dirs[target], "micro")
+            if target != targets[0]:
+                run_compiler(mlir, micro, *first_flags, f"--target={target}")
+            run_compiler(mlir, os.path.join(dirs[target], "step"), *flags,
+                         f"--accumulated={accumulation}", f"--target={target}",
+                         "--weights-of", micro)
+    else:
+        shutil.move(first, dirs[targets[0]])
+        for target in targets[1:]:
+            run_compiler(mlir, dirs[target], *flags, f"--target={target}")
     shutil.rmtree(work)
     return dirs
 
@@ -95,9 +114,14 @@ def build_train_step(out):
     return exe
 
 
-def train(exe, artifact, batch_file, params, losses, env=None):
+def train(exe, artifact, batch_file, params, losses, env=None, accumulation=0):
+    """examples/train_step on `artifact` (under accumulation, its step/ beside its micro/)."""
+    args = [artifact, str(STEPS)]
+    if accumulation:
+        args = [os.path.join(artifact, "step"), str(STEPS // accumulation)]
+    more = [os.path.join(artifact, "micro"), str(accumulation)] if accumulation else []
     with open(losses, "w") as f:
-        subprocess.run([exe, artifact, batch_file, str(STEPS), str(SEED), repr(LR), params],
+        subprocess.run([exe, args[0], batch_file, args[1], str(SEED), repr(LR), params, *more],
                        check=True, stdout=f, env=env)
 
 
@@ -108,16 +132,18 @@ def main():
     tiny_batches = batches("tiny", STEPS, os.path.join(out, "batches-tiny.bin"))
 
     # The bitwise cases: the CPU's run is the reference; the emulation's must equal it here.
-    for name, dropout, model_fn in (("tiny-dropout", 0.1, gpt), ("llama", 0.0, llama)):
-        d = compile_case(out, name, "tiny", dropout, ["cpu", "cuda", "cuda-emulated"], model_fn)
+    for name, dropout, model_fn, n in (("tiny-dropout", 0.1, gpt, 0), ("llama", 0.0, llama, 0),
+                                       ("accumulate", 0.1, gpt, ACCUMULATION)):
+        d = compile_case(out, name, "tiny", dropout, ["cpu", "cuda", "cuda-emulated"], model_fn,
+                         accumulation=n)
         case = os.path.join(out, name)
         train(exe, d["cpu"], tiny_batches, os.path.join(case, "expected.safetensors"),
-              os.path.join(case, "expected_losses.txt"))
+              os.path.join(case, "expected_losses.txt"), accumulation=n)
         shape = os.path.join(case, "graph_shape.json")  # (the step's graph, as captured)
         train(exe, d["cuda-emulated"], tiny_batches, os.path.join(case, "emulated.safetensors"),
               os.path.join(case, "emulated_losses.txt"),
-              env={**os.environ, "GPTC_CUDA_GRAPH_SHAPE": shape})
-        with open(shape) as f:
+              env={**os.environ, "GPTC_CUDA_GRAPH_SHAPE": shape}, accumulation=n)
+        with open(shape) as f:  # (under accumulation, the update's: the last captured)
             print(f"gpu_prepare: {name}: the step's graph: {f.read().strip()}")
         os.remove(shape)
         for a, b in (("expected_losses.txt", "emulated_losses.txt"),
@@ -139,9 +165,11 @@ def main():
                     dirs_exist_ok=True)
     with open(os.path.join(out, "prepared.txt"), "w") as f:
         f.write(f"steps {STEPS} seed {SEED} lr {LR!r}\n")
+    with open(os.path.join(out, "accumulate", "accumulation.txt"), "w") as f:
+        f.write(f"{STEPS // ACCUMULATION} {ACCUMULATION}\n")  # steps, micro-batches a step
     total = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(out) for n in ns)
     print(f"gpu_prepare: {out}: {total / 2**20:.1f} MiB; the emulated GPU gave the CPU's "
-          f"bits for {STEPS} steps of both models")
+          f"bits for {STEPS} steps of both models and under gradient accumulation")
 
 
 if __name__ == "__main__":

@@ -406,7 +406,7 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     Inputs may be torch tensors on any device (they are copied).
 
     accumulation_steps=N > 1 (gradient accumulation, nanoGPT's
-    gradient_accumulation_steps; the CPU only): example_inputs are one micro-batch, and
+    gradient_accumulation_steps; on any device): example_inputs are one micro-batch, and
     each step takes N of them stacked along a new first dimension, adds their gradients
     in order and applies the sum over N (the gradients of the micro-batches' mean loss,
     as nanoGPT's loss / N), with the activations of one micro-batch at a time. It
@@ -425,9 +425,6 @@ def compile_train_step(model: torch.nn.Module, example_inputs, *, optimizer: Ada
     common = [*([] if fuse else ["-O0"]), *(["--sanitize"] if sanitize else []),
               f"--target={device}"]
     if accumulation_steps > 1:
-        if device != "cpu":
-            raise GptcError(f"gradient accumulation (accumulation_steps={accumulation_steps}) "
-                            f"runs on the CPU only, not on device {device!r}")
         micro = CompiledModel(*capture_and_compile(
             model, example_inputs, workdir and os.path.join(workdir, "micro"), "gptc-train-",
             "--accumulate", *common, check=_has_loss))

@@ -306,18 +306,32 @@ struct DeviceFns {
   const char* (*host_release)(void*) = nullptr;
   const char* (*copy_async)(void*, const void*, size_t, int) = nullptr;  // done by sync
   const char* (*sync)() = nullptr;
+  // Device memory another artifact's layer allocated in this process (a param shared
+  // through weights_of) that this layer's kernels will be given.
+  const char* (*adopt)(void*, size_t) = nullptr;
+};
+
+// A param's storage: the callers' host copy and, for a CUDA artifact, its device buffer,
+// synchronised lazily (host_stale: the device holds a newer value, since a run;
+// device_stale: the caller may have written the host copy). The Models that share the
+// param (load's weights_of) share this, so a run of either and a write through either
+// are seen by both. The last Model that holds a device buffer releases it.
+struct ParamBuffer {
+  std::shared_ptr<void> host;
+  void* dev = nullptr;
+  bool host_stale = false, device_stale = false;
 };
 
 struct Model::Impl {
   void* lib = nullptr;           // dlopen handle
   EntryFn entry = nullptr;
   // A CUDA artifact's (target "cuda", or "cuda-emulated": the same code path, its "device"
-  // memory the host's): every param, input, result and the arena has a device buffer;
-  // param_bufs stay the callers' copies, synchronised lazily (host_stale: the device holds
-  // a newer value, since a run; device_stale: the caller may have written the host copy).
+  // memory the host's): every param (ParamBuffer::dev), input, result and the arena has a
+  // device buffer.
+  std::string target;  // the manifest's: "cpu", "cuda" or "cuda-emulated"
   bool device = false;
   DeviceFns dev;
-  std::vector<void*> dev_params, dev_inputs, dev_results;
+  std::vector<void*> dev_inputs, dev_results;
   void* dev_arena = nullptr;
   // A run's inputs and results pass through page-locked staging, so that their copies are
   // queued on the step's stream without waiting: one wait a run, for its results.
@@ -340,14 +354,15 @@ struct Model::Impl {
   }
   // The host copy of param i, current.
   void download_param(size_t i, size_t bytes) {
-    if (device && host_stale[i]) {
-      copy(param_bufs[i].get(), dev_params[i], bytes, false);
-      host_stale[i] = 0;
+    ParamBuffer& b = *params[i];
+    if (device && b.host_stale) {
+      copy(b.host.get(), b.dev, bytes, false);
+      b.host_stale = false;
     }
   }
   // Parallel to Model::params_; shared where load's weights_of gave another Model's (those
   // marked in param_shared).
-  std::vector<std::shared_ptr<void>> param_bufs;
+  std::vector<std::shared_ptr<ParamBuffer>> params;
   std::vector<bool> param_shared;
   std::vector<bool> arg_is_param;       // manifest args order
   std::vector<bool> param_is_state;     // parallel to Model::params_
@@ -358,7 +373,8 @@ struct Model::Impl {
   struct stat libStat {};
   ~Impl() {
     if (device) {
-      for (void* p : dev_params) dev.release(p);
+      for (const std::shared_ptr<ParamBuffer>& b : params)
+        if (b->dev && b.use_count() == 1) dev.release(b->dev);
       for (void* p : dev_inputs) dev.release(p);
       for (void* p : dev_results) dev.release(p);
       if (dev_arena) dev.release(dev_arena);
@@ -536,7 +552,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
                                              : gptc::signature_kind("param", model->params_[i].tril_ones));
   }
   check_signature(*model, kinds, impl.lib, mpath, lpath);
-  if (m.value("target", "cpu") != "cpu") {
+  impl.target = m.value("target", "cpu");
+  if (impl.target != "cpu") {
     DeviceFns& d = impl.dev;
     d.init = (const char* (*)())dlsym(impl.lib, "gptc_device_init");
     d.alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_alloc");
@@ -546,8 +563,9 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     d.copy_async =
         (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy_async");
     d.sync = (const char* (*)())dlsym(impl.lib, "gptc_device_sync");
+    d.adopt = (const char* (*)(void*, size_t))dlsym(impl.lib, "gptc_device_adopt");
     if (!d.init || !d.alloc || !d.release || !d.host_alloc || !d.host_release ||
-        !d.copy_async || !d.sync)
+        !d.copy_async || !d.sync || !d.adopt)
       throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
                   m["target"].get<std::string>() + " artifact");
     if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
@@ -557,8 +575,9 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
   }
 
   // --- weights.safetensors -------------------------------------------------------------
-  if (weights_of && (impl.device || weights_of->impl_->device))
-    throw Error(dir + ": weights are shared between artifacts on the host only");
+  if (weights_of && weights_of->impl_->target != impl.target)
+    throw Error(dir + ": an artifact for target \"" + impl.target + "\" cannot share the weights "
+                "of one for \"" + weights_of->impl_->target + "\" (" + weights_of->dir_ + ")");
   // The index of a param like p (the same name, dtype and shape) in `among`, or -1.
   auto like = [](const TensorSpec& p, const std::vector<TensorSpec>& among) -> ptrdiff_t {
     for (size_t j = 0; j < among.size(); ++j)
@@ -568,12 +587,12 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
   };
   // The file may lack a state (zeros) and a param that weights_of holds (its buffer), or,
   // verifying, one that the artifact it will load beside holds (held_elsewhere).
-  std::vector<std::shared_ptr<void>> shared;
+  std::vector<std::shared_ptr<ParamBuffer>> shared;
   std::vector<bool> elsewhere;
   bool needWeights = false;
   for (size_t i = 0; i < model->params_.size(); ++i) {
     const ptrdiff_t j = weights_of ? like(model->params_[i], weights_of->params_) : -1;
-    shared.push_back(j >= 0 ? weights_of->impl_->param_bufs[j] : nullptr);
+    shared.push_back(j >= 0 ? weights_of->impl_->params[j] : nullptr);
     elsewhere.push_back(held_elsewhere && like(model->params_[i], *held_elsewhere) >= 0);
     needWeights |= !impl.param_is_state[i] && !shared.back() && !elsewhere.back();
   }
@@ -585,13 +604,14 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     const safetensors::TensorInfo* t = readerPtr ? readerPtr->find(p.name) : nullptr;
     impl.param_shared.push_back(false);
     if (!t && !verifyOnly && shared[i]) {
-      impl.param_bufs.push_back(shared[i]);
+      impl.params.push_back(shared[i]);
       impl.param_shared.back() = true;
       continue;
     }
     if (!t && (impl.param_is_state[i] || elsewhere[i])) {
       if (verifyOnly) continue;
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "state '" + p.name + "'"));  // zeros
+      impl.params.push_back(std::make_shared<ParamBuffer>());
+      impl.params.back()->host = aligned_buffer(p.nbytes, "state '" + p.name + "'");  // zeros
       continue;
     }
     safetensors::Reader& reader = *readerPtr;
@@ -614,24 +634,26 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
       if (t->dtype != want && !(t->dtype == "F32" && want == "F64"))
         throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                     " but the manifest says " + p.dtype + " (" + want + ")");
-      impl.param_bufs.push_back(shared[i]);
+      impl.params.push_back(shared[i]);
       impl.param_shared.back() = true;
     } else if (t->dtype == "F32" && want == "F64") {
       // An f64 compile of an f32 model (gradient checks): widening is exact.
       std::vector<float> narrow(p.numel);
       reader.read(*t, narrow.data());
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
-      double* wide = static_cast<double*>(impl.param_bufs.back().get());
+      impl.params.push_back(std::make_shared<ParamBuffer>());
+      impl.params.back()->host = aligned_buffer(p.nbytes, "param '" + p.name + "'");
+      double* wide = static_cast<double*>(impl.params.back()->host.get());
       for (int64_t k = 0; k < p.numel; ++k) wide[k] = narrow[k];
     } else {
       if (t->dtype != want)
         throw Error(reader.path() + ": tensor '" + p.name + "' has dtype " + t->dtype +
                     " but the manifest says " + p.dtype + " (" + want + ")");
-      impl.param_bufs.push_back(aligned_buffer(p.nbytes, "param '" + p.name + "'"));
-      reader.read(*t, impl.param_bufs.back().get());
+      impl.params.push_back(std::make_shared<ParamBuffer>());
+      impl.params.back()->host = aligned_buffer(p.nbytes, "param '" + p.name + "'");
+      reader.read(*t, impl.params.back()->host.get());
     }
     if (p.tril_ones)
-      if (std::string why = not_tril_ones(p, impl.param_bufs.back().get()); !why.empty())
+      if (std::string why = not_tril_ones(p, impl.params.back()->host.get()); !why.empty())
         throw Error(reader.path() + ": tensor '" + p.name + "' is not the causal mask "
                     "tril(ones) the model's attention was compiled for (" + why +
                     "); compile the model again with these weights");
@@ -642,14 +664,18 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     impl.arena = aligned_buffer(model->arena_bytes_, "the arena");
     return model;
   }
-  // On the device: every param (uploaded now), the arena, and a buffer per input and result.
+  // On the device: every param (uploaded now, but a shared one, which weights_of's layer
+  // holds already), the arena, and a buffer per input and result.
   for (size_t i = 0; i < model->params_.size(); ++i) {
     const TensorSpec& p = model->params_[i];
-    impl.dev_params.push_back(impl.device_alloc(p.nbytes, "param '" + p.name + "'"));
-    impl.copy(impl.dev_params.back(), impl.param_bufs[i].get(), p.nbytes, true);
+    ParamBuffer& b = *impl.params[i];
+    if (impl.param_shared[i]) {
+      if (const char* e = impl.dev.adopt(b.dev, p.nbytes)) throw Error(e);
+      continue;
+    }
+    b.dev = impl.device_alloc(p.nbytes, "param '" + p.name + "'");
+    impl.copy(b.dev, b.host.get(), p.nbytes, true);
   }
-  impl.host_stale.assign(model->params_.size(), 0);
-  impl.device_stale.assign(model->params_.size(), 0);
   for (const TensorSpec& t : model->inputs_)
     impl.dev_inputs.push_back(impl.device_alloc(t.nbytes, "input '" + t.name + "'"));
   for (const TensorSpec& t : model->results_)
@@ -688,14 +714,14 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
   // args in manifest order; the entry only reads inputs (const is cast away for the ABI).
   std::vector<void*> args(impl.arg_is_param.size());
   for (size_t a = 0; a < args.size(); ++a)
-    args[a] = impl.arg_is_param[a] ? impl.param_bufs[impl.arg_index[a]].get()
+    args[a] = impl.arg_is_param[a] ? impl.params[impl.arg_index[a]]->host.get()
                                    : const_cast<void*>(inputs[impl.arg_index[a]]);
   std::lock_guard<std::mutex> lock(impl.run_mutex);
   // The attention kernels assume a tril_ones param's value and do not read it: one that a
   // caller has overwritten since the load is refused, not silently ignored.
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].tril_ones)
-      if (std::string why = not_tril_ones(params_[i], impl.param_bufs[i].get()); !why.empty())
+      if (std::string why = not_tril_ones(params_[i], impl.params[i]->host.get()); !why.empty())
         throw Error(dir_ + ": run: param '" + params_[i].name + "' no longer holds the causal "
                     "mask tril(ones) the model's attention was compiled for (" + why +
                     "); restore it, or compile the model again with the new mask");
@@ -708,15 +734,15 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
   // the staging), the step runs, the results come down (queued into the staging), and the
   // run waits once; the params the step updated stay on the device until read.
   for (size_t i = 0; i < params_.size(); ++i)
-    if (impl.device_stale[i]) {
-      impl.copy(impl.dev_params[i], impl.param_bufs[i].get(), params_[i].nbytes, true);
-      impl.device_stale[i] = 0;
+    if (ParamBuffer& b = *impl.params[i]; b.device_stale) {
+      impl.copy(b.dev, b.host.get(), params_[i].nbytes, true);
+      b.device_stale = false;
     }
   try {
     for (size_t a = 0; a < args.size(); ++a) {
       const size_t k = impl.arg_index[a];
       if (impl.arg_is_param[a]) {
-        args[a] = impl.dev_params[k];
+        args[a] = impl.params[k]->dev;
       } else {
         std::memcpy(impl.staged_inputs[k], inputs[k], inputs_[k].nbytes);
         impl.copy_async(impl.dev_inputs[k], impl.staged_inputs[k], inputs_[k].nbytes, true);
@@ -725,7 +751,7 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
     }
     const char* problem = impl.entry(args.data(), impl.dev_results.data(), impl.dev_arena);
     for (size_t i = 0; i < params_.size(); ++i)  // a training step updates them in place
-      if (!params_[i].tril_ones) impl.host_stale[i] = 1;
+      if (!params_[i].tril_ones) impl.params[i]->host_stale = true;
     if (problem) throw Error(std::string("run failed: ") + problem);
     for (size_t j = 0; j < results.size(); ++j)
       impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
@@ -761,8 +787,8 @@ void* Model::param_data(const std::string& name) {
   const size_t i = param_index(params_, name, dir_);
   // On a device: the current value, and the caller may write it before the next run.
   impl_->download_param(i, params_[i].nbytes);
-  if (impl_->device) impl_->device_stale[i] = 1;
-  return impl_->param_bufs[i].get();
+  if (impl_->device) impl_->params[i]->device_stale = true;
+  return impl_->params[i]->host.get();
 }
 
 bool Model::param_shared(size_t i) const {
@@ -775,7 +801,7 @@ bool Model::param_shared(size_t i) const {
 const void* Model::param_data(const std::string& name) const {
   const size_t i = param_index(params_, name, dir_);
   impl_->download_param(i, params_[i].nbytes);  // read only: the device's copy stays current
-  return impl_->param_bufs[i].get();
+  return impl_->params[i]->host.get();
 }
 
 void Model::save_weights(const std::string& path) const {
@@ -786,7 +812,7 @@ void Model::save_weights(const std::string& path) const {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!impl_->param_shared[i])
       views.push_back({params_[i].name, safetensors::from_manifest_dtype(params_[i].dtype),
-                     params_[i].shape, impl_->param_bufs[i].get()});
+                     params_[i].shape, impl_->params[i]->host.get()});
   safetensors::write(path, views, {{"format", "pt"}});
 }
 

@@ -3,12 +3,15 @@ micro-batches, their gradients summed in order by one program and applied over N
 another, trains as eager PyTorch's accumulation loop (nanoGPT's loss / N), the same bits
 on any thread count, and resumes from a checkpoint bit for bit."""
 import copy
+import json
+import os
 
 import numpy as np
 import pytest
 import torch
 
 import gptc
+from gptc import _runtime
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
 
 CFG = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=23)
@@ -103,7 +106,39 @@ def test_what_an_accumulating_step_cannot_take_is_one_line():
     assert step.num_steps == 0
     for n, a in before.items():
         assert np.array_equal(step.model.runtime.param(n), a), n
-    for kw, said in ((dict(accumulation_steps=0), "accumulation_steps"),
-                     (dict(accumulation_steps=2, device="cuda-emulated"), "CPU only")):
-        with pytest.raises(gptc.GptcError, match=said):
-            gptc.compile_train_step(model(), (xs[0], ys[0]), **kw)
+    with pytest.raises(gptc.GptcError, match="accumulation_steps"):
+        gptc.compile_train_step(model(), (xs[0], ys[0]), accumulation_steps=0)
+
+
+def test_the_gpus_accumulated_steps_are_the_cpus_bits(tmp_path):
+    """device="cuda-emulated" (the CUDA kernels and the runtime's device layer, on the CPU):
+    the two programs share the params and the gradient sums in device memory, and give the
+    CPU's losses, params, moments and sums bit for bit, with dropout."""
+    steps = {d: compile_step(model(dropout=0.1), device=d, workdir=str(tmp_path / d))
+             for d in ("cpu", "cuda-emulated")}
+    gpu = steps["cuda-emulated"]
+    for program in (gpu._micro, gpu.model):
+        with open(os.path.join(program.artifact_dir, "manifest.json")) as f:
+            assert json.load(f)["target"] == "cuda-emulated"
+    for xs, ys in batches(3):
+        a, b = (s(xs, ys) for s in steps.values())
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    cpu = steps["cpu"]
+    sums = [n for n, _, _ in cpu._micro.runtime.params if n.startswith("grad.")]
+    assert len(sums) == len(list(model().parameters()))
+    for name in [*cpu._persistent, *sums]:
+        runtime = cpu.model.runtime if name in cpu._persistent else cpu._micro.runtime
+        other = gpu.model.runtime if name in cpu._persistent else gpu._micro.runtime
+        assert runtime.param(name).tobytes() == other.param(name).tobytes(), name
+    # A write through the update's program reaches the device buffer both programs hold.
+    name = "lm_head.weight" if "lm_head.weight" in cpu._persistent else cpu._trainable[0]
+    for s in steps.values():
+        s.model.set_param(name, np.zeros_like(s.model.runtime.param(name)))
+    xs, ys = batches(1, seed=5)[0]
+    a, b = (s(xs, ys) for s in steps.values())
+    assert a.numpy().tobytes() == b.numpy().tobytes()
+    assert gpu._micro.runtime.param(name).tobytes() == cpu._micro.runtime.param(name).tobytes()
+    # Buffers are shared between artifacts of one target only.
+    with pytest.raises(RuntimeError, match=r'step/artifact: an artifact for target "cuda-emulated" '
+                                           r'cannot share the weights of one for "cpu" \('):
+        _runtime.Model(gpu.model.artifact_dir, cpu._micro.runtime)

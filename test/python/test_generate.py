@@ -318,6 +318,26 @@ def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):
                             str(tmp_path / "x.safetensors")], capture_output=True, text=True)
     assert short.returncode == 1 and short.stderr.strip().endswith(
         "batches.bin holds fewer batches than STEPS")
+    # Gradient accumulation: the micro-batch program and the update, 3 micro-batches a
+    # step, against TrainStep's (the 6 batches are two steps' micro-batches).
+    acc = gptc.compile_train_step(model, batches[0], optimizer=gptc.AdamW(
+        lr=1e-3, weight_decay=0.1), grad_clip=1.0, seed=5, workdir=str(tmp_path / "a"),
+        accumulation_steps=3)
+    losses = [float(acc(torch.stack(xs), torch.stack(ys), lr=3e-3))
+              for xs, ys in (zip(*batches[:3]), zip(*batches[3:]))]
+    acc.save(str(tmp_path / "python_acc.safetensors"))
+    run = subprocess.run([str(exe), str(tmp_path / "a" / "step" / "artifact"),
+                          str(tmp_path / "batches.bin"), "2", "5", "3e-3",
+                          str(tmp_path / "cpp_acc.safetensors"),
+                          str(tmp_path / "a" / "micro" / "artifact"), "3"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [float.fromhex(line) for line in run.stdout.split()] == losses
+    ours, theirs = load_file(str(tmp_path / "cpp_acc.safetensors")), load_file(
+        str(tmp_path / "python_acc.safetensors"))
+    assert any(k.startswith("grad.") for k in ours) and any(k.startswith("exp_avg.") for k in theirs)
+    for name, t in theirs.items():
+        assert ours[name].tobytes() == t.tobytes(), name
 
 
 def test_shorter_decode_steps_give_the_full_steps_bits(tmp_path):

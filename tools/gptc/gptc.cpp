@@ -337,8 +337,6 @@ std::string compileOptions(const CommandLine &c, CompileOptions &opts) {
     return "--accumulated applies to a training step only (add --train)";
   if (c.accumulated.getNumOccurrences() && adamw.accumulated < 1)
     return "--accumulated must be at least 1, got " + c.accumulated.getValue();
-  if ((c.accumulate || c.accumulated.getNumOccurrences()) && c.target != mlir::gpt::Target::Cpu)
-    return "gradient accumulation (--accumulate, --accumulated) is built for the CPU only";
   if (c.o0 && c.o3)
     return "-O0 and -O3 exclude each other";
   if (!c.train)

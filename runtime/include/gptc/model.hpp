@@ -66,7 +66,8 @@ class Model {
   // header is still checked): a generator's decode step and prefill hold the model's
   // weights once, and a write through either is seen by both. States are shared alike
   // (gradient accumulation's two programs share the params and the summed gradients).
-  // On the host only: Error otherwise.
+  // Both must be for one target (Error otherwise); on a GPU the buffers shared are device
+  // memory, with their host copies.
   static std::unique_ptr<Model> load(const std::string& dir, const Model* weights_of = nullptr);
   // Checks what load() checks (the manifest, that the library loads, the weights file's
   // header and every parameter's name, dtype and shape) without reading the tensors or

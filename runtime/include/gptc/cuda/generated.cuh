@@ -512,6 +512,18 @@ GPTC_EXPORT const char* gptc_device_alloc(void** p, size_t bytes) {
 GPTC_EXPORT const char* gptc_device_free(void* p) {
   return ::gptc::cuda::detail::failed(cudaFree(p), "cudaFree");
 }
+// Device memory that another artifact's layer allocated in this process (a param the
+// runtime shares between two artifacts: Model::load's weights_of), before this layer's
+// kernels are given it. On a GPU nothing: the libraries of one process share the device's
+// context, and so its memory. The emulation records it as device memory.
+GPTC_EXPORT const char* gptc_device_adopt(void* p, size_t bytes) {
+#if defined(GPTC_CUDA_EMULATE)
+  ::gptc::cuda::emulate::device_memory().add(p, bytes);
+#else
+  (void)p, (void)bytes;
+#endif
+  return nullptr;
+}
 // Copies: gptc_device_copy_async queues one on the steps' stream (to_device: host ->
 // device; else device -> host), in order with the steps; gptc_device_sync waits for all
 // that is queued. Between page-locked host memory (gptc_device_host_alloc: the staging of
