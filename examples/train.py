@@ -17,6 +17,7 @@ them, with a fertility report before training; --data trains on any UTF-8 text f
 Every evaluation (mean loss over --eval-iters fixed batches a split) also shows the loss of
 the same model at its initial weights, the untrained twin, and writes a checkpoint.
 Ctrl-C stops at the end of the current step and saves it; --resume continues bit for bit.
+--device cuda trains on an NVIDIA GPU with the CPU's bits, so a run resumes on either.
 
 Writes into --out: train.csv (iter, lr, train_loss; at evaluations val_loss and the
 twin's), eval.csv (every evaluation, per split and language, with the twin's loss),
@@ -43,6 +44,7 @@ from gptc.apps.data import CharTokenizer, get_batch, load_corpus, load_multiling
 from gptc.apps.model_file import ModelFileError, build_model, check_returns_loss
 from gptc.apps.sampling import (RunError, default_prompt, make_generator, read_meta,
                                 tokenizer_of)
+from gptc.compiler import DEVICES
 from gptc.apps.vocab import (FERTILITY_COLUMNS, BPETokenizer, encode_all, fertility,
                              fertility_warnings, format_fertility, tokenizer_meta)
 from gptc.parity import nanogpt_lr
@@ -110,6 +112,10 @@ def build_parser():
     opt(t, "--grad-clip", type=float, default=1.0)
     opt(t, "--gradient-accumulation-steps", type=int, default=1,
         help="micro-batches of --batch a step, their gradients summed (nanoGPT's)")
+    opt(t, "--device", default="cpu",
+        help="where the training step and the evaluations run: cpu, cuda (an NVIDIA GPU, "
+             "the CPU's bits; nanoGPT's cuda:0 too) or cuda-emulated (the GPU's kernels "
+             "on the CPU); the sample is drawn on the CPU")
     opt(t, "--seed", type=int, default=1337)
     opt(t, "--threads", type=int, default=None,
         help="threads for gptc's kernels and torch's (default: every core this process may "
@@ -152,6 +158,11 @@ def parse_args(argv=None):
                  "eval_batches", "threads", "lang_chars", "gradient_accumulation_steps"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.device == "cuda:0":
+        args.device = "cuda"
+    if args.device not in DEVICES:
+        ap.error(f"--device must be one of {', '.join(DEVICES)}, got "
+                 f"{args.device!r}")
     if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
         ap.error(f"--threads must be at most {MAX_THREADS}")
     if not -2**63 <= args.seed < 2**63:  # the training step's seed is an int64
@@ -500,14 +511,14 @@ def main(argv=None):
         optimizer=gptc.AdamW(lr=args.lr, betas=(args.beta1, args.beta2),
                              weight_decay=args.weight_decay, eps=1e-8),
         grad_clip=args.grad_clip, seed=args.seed,
-        accumulation_steps=args.gradient_accumulation_steps)
+        accumulation_steps=args.gradient_accumulation_steps, device=args.device)
     t1 = time.perf_counter()
-    eval_fwd = gptc.compile(model.eval(), eval_sets["train"][0])
+    eval_fwd = gptc.compile(model.eval(), eval_sets["train"][0], device=args.device)
     for compiled in (step, eval_fwd):
         compiled.set_num_threads(args.threads)
     t2 = time.perf_counter()
     print(f"compiled: training step in {t1 - t0:.1f} s, eval forward in {t2 - t1:.1f} s; "
-          f"{args.threads} threads")
+          + (f"{args.threads} threads" if args.device == "cpu" else f"device {args.device}"))
 
     def evaluate(state):
         eval_fwd.load_state_dict(state)

@@ -380,6 +380,35 @@ def test_gradient_accumulation_trains_and_resumes_bitwise(tmp_path):
     assert_same_runs(tmp_path / "a", tmp_path / "b")
 
 
+def test_a_run_on_the_gpu_is_the_cpus_and_resumes_on_either(tmp_path):
+    """--device cuda-emulated (the GPU's kernels and device layer, on the CPU) trains with
+    dropout and gradient accumulation to the CPU run's checkpoint, losses and evaluations
+    bit for bit; a GPU run stopped after 2 iterations resumes on the CPU to the same end.
+    A device gptc has no kernels for is one line."""
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i}: the {i % 7} quick foxes.\n" for i in range(400)))
+    cmd = [sys.executable, os.path.join(REPO, "examples", "train.py"), *SMALL, "--data",
+           str(text), "--eval-interval", "2", "--eval-batches", "2", "--sample-chars", "0",
+           "--gradient-accumulation-steps", "2", "--dropout", "0.1"]
+    run = lambda out, *extra: subprocess.run(  # noqa: E731
+        cmd + ["--out", str(tmp_path / out), *extra], capture_output=True, text=True, env=ENV,
+        timeout=600)
+    said = {}
+    for out, extra in (("gpu", ["--iters", "4", "--device", "cuda-emulated"]),
+                       ("cpu", ["--iters", "4"]),
+                       ("moved", ["--iters", "2", "--device", "cuda-emulated"]),
+                       ("moved", ["--iters", "4", "--resume"])):
+        proc = run(out, *extra)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        said.setdefault(out, proc.stdout)
+    assert "device cuda-emulated" in said["gpu"] and "2 threads" in said["cpu"]
+    assert_same_runs(tmp_path / "gpu", tmp_path / "cpu")
+    assert_same_runs(tmp_path / "moved", tmp_path / "cpu")
+    proc = run("mps", "--iters", "1", "--device", "mps")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+        "train.py: error: --device must be one of cpu, cuda, cuda-emulated, got 'mps'")
+
+
 @needs_fortunes
 def test_sample_script_is_stable_for_a_seed(tmp_path):
     """The same seed gives the same text, on one thread or two; another seed, other text.

@@ -8,8 +8,8 @@ so `--key=value` overrides a file. Every setting has its nanoGPT name (`batch_si
 `learning_rate`, `max_iters`, `eval_iters`, `out_dir`) and gptc's own spelling
 (`--batch`, `--lr`, `--iters`, `--eval-batches`, `--out`); dashes and underscores are
 interchangeable. A key the job does not know is an error naming it, never ignored; the
-keys of nanoGPT's train.py that mean nothing here (wandb logging, device, dtype,
-torch.compile) are accepted with a note, so its own config files run unchanged.
+keys of nanoGPT's train.py that mean nothing here (wandb logging, dtype, torch.compile)
+are accepted with a note, so its own config files run unchanged.
 """
 import argparse
 import os
@@ -19,7 +19,7 @@ IGNORED = {
     "wandb_log": "no wandb logging", "wandb_project": "no wandb logging",
     "wandb_run_name": "no wandb logging", "log_interval": "every step is shown",
     "always_save_checkpoint": "a checkpoint is written at every evaluation",
-    "eval_only": "not supported", "device": "gptc runs on the CPU",
+    "eval_only": "not supported",
     "dtype": "gptc trains in float32", "compile": "gptc compiles every step",
     "backend": "no distributed training",
 }
