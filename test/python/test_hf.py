@@ -141,6 +141,26 @@ def test_padded_batches_train_as_eager_does(family):
     assert failure is None, failure
 
 
+@pytest.mark.parametrize("family", ["gpt2", "opt", "bloom", "gptj", "gemma2"])
+def test_hugging_face_models_train_on_the_gpu_with_the_cpus_bits(family):
+    """device="cuda-emulated" (the CUDA kernels, on the CPU): padded batches, 2 steps, the
+    CPU artifact's losses, parameters and moments bit for bit. The families for what
+    their steps hold apart from nanoGPT's: GPT-2's Conv1D and tied embeddings, OPT's
+    positions from a cumsum, Bloom's ALiBi scores (baddbmm), GPT-J's strided rotary,
+    Gemma 2's soft-capped scores and sliding windows spelled out."""
+    data = padded_batches(2)
+    steps = {d: gptc.compile_train_step(gptc.hf.causal_lm(hf_model(family)), data[0], seed=3,
+                                        device=d)
+             for d in ("cpu", "cuda-emulated")}
+    for batch in data:
+        a, b = (s(*batch) for s in steps.values())
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    cpu, gpu = ({n: s.model.runtime.param(n) for n in s._persistent} for s in steps.values())
+    assert cpu.keys() == gpu.keys() and any(k.startswith("exp_avg_sq.") for k in cpu)
+    for name, value in cpu.items():
+        assert value.tobytes() == gpu[name].tobytes(), name
+
+
 def test_padded_micro_batches_accumulate_as_eagers_loop():
     """Gradient accumulation through gptc.hf.causal_lm: LLaMA's padded (ids, labels,
     attention_mask) micro-batches, 2 a step, stacked; 3 steps beside eager's loop (each
