@@ -41,6 +41,9 @@ API's gptc_sample is the same function. The loop itself is the runtime's
 (gptc::rt::Generator: runtime/src/generate.cpp), which Generator.generate runs over its
 compiled programs and a C program (examples/generate.c, gptc_generate) over the saved
 ones, so both write the same text. The logits' bits do not depend on the thread count.
+compile_generate(model, device="cuda") compiles the programs for the GPU, the weights in
+its memory once; the caches stay the loop's, on the host, and go up with each token (a
+step's inputs), so the text is the CPU generator's.
 """
 from __future__ import annotations
 
@@ -55,8 +58,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import captures_in_child
-from .compiler import (CompiledModel, capture_job, check_float_dtypes, check_int,
-                       compile_captured)
+from .compiler import (CompiledModel, capture_job, check_device, check_float_dtypes,
+                       check_int, compile_captured)
 from .errors import GptcError
 from .locate import load_runtime
 
@@ -316,13 +319,16 @@ class Generator:
 
 
 def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int = 1,
-                     workdir: str | None = None) -> Generator:
+                     workdir: str | None = None, device: str = "cpu") -> Generator:
     """Compile `model`'s decode step and prefill (see the module's doc) for `batch` texts
     at once of up to `max_len` tokens. `model` is a nanoGPT-style GPT (max_len by default
     its block size, its position table's length) or a transformers causal LM (hf.py: by
-    default its max_position_embeddings, at most 1024)."""
+    default its max_position_embeddings, at most 1024). `device` as compile's: on a GPU
+    the weights stay there, while the caches and the logits pass through the host each
+    token, and the text is the CPU's."""
     from . import hf
     batch = check_int("compile_generate: batch", batch, 1, 4096)
+    device = check_device(device)
     if isinstance(model, nn.Module):
         check_float_dtypes(model, "compile_generate")
     if model.training:
@@ -349,13 +355,14 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
         at.max_len = length
         jobs.append(capture_job(at, example(length)))
     captured = captures_in_child(jobs)
+    target = f"--target={device}"
     decode = CompiledModel(*compile_captured(
-        captured[0], workdir and os.path.join(workdir, "decode"), "gptc-generate-",
+        captured[0], workdir and os.path.join(workdir, "decode"), "gptc-generate-", target,
         inputs_file=False))
 
     def beside_decode(c, folder, prefix):
         return CompiledModel(*compile_captured(
-            c, workdir and os.path.join(workdir, folder), prefix, weights_of=decode,
+            c, workdir and os.path.join(workdir, folder), prefix, target, weights_of=decode,
             inputs_file=False), weights_of=decode)
     prefill = beside_decode(captured[1], "prefill", "gptc-prefill-")
     shorter = [beside_decode(c, f"decode-{length}", "gptc-generate-")

@@ -404,6 +404,38 @@ int main(int argc, char** argv) {
         " ".join(map(str, r)) + "\n" for r in rows)
 
 
+def test_the_gpus_text_is_the_cpus(tmp_path):
+    """compile_generate(device="cuda-emulated"): the decode steps and the prefill as CUDA
+    kernels, sharing the weights in device memory, write the CPU generator's texts token
+    for token (sampled, through the prefill, the shorter steps' moves and the context
+    shift; after a load_state_dict too), and a saved one in C as well."""
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
+                                  vocab_size=23, bias=True)).eval()
+    gens = {d: gptc.compile_generate(model, batch=2, device=d, workdir=str(tmp_path / d))
+            for d in ("cpu", "cuda-emulated")}
+    gpu = gens["cuda-emulated"]
+    assert len(gpu.shorter) == 1
+    with open(os.path.join(gpu.prefill.artifact_dir, "manifest.json")) as f:
+        assert '"target": "cuda-emulated"' in f.read()
+    prompts = [[1, 2, 3], [4] * 40]
+    texts = {d: g.generate(prompts, 150, temperature=1.0, top_k=8, seed=3)
+             for d, g in gens.items()}
+    assert texts["cpu"] == texts["cuda-emulated"] and len(texts["cpu"][0]) == 150
+    other = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
+                                  vocab_size=23, bias=True)).state_dict()
+    for g in gens.values():
+        g.load_state_dict(other)
+    texts = {d: g.generate(prompts, 70, temperature=0) for d, g in gens.items()}
+    assert texts["cpu"] == texts["cuda-emulated"]
+    letters = [bytes([ord("a") + i]) for i in range(23)]
+    gpu.save(str(tmp_path / "gen"), tokens=letters)
+    c = run_ok(generate_program(tmp_path), str(tmp_path / "gen"), "cab", "40", "9", "0.8", "6")
+    rows = gens["cpu"].generate([[2, 0, 1]] * 2, 40, temperature=0.8, top_k=6, seed=9)
+    assert c == "".join("cab" + "".join(chr(ord("a") + t) for t in r) + "\n" + "-" * 15 + "\n"
+                        for r in rows)
+
+
 def test_programs_beside_the_decode_step_hold_only_their_own_weights(tmp_path):
     """compile_generate writes and copies the model's weights once: the prefill's and the
     shorter steps' weights files leave out what the decode step holds (gptc compile
