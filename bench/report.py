@@ -195,6 +195,8 @@ def step_section(name, r) -> list:
                 if r.get("bitwise_llama") is not None else "") +
              (f"gradient accumulation, CPU == GPU bitwise: {yes(r['bitwise_accumulate'])}; "
               if r.get("bitwise_accumulate") is not None else "") +
+             (f"generation, the CPU's text: {yes(r['generate_text'])}; "
+              if r.get("generate_text") is not None else "") +
              f"parity with torch's CUDA eager: {yes(parity.get('within'))}; "
              f"memcheck: {r.get('memcheck', 'not run')}.", "",
              "| size | gptc, one graph | eager | torch.compile | reduce-overhead "

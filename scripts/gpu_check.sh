@@ -15,7 +15,8 @@
 # artifact's losses, parameters and moments bit for bit, twice; without dropout, parity with
 # torch's CUDA eager (bench/gpu_torch.py parity); a LLaMA-style relative's 20 steps bit for
 # bit against its CPU artifact's; gradient accumulation's two programs (5 steps of 4
-# micro-batches) bit for bit against the CPU's; memcheck of one step; and speed, gptc
+# micro-batches) bit for bit against the CPU's; the test GPT's generator writing the CPU's
+# text (examples/generate.c); memcheck of one step; and speed, gptc
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes, with gptc's kernels a
 # step and longest chain of them as its graph holds them (step.json, speed.jsonl);
@@ -87,7 +88,8 @@ if [[ " $parts " == *" step "* ]]; then
   # it here again from the same kernels.cu (scripts/relink_cuda_artifact.py).
   # (accumulate's update loads only beside its micro-batch program: alone, a library that
   # loads fails for its missing params, not with "cannot load")
-  for case in tiny-dropout llama tiny shakespeare_char accumulate/cuda/micro accumulate/cuda/step; do
+  for case in tiny-dropout llama tiny shakespeare_char accumulate/cuda/micro accumulate/cuda/step \
+      generate/cuda generate/cuda/prefill generate/cuda/steps/32; do
     dir=$prep/$case/cuda
     [[ $case == */* ]] && dir=$prep/$case
     log=$out/load_${case//\//_}.log
@@ -138,6 +140,21 @@ if [[ " $parts " == *" step "* ]]; then
     echo "gradient accumulation ($acc_n micro-batches a step), CPU == GPU bitwise: $accumulate"
     [ "$accumulate" = true ] || { cat "$out/accumulate.log"; status=1; }
   fi
+  # Generation: the test GPT's generator (its decode steps and prefill sharing the weights
+  # in device memory) through examples/generate.c, against the CPU generator's text.
+  generate=null  # (a folder prepared before this case existed)
+  if [ -d "$prep/generate/cuda" ]; then
+    generate=false
+    read -r -a gen_args < "$prep/generate/args.txt"
+    cc -Iruntime/include -c examples/generate.c -o "$build/generate.o" &&
+      c++ "$build/generate.o" runtime/src/*.cpp -std=c++17 -O2 '-DGPTC_VERSION="gpu-check"' \
+        -Iruntime/include -I"$prep/include" -ldl -pthread -o "$build/generate" &&
+      "$build/generate" "$prep/generate/cuda" "${gen_args[@]}" > "$out/generate.txt" \
+        2> "$out/generate.log" &&
+      cmp -s "$out/generate.txt" "$prep/generate/expected.txt" && generate=true
+    echo "generation, the CPU's text on the GPU: $generate"
+    [ "$generate" = true ] || { cat "$out/generate.log"; status=1; }
+  fi
   # Parity with torch's CUDA eager, from the same weights and batches, without dropout.
   "$build/train_step" "$prep/tiny/cuda" "$prep/batches-tiny.bin" "$steps" "$seed" "$lr" \
     "$out/parity.safetensors" > "$out/parity_losses.txt" &&
@@ -155,8 +172,8 @@ if [[ " $parts " == *" step "* ]]; then
   fi
   # The bits' verdict, written before the timings: a call cut short by its time limit still
   # brings it back.
-  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "bitwise_accumulate": %s, "memcheck": "%s", "steps": %s}\n' \
-    "$same" "$repeat" "$llama" "$accumulate" "$memcheck" "$steps" > "$out/step.json"
+  printf '{"bitwise": %s, "repeatable": %s, "bitwise_llama": %s, "bitwise_accumulate": %s, "generate_text": %s, "memcheck": "%s", "steps": %s}\n' \
+    "$same" "$repeat" "$llama" "$accumulate" "$generate" "$memcheck" "$steps" > "$out/step.json"
   # Speed, gptc beside torch in the same run.
   : > "$out/speed.jsonl"
   for size in tiny shakespeare_char; do

@@ -18,6 +18,9 @@ nvcc for $GPTC_CUDA_ARCH, default sm_90) and what it must reproduce:
                   --accumulate, and --train --accumulated 4 beside it: cuda/micro and
                   cuda/step): 5 steps of 4 micro-batches, the CPU's losses, parameters,
                   moments and gradient sums, which the GPU's must equal bit for bit;
+  generate/       the test GPT's generator (block 64, 2 texts at once; gptc.Generator.save
+                  with a character vocabulary, for examples/generate.c) built for the GPU,
+                  and the text the CPU's generator writes, which the GPU's must equal;
   shakespeare_char/  6 layers, 384 wide, batch 64, block 256, for speed only (without its
                   weights: bench/gpu_torch.py writes them there, from torch's init);
 and the batches (batches-*.bin), and nlohmann-json's headers (include/), which the GPU
@@ -26,6 +29,7 @@ the GPU's emulation (--target=cuda-emulated) here, so the check's own logic is p
 where there is no GPU.
 """
 import filecmp
+import json
 import os
 import shutil
 import subprocess
@@ -45,6 +49,7 @@ from gpu_torch import HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes
 
 STEPS, SEED, LR = 20, 7, 1e-3
 ACCUMULATION = 4  # micro-batches a step of the accumulate case: STEPS / 4 steps
+GEN_TOKENS = 150  # the generate case's: through the shorter step, the prefill and the shift
 
 
 def batches(size, steps, path):
@@ -104,6 +109,44 @@ def compile_case(out, case, size, dropout, targets, model_fn=gpt, accumulation=0
     return dirs
 
 
+def prepare_generation(out):
+    """OUT/generate: the test GPT's generator for the GPU, saved, and the CPU generator's
+    text (expected.txt, as examples/generate.c prints it). The generator is compiled for
+    the GPU's emulation, its text checked against the CPU's here, then saved and each of
+    its programs built by nvcc from the same kernels.cu (a generator for "cuda" would load
+    on a GPU to save itself; the source is one, only the build differs)."""
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64,
+                                  vocab_size=23, bias=True)).eval()
+    letters = [bytes([ord("a") + i]) for i in range(23)]
+    prompt, n, seed, temperature, top_k = [2, 0, 1], GEN_TOKENS, 9, 0.8, 6
+    texts = {}
+    for device in ("cpu", "cuda-emulated"):
+        gen = gptc.compile_generate(model, batch=2, device=device)
+        texts[device] = gen.generate([prompt] * 2, n, temperature=temperature, top_k=top_k,
+                                     seed=seed)
+    if texts["cpu"] != texts["cuda-emulated"]:
+        sys.exit("gpu_prepare: error: generate: the emulated GPU's text differs from the CPU's")
+    case = os.path.join(out, "generate")
+    shutil.rmtree(case, ignore_errors=True)
+    gen.save(os.path.join(case, "cuda"), tokens=letters)
+    for where, _, files in os.walk(os.path.join(case, "cuda")):
+        if "manifest.json" in files:
+            path = os.path.join(where, "manifest.json")
+            with open(path) as f:
+                manifest = json.load(f)
+            manifest.update(target="cuda", cuda_arch=os.environ.get("GPTC_CUDA_ARCH", "sm_90"))
+            with open(path, "w") as f:
+                json.dump(manifest, f, indent=2)
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "relink_cuda_artifact.py"),
+                            where, "--arch", manifest["cuda_arch"]], check=True)
+    with open(os.path.join(case, "expected.txt"), "w") as f:
+        f.write("".join("cab" + "".join(chr(ord("a") + t) for t in row) + "\n" + "-" * 15 + "\n"
+                        for row in texts["cpu"]))
+    with open(os.path.join(case, "args.txt"), "w") as f:
+        f.write(f"cab {n} {seed} {temperature} {top_k}\n")  # generate.c's, after the folder
+
+
 def build_train_step(out):
     exe = os.path.join(out, "train_step.host")
     src = [os.path.join(ROOT, "examples", "train_step.cpp")] + sorted(
@@ -156,6 +199,7 @@ def main():
         shutil.rmtree(d["cuda-emulated"])
         shutil.rmtree(d["cpu"])
 
+    prepare_generation(out)
     compile_case(out, "tiny", "tiny", 0.0, ["cuda"])
     big = compile_case(out, "shakespeare_char", "shakespeare_char", 0.0, ["cuda"])
     os.remove(os.path.join(big["cuda"], "weights.safetensors"))
@@ -169,7 +213,8 @@ def main():
         f.write(f"{STEPS // ACCUMULATION} {ACCUMULATION}\n")  # steps, micro-batches a step
     total = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(out) for n in ns)
     print(f"gpu_prepare: {out}: {total / 2**20:.1f} MiB; the emulated GPU gave the CPU's "
-          f"bits for {STEPS} steps of both models and under gradient accumulation")
+          f"bits for {STEPS} steps of both models and under gradient accumulation, and the "
+          f"CPU's text")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ step's inputs), so the text is the CPU generator's.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import shutil
@@ -306,9 +307,12 @@ class Generator:
                                *((m, os.path.join(steps, str(m.runtime.inputs[2][2][-1])))
                                  for m in self.shorter)):
             os.makedirs(where, exist_ok=True)
-            for name in ("manifest.json", "kernels.so"):
-                shutil.copyfile(os.path.join(program.artifact_dir, name),
-                                os.path.join(where, name))
+            with open(os.path.join(program.artifact_dir, "manifest.json")) as f:
+                source = json.load(f).get("source")  # kernels.cpp or kernels.cu: the record
+            for name in ("manifest.json", "kernels.so", source):
+                if name and os.path.exists(os.path.join(program.artifact_dir, name)):
+                    shutil.copyfile(os.path.join(program.artifact_dir, name),
+                                    os.path.join(where, name))
             program.runtime.save_weights(os.path.join(where, "weights.safetensors"))
         if tokens is not None:
             blob = bytearray(len(tokens).to_bytes(4, "little"))

@@ -72,7 +72,7 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
         "memory.total [MiB]\nNVIDIA H200, 580.159.04, 1980 MHz, 1980 MHz, 143771 MiB\n")
     (out / "step.json").write_text(
         '{"bitwise": true, "repeatable": true, "bitwise_llama": false, '
-        '"bitwise_accumulate": true, "memcheck": "clean", "steps": 3}\n')
+        '"bitwise_accumulate": true, "generate_text": true, "memcheck": "clean", "steps": 3}\n')
     (out / "parity.json").write_text(json.dumps(parity) + "\n")
     (out / "speed.jsonl").write_text(json.dumps(timed) + "\n" + json.dumps(eager) + "\n")
     (out / "speed_variants.jsonl").write_text(
@@ -99,6 +99,7 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert "## GPU: the training step" in section and "bitwise over 3 steps" in section
     assert "a LLaMA-style relative, CPU == GPU bitwise: no" in section
     assert "gradient accumulation, CPU == GPU bitwise: yes" in section
+    assert "generation, the CPU's text: yes" in section
     assert f"| tiny | {timed['median_ms']:.2f} ms | {eager['median_ms']:.2f} ms |" in section
     assert "## GPU: the CUDA kernel families" not in section  # (no families' record)
     # A speed line of neither tool's form is refused in one line that names it.
