@@ -75,11 +75,21 @@ if [[ " $parts " == *" step "* ]]; then
   fi
   read -r _ steps _ seed _ lr < "$prep/prepared.txt"
   echo "== the generated training step ($steps steps, seed $seed, lr $lr)"
-  runtime=(-std=c++17 -O2 '-DGPTC_VERSION="gpu-check"' -Iruntime/include -I"$prep/include"
-           runtime/src/*.cpp -ldl -pthread)
-  c++ examples/train_step.cpp "${runtime[@]}" -o "$build/train_step" &&
-    c++ bench/step_time.cpp "${runtime[@]}" -o "$build/step_time" ||
-    { echo "gpu_check: building the runtime's drivers failed"; exit 1; }
+  # The runtime's sources compiled once, side by side, then its three drivers.
+  cxx=(c++ -std=c++17 -O2 '-DGPTC_VERSION="gpu-check"' -Iruntime/include -I"$prep/include")
+  built=true
+  for src in runtime/src/*.cpp; do
+    "${cxx[@]}" -c "$src" -o "$build/rt_$(basename "$src" .cpp).o" &
+  done
+  for job in $(jobs -p); do wait "$job" || built=false; done
+  ar rcs "$build/libgptc_runtime.a" "$build"/rt_*.o || built=false
+  cc -Iruntime/include -c examples/generate.c -o "$build/generate.o" || built=false
+  runtime=("$build/libgptc_runtime.a" -ldl -pthread)
+  "${cxx[@]}" examples/train_step.cpp "${runtime[@]}" -o "$build/train_step" & a=$!
+  "${cxx[@]}" bench/step_time.cpp "${runtime[@]}" -o "$build/step_time" & b=$!
+  c++ "$build/generate.o" "${runtime[@]}" -o "$build/generate" & c=$!
+  for job in $a $b $c; do wait "$job" || built=false; done
+  [ "$built" = true ] || { echo "gpu_check: building the runtime's drivers failed"; exit 1; }
   # shakespeare_char's step travels without its weights: torch's init, written here.
   python3 bench/gpu_torch.py weights --size shakespeare_char \
     --manifest "$prep/shakespeare_char/cuda/manifest.json" \
@@ -146,10 +156,7 @@ if [[ " $parts " == *" step "* ]]; then
   if [ -d "$prep/generate/cuda" ]; then
     generate=false
     read -r -a gen_args < "$prep/generate/args.txt"
-    cc -Iruntime/include -c examples/generate.c -o "$build/generate.o" &&
-      c++ "$build/generate.o" runtime/src/*.cpp -std=c++17 -O2 '-DGPTC_VERSION="gpu-check"' \
-        -Iruntime/include -I"$prep/include" -ldl -pthread -o "$build/generate" &&
-      "$build/generate" "$prep/generate/cuda" "${gen_args[@]}" > "$out/generate.txt" \
+    "$build/generate" "$prep/generate/cuda" "${gen_args[@]}" > "$out/generate.txt" \
         2> "$out/generate.log" &&
       cmp -s "$out/generate.txt" "$prep/generate/expected.txt" && generate=true
     echo "generation, the CPU's text on the GPU: $generate"
