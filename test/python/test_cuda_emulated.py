@@ -223,14 +223,20 @@ def test_gptc_check_against_cpu_names_the_first_difference(monkeypatch, capsys):
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "cuda-emulated gave the CPU's bits for 2 steps" in run.stdout
+    # Gradient accumulation's two programs: the gradient sums compared too.
+    run = subprocess.run([gptc.find_tool("gptc"), "check", "--against-cpu", "--device",
+                          "cuda-emulated", "--steps", "2", "--accumulate", "3", "--config",
+                          "n_layer=1"], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "gradient sums; 3 micro-batches a step), dropout 0.1" in run.stdout
 
     from gptc.apps import against_cpu
     real = against_cpu.compile_train_step
 
     class Planted:  # the device's step, with one bit of one moment changed after step 2
         def __init__(self, step):
-            self.step, self.model, self._persistent, self.calls = step, step.model, \
-                step._persistent, 0
+            self.step, self.model, self._persistent, self._micro, self.calls = \
+                step, step.model, step._persistent, step._micro, 0
 
         def __call__(self, x, y, lr):
             loss = self.step(x, y, lr=lr)
