@@ -44,9 +44,9 @@ from gptc.apps.data import CharTokenizer, get_batch, load_corpus, load_multiling
 from gptc.apps.model_file import ModelFileError, build_model, check_returns_loss
 from gptc.apps.sampling import (RunError, default_prompt, make_generator, read_meta,
                                 tokenizer_of)
-from gptc.compiler import DEVICES
 from gptc.apps.vocab import (FERTILITY_COLUMNS, BPETokenizer, encode_all, fertility,
                              fertility_warnings, format_fertility, tokenizer_meta)
+from gptc.compiler import DEVICES
 from gptc.parity import nanogpt_lr
 
 # The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).
@@ -161,8 +161,7 @@ def parse_args(argv=None):
     if args.device == "cuda:0":
         args.device = "cuda"
     if args.device not in DEVICES:
-        ap.error(f"--device must be one of {', '.join(DEVICES)}, got "
-                 f"{args.device!r}")
+        ap.error(f"--device must be one of {', '.join(DEVICES)}, got {args.device!r}")
     if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
         ap.error(f"--threads must be at most {MAX_THREADS}")
     if not -2**63 <= args.seed < 2**63:  # the training step's seed is an int64

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<Feed> micro_feed;
     if (micro) {
       micro_feed = std::make_unique<Feed>(*micro);
-      if (!micro_feed->first || !micro_feed->batch.size() || !feed.batch.empty())
+      if (!micro_feed->first || micro_feed->batch.empty() || !feed.batch.empty())
         throw gptc::rt::Error(std::string(argv[7]) + " and " + argv[1] + " are not an "
                               "accumulation's micro-batch program and update");
     }

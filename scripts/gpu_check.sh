@@ -96,8 +96,9 @@ if [[ " $parts " == *" step "* ]]; then
     --out "$prep/shakespeare_char/cuda/weights.safetensors"
   # A library nvcc built on the other machine may not load on this one's image: then build
   # it here again from the same kernels.cu (scripts/relink_cuda_artifact.py).
-  # (accumulate's update loads only beside its micro-batch program: alone, a library that
-  # loads fails for its missing params, not with "cannot load")
+  # (accumulate's update, and the generator's prefill and shorter step, load only beside
+  # the program holding their weights: alone, a library that loads fails for the missing
+  # params, not with "cannot load")
   for case in tiny-dropout llama tiny shakespeare_char accumulate/cuda/micro accumulate/cuda/step \
       generate/cuda generate/cuda/prefill generate/cuda/steps/32; do
     dir=$prep/$case/cuda

@@ -119,6 +119,7 @@ def prepare_generation(out):
     model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64,
                                   vocab_size=23, bias=True)).eval()
     letters = [bytes([ord("a") + i]) for i in range(23)]
+    spell = lambda ids: "".join(chr(ord("a") + t) for t in ids)  # noqa: E731 (as generate.c)
     prompt, n, seed, temperature, top_k = [2, 0, 1], GEN_TOKENS, 9, 0.8, 6
     texts = {}
     for device in ("cpu", "cuda-emulated"):
@@ -141,10 +142,9 @@ def prepare_generation(out):
             subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "relink_cuda_artifact.py"),
                             where, "--arch", manifest["cuda_arch"]], check=True)
     with open(os.path.join(case, "expected.txt"), "w") as f:
-        f.write("".join("cab" + "".join(chr(ord("a") + t) for t in row) + "\n" + "-" * 15 + "\n"
-                        for row in texts["cpu"]))
-    with open(os.path.join(case, "args.txt"), "w") as f:
-        f.write(f"cab {n} {seed} {temperature} {top_k}\n")  # generate.c's, after the folder
+        f.write("".join(spell(prompt + row) + "\n" + "-" * 15 + "\n" for row in texts["cpu"]))
+    with open(os.path.join(case, "args.txt"), "w") as f:  # generate.c's, after the folder
+        f.write(f"{spell(prompt)} {n} {seed} {temperature} {top_k}\n")
 
 
 def build_train_step(out):
