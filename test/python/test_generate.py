@@ -338,6 +338,13 @@ def test_a_cpp_program_trains_bit_for_bit_as_python(tmp_path):
     assert any(k.startswith("grad.") for k in ours) and any(k.startswith("exp_avg.") for k in theirs)
     for name, t in theirs.items():
         assert ours[name].tobytes() == t.tobytes(), name
+    # A plain step beside a micro-batch program is not an accumulation's pair: one line.
+    bad = subprocess.run([str(exe), str(tmp_path / "w" / "artifact"), str(tmp_path / "batches.bin"),
+                          "2", "5", "3e-3", str(tmp_path / "x.safetensors"),
+                          str(tmp_path / "a" / "micro" / "artifact"), "3"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and bad.stderr.strip().endswith(
+        "are not an accumulation's micro-batch program and update"), bad.stderr
 
 
 def test_shorter_decode_steps_give_the_full_steps_bits(tmp_path):
