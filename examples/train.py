@@ -46,7 +46,7 @@ from gptc.apps.sampling import (RunError, default_prompt, make_generator, read_m
                                 tokenizer_of)
 from gptc.apps.vocab import (FERTILITY_COLUMNS, BPETokenizer, encode_all, fertility,
                              fertility_warnings, format_fertility, tokenizer_meta)
-from gptc.compiler import DEVICES
+from gptc.compiler import check_device
 from gptc.parity import nanogpt_lr
 
 # The errors that become one `gptc: error: ...` line (GradientFlowError is a GptcError).
@@ -158,10 +158,10 @@ def parse_args(argv=None):
                  "eval_batches", "threads", "lang_chars", "gradient_accumulation_steps"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.device == "cuda:0":
-        args.device = "cuda"
-    if args.device not in DEVICES:
-        ap.error(f"--device must be one of {', '.join(DEVICES)}, got {args.device!r}")
+    try:  # gptc's devices, and nanoGPT's spelling cuda:0
+        args.device = check_device(args.device)
+    except gptc.GptcError as e:
+        ap.error(f"--{e}")
     if args.threads > MAX_THREADS:  # torch.set_num_threads(huge) crashed the process
         ap.error(f"--threads must be at most {MAX_THREADS}")
     if not -2**63 <= args.seed < 2**63:  # the training step's seed is an int64
