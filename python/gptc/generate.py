@@ -41,9 +41,9 @@ API's gptc_sample is the same function. The loop itself is the runtime's
 (gptc::rt::Generator: runtime/src/generate.cpp), which Generator.generate runs over its
 compiled programs and a C program (examples/generate.c, gptc_generate) over the saved
 ones, so both write the same text. The logits' bits do not depend on the thread count.
-compile_generate(model, device="cuda") compiles the programs for the GPU, the weights in
-its memory once; the caches stay the loop's, on the host, and go up with each token (a
-step's inputs), so the text is the CPU generator's.
+compile_generate(model, device="cuda") compiles the programs for the GPU, the weights and
+the caches in its memory (a token moves only its ids and logits across), and the text is
+the CPU generator's.
 """
 from __future__ import annotations
 
@@ -328,8 +328,8 @@ def compile_generate(model: nn.Module, max_len: int | None = None, *, batch: int
     at once of up to `max_len` tokens. `model` is a nanoGPT-style GPT (max_len by default
     its block size, its position table's length) or a transformers causal LM (hf.py: by
     default its max_position_embeddings, at most 1024). `device` as compile's: on a GPU
-    the weights stay there, while the caches and the logits pass through the host each
-    token, and the text is the CPU's."""
+    the weights and the caches stay there, only the ids and the logits pass through the
+    host each token, and the text is the CPU's."""
     from . import hf
     batch = check_int("compile_generate: batch", batch, 1, 4096)
     device = check_device(device)

@@ -149,6 +149,14 @@ PYBIND11_MODULE(_runtime, mod) {
           },
           "Names of the params whose buffers are weights_of's (Model::load), in order")
       .def_property_readonly("arena_bytes", &Model::arena_bytes)
+      .def_property_readonly(
+          "transfers",
+          [](const Model& m) {
+            const Model::Transfers t = m.transfers();
+            return py::make_tuple(t.to_device, t.to_host);
+          },
+          "(bytes to the device, bytes to the host) a CUDA artifact's runs and parameter "
+          "reads and writes have moved since the load; (0, 0) for a CPU artifact")
       .def(
           "run",
           [](Model& m, const std::vector<py::object>& inputs) {

@@ -65,17 +65,33 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
   }
   g->logits_.resize((size_t)(g->batch_ * g->width_));
   g->cache_numel_ = (size_t)p.results()[1].numel;
-  g->k_.reset(new float[g->cache_numel_]);
-  g->v_.reset(new float[g->cache_numel_]);
+  g->k_ = g->resident(g->cache_numel_);
+  g->v_ = g->resident(g->cache_numel_);
   if (!g->lengths_.empty()) {
     g->short_numel_ = g->cache_numel_ / (size_t)g->max_len_ * (size_t)g->lengths_.back();
-    g->ks_.reset(new float[g->short_numel_]);
-    g->vs_.reset(new float[g->short_numel_]);
+    for (int i = 0; i < (g->lengths_.size() > 1 ? 2 : 1); ++i) {
+      g->ks_[i] = g->resident(g->short_numel_);
+      g->vs_[i] = g->resident(g->short_numel_);
+    }
   }
-  g->k_row_.resize(d.results()[1].numel);
-  g->v_row_.resize(d.results()[2].numel);
+  g->k_row_ = g->resident((size_t)d.results()[1].numel);
+  g->v_row_ = g->resident((size_t)d.results()[2].numel);
   g->vocab_ = g->width_;
   return g;
+}
+
+void Generator::Free::operator()(float* p) const noexcept {
+  try {
+    owner->free_resident(p);
+  } catch (const Error&) {  // (a device that failed already said so)
+  }
+}
+
+Generator::Resident Generator::resident(size_t numel) {
+  Resident r(static_cast<float*>(decode_->alloc_resident(numel * sizeof(float))), Free{decode_});
+  prefill_->share_resident(r.get(), numel * sizeof(float));
+  for (const std::shared_ptr<Model>& m : shorter_) m->share_resident(r.get(), numel * sizeof(float));
+  return r;
 }
 
 std::unique_ptr<Generator> Generator::load(const std::string& dir) {
@@ -118,45 +134,50 @@ void Generator::set_num_threads(int n) {
 }
 
 void Generator::move_caches(int64_t s, int64_t pos) {
-  // From a shorter step's layout (cur_) to a longer one's: row by row, the last first, so
-  // that within ks_ no row is written before it is read.
-  const int64_t from = length(cur_), to = length(s), rows = layers_ * batch_ * heads_;
-  float *k = ks_.get(), *v = vs_.get(), *dk = s < 0 ? k_.get() : k, *dv = s < 0 ? v_.get() : v;
-  for (int64_t r = rows - 1; r >= 0; --r) {
-    for (int64_t d = head_ - 1; d >= 0; --d) {  // keys transposed: a row a head dimension
-      const int64_t q = r * head_ + d;
-      std::memmove(dk + q * to, k + q * from, sizeof(float) * (size_t)pos);
-      std::fill(dk + q * to + pos, dk + (q + 1) * to, 0.0f);
-    }
-    std::memmove(dv + r * to * head_, v + r * from * head_, sizeof(float) * (size_t)(pos * head_));
-    std::fill(dv + (r * to + pos) * head_, dv + (r + 1) * to * head_, 0.0f);
-  }
+  // From a shorter step's layout (cur_) to a longer one's, in the other of ks_ (or k_):
+  // rows of keys a head dimension (transposed), of values a head.
+  const size_t from = (size_t)length(cur_), to = (size_t)length(s), p = (size_t)pos;
+  const size_t rows = (size_t)(layers_ * batch_ * heads_), hs = (size_t)head_, f = sizeof(float);
+  float *k = short_k(cur_), *v = short_v(cur_);
+  float *dk = s < 0 ? k_.get() : short_k(s), *dv = s < 0 ? v_.get() : short_v(s);
+  decode_->copy_rows(dk, to * f, k, from * f, p * f, rows * hs);
+  decode_->copy_rows(dk + p, to * f, nullptr, 0, (to - p) * f, rows * hs);
+  decode_->copy_rows(dv, to * hs * f, v, from * hs * f, p * hs * f, rows);
+  decode_->copy_rows(dv + p * hs, to * hs * f, nullptr, 0, (to - p) * hs * f, rows);
   cur_ = s;
 }
 
 void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>& store) {
-  if (cur_ >= 0 && pos >= length(cur_)) {  // the caches move to the next step that holds pos
-    int64_t s = cur_ + 1;
-    while (s < (int64_t)lengths_.size() && pos >= lengths_[(size_t)s]) ++s;
-    move_caches(s < (int64_t)lengths_.size() ? s : -1, pos);
-  }
+  // The caches move to the next step when they are full: pos grows a position a step, so
+  // it is the next one's length, and that step holds it.
+  if (cur_ >= 0 && pos == length(cur_))
+    move_caches(cur_ + 1 < (int64_t)lengths_.size() ? cur_ + 1 : -1, pos);
   Model& m = cur_ < 0 ? *decode_ : *shorter_[(size_t)cur_];
   const int64_t T = length(cur_);
-  float* k = cur_ < 0 ? k_.get() : ks_.get();
-  float* v = cur_ < 0 ? v_.get() : vs_.get();
+  float* k = cur_ < 0 ? k_.get() : short_k(cur_);
+  float* v = cur_ < 0 ? v_.get() : short_v(cur_);
   std::vector<const void*> in = {tokens, &pos};
   const size_t slab = (size_t)(batch_ * heads_ * head_ * T);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(k + l * slab);
   for (int64_t l = 0; l < layers_; ++l) in.push_back(v + l * slab);
-  m.run(in, {logits_.data(), k_row_.data(), v_row_.data()});
-  // The step's keys and values into the caches at `pos` (keys transposed): a row r of
-  // [layers, batch, heads] each, for the texts `store` marks.
-  for (int64_t r = 0; r < layers_ * batch_ * heads_; ++r) {
-    if (!store[(size_t)(r / heads_ % batch_)]) continue;
-    for (int64_t d = 0; d < head_; ++d) {
-      k[(size_t)((r * head_ + d) * T + pos)] = k_row_[(size_t)(r * head_ + d)];
-      v[(size_t)((r * T + pos) * head_ + d)] = v_row_[(size_t)(r * head_ + d)];
+  std::vector<bool> resident(in.size(), true);
+  resident[0] = resident[1] = false;
+  m.run(in, {logits_.data(), k_row_.get(), v_row_.get()}, resident, {false, true, true});
+  // The step's keys and values into the caches at `pos` (keys transposed: a row a head
+  // dimension; values a row a head), for each run of (layer, text) the texts `store` marks.
+  const size_t f = sizeof(float), t = (size_t)T, p = (size_t)pos, hs = (size_t)head_;
+  const size_t per = (size_t)heads_ * hs, n = (size_t)(layers_ * batch_);  // a (layer, text)'s
+  for (size_t a = 0; a < n;) {
+    if (!store[a % (size_t)batch_]) {
+      ++a;
+      continue;
     }
+    size_t e = a + 1;
+    while (e < n && store[e % (size_t)batch_]) ++e;
+    decode_->copy_rows(k + a * per * t + p, t * f, k_row_.get() + a * per, f, f, (e - a) * per);
+    decode_->copy_rows(v + (a * per * t + p * hs), t * hs * f, v_row_.get() + a * per, hs * f,
+                       hs * f, (e - a) * (size_t)heads_);
+    a = e;
   }
 }
 
@@ -165,17 +186,16 @@ void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t f
   for (const std::vector<int64_t>& t : texts)
     for (size_t i = from; i < from + (size_t)prefill_len_; ++i)
       tokens_in_.push_back(i < t.size() ? t[i] : 0);  // a finished text's: any token
-  prefill_->run({tokens_in_.data()}, {logits_.data(), k_.get(), v_.get()});
+  prefill_->run({tokens_in_.data()}, {logits_.data(), k_.get(), v_.get()}, {false},
+                {false, true, true});
   cur_ = -1;
 }
 
 void Generator::clear_caches(int64_t b) {
-  const size_t slab = (size_t)(heads_ * head_ * max_len_);  // one text's in one layer
-  for (int64_t l = 0; l < layers_; ++l) {
-    const size_t at = (size_t)(l * batch_ + b) * slab;
-    std::fill_n(k_.get() + at, slab, 0.0f);
-    std::fill_n(v_.get() + at, slab, 0.0f);
-  }
+  const size_t slab = (size_t)(heads_ * head_ * max_len_) * sizeof(float);  // a layer's
+  for (float* c : {k_.get(), v_.get()})
+    decode_->copy_rows(c + b * (int64_t)(slab / sizeof(float)), (size_t)batch_ * slab, nullptr,
+                       0, slab, (size_t)layers_);
 }
 
 std::vector<int64_t> Generator::generate(const std::vector<int64_t>& prompt, int64_t n,
@@ -236,12 +256,13 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
     }
   } else if (!shorter_.empty()) {  // from empty caches in the shortest step's layout
     cur_ = 0;
-    std::fill_n(ks_.get(), short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0], 0.0f);
-    std::fill_n(vs_.get(), short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0], 0.0f);
+    const size_t bytes = short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0] * 4;
+    decode_->copy_rows(short_k(0), bytes, nullptr, 0, bytes, 1);
+    decode_->copy_rows(short_v(0), bytes, nullptr, 0, bytes, 1);
   } else {
     cur_ = -1;
-    std::fill_n(k_.get(), cache_numel_, 0.0f);
-    std::fill_n(v_.get(), cache_numel_, 0.0f);
+    decode_->copy_rows(k_.get(), 0, nullptr, 0, cache_numel_ * 4, 1);
+    decode_->copy_rows(v_.get(), 0, nullptr, 0, cache_numel_ * 4, 1);
   }
   for (;;) {
     bool done = true;

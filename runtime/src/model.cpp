@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -309,6 +310,8 @@ struct DeviceFns {
   // Device memory another artifact's layer allocated in this process (a param shared
   // through weights_of) that this layer's kernels will be given.
   const char* (*adopt)(void*, size_t) = nullptr;
+  // Rows of bytes from one place in device memory to another (null source: zeros), queued.
+  const char* (*copy_rows)(void*, size_t, const void*, size_t, size_t, size_t) = nullptr;
 };
 
 // A param's storage: the callers' host copy and, for a CUDA artifact, its device buffer,
@@ -346,7 +349,12 @@ struct Model::Impl {
   void copy_async(void* dst, const void* src, size_t bytes, bool to_device) {
     if (bytes == 0) return;
     if (const char* e = dev.copy_async(dst, src, bytes, to_device ? 1 : 0)) throw Error(e);
+    (to_device ? moved.to_device : moved.to_host) += bytes;
   }
+  Model::Transfers moved;
+  // alloc_resident's buffers: device memory, or (a CPU artifact) host memory.
+  std::map<void*, AlignedBuf> resident_host;
+  std::set<void*> resident_device;
   // A copy that is done when it returns.
   void copy(void* dst, const void* src, size_t bytes, bool to_device) {
     copy_async(dst, src, bytes, to_device);
@@ -376,6 +384,7 @@ struct Model::Impl {
       for (const std::shared_ptr<ParamBuffer>& b : params)
         if (b->dev && b.use_count() == 1) dev.release(b->dev);
       for (void* p : dev_inputs) dev.release(p);
+      for (void* p : resident_device) dev.release(p);
       for (void* p : dev_results) dev.release(p);
       if (dev_arena) dev.release(dev_arena);
       if (staging) dev.host_release(staging);
@@ -564,8 +573,10 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
         (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy_async");
     d.sync = (const char* (*)())dlsym(impl.lib, "gptc_device_sync");
     d.adopt = (const char* (*)(void*, size_t))dlsym(impl.lib, "gptc_device_adopt");
+    d.copy_rows = (const char* (*)(void*, size_t, const void*, size_t, size_t, size_t))dlsym(
+        impl.lib, "gptc_device_copy_rows");
     if (!d.init || !d.alloc || !d.release || !d.host_alloc || !d.host_release ||
-        !d.copy_async || !d.sync || !d.adopt)
+        !d.copy_async || !d.sync || !d.adopt || !d.copy_rows)
       throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
                   m["target"].get<std::string>() + " artifact");
     if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
@@ -699,6 +710,18 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
 }
 
 void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>& results) {
+  run(inputs, results, {}, {});
+}
+
+void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>& results,
+                const std::vector<bool>& input_resident,
+                const std::vector<bool>& result_resident) {
+  if ((!input_resident.empty() && input_resident.size() != inputs_.size()) ||
+      (!result_resident.empty() && result_resident.size() != results_.size()))
+    throw Error(dir_ + ": run: a resident flag for each input and each result, or none");
+  auto resident = [](const std::vector<bool>& flags, size_t i) {
+    return !flags.empty() && flags[i];
+  };
   if (inputs.size() != inputs_.size())
     throw Error(dir_ + ": run: got " + std::to_string(inputs.size()) + " inputs, the model takes " +
                 std::to_string(inputs_.size()));
@@ -743,26 +766,86 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
       const size_t k = impl.arg_index[a];
       if (impl.arg_is_param[a]) {
         args[a] = impl.params[k]->dev;
+      } else if (resident(input_resident, k)) {
+        args[a] = const_cast<void*>(inputs[k]);
       } else {
         std::memcpy(impl.staged_inputs[k], inputs[k], inputs_[k].nbytes);
         impl.copy_async(impl.dev_inputs[k], impl.staged_inputs[k], inputs_[k].nbytes, true);
         args[a] = impl.dev_inputs[k];
       }
     }
-    const char* problem = impl.entry(args.data(), impl.dev_results.data(), impl.dev_arena);
+    std::vector<void*> out = impl.dev_results;
+    for (size_t j = 0; j < results.size(); ++j)
+      if (resident(result_resident, j)) out[j] = results[j];
+    const char* problem = impl.entry(args.data(), out.data(), impl.dev_arena);
     for (size_t i = 0; i < params_.size(); ++i)  // a training step updates them in place
       if (!params_[i].tril_ones) impl.params[i]->host_stale = true;
     if (problem) throw Error(std::string("run failed: ") + problem);
     for (size_t j = 0; j < results.size(); ++j)
-      impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
+      if (!resident(result_resident, j))
+        impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
     if (const char* e = impl.dev.sync()) throw Error(e);
   } catch (...) {
     impl.dev.sync();  // a failed run's queued copies are done before the staging is reused
     throw;
   }
   for (size_t j = 0; j < results.size(); ++j)
-    std::memcpy(results[j], impl.staged_results[j], results_[j].nbytes);
+    if (!resident(result_resident, j))
+      std::memcpy(results[j], impl.staged_results[j], results_[j].nbytes);
 }
+
+void* Model::alloc_resident(size_t bytes) {
+  Impl& impl = *impl_;
+  std::lock_guard<std::mutex> lock(impl.run_mutex);
+  if (impl.device) {
+    void* p = impl.device_alloc(bytes, "resident memory");
+    impl.resident_device.insert(p);
+    return p;
+  }
+  AlignedBuf b = aligned_buffer(bytes, "resident memory");
+  void* p = b.get();
+  impl.resident_host.emplace(p, std::move(b));
+  return p;
+}
+
+void Model::free_resident(void* p) {
+  Impl& impl = *impl_;
+  std::lock_guard<std::mutex> lock(impl.run_mutex);
+  if (impl.resident_device.erase(p)) {
+    if (const char* e = impl.dev.release(p)) throw Error(e);
+  } else if (!impl.resident_host.erase(p)) {
+    throw Error(dir_ + ": free_resident: not this Model's resident memory");
+  }
+}
+
+void Model::share_resident(const void* p, size_t bytes) {
+  if (impl_->device)
+    if (const char* e = impl_->dev.adopt(const_cast<void*>(p), bytes)) throw Error(e);
+}
+
+void Model::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                      size_t width, size_t rows) {
+  Impl& impl = *impl_;
+  if ((dst_pitch | src_pitch | width | (uintptr_t)dst | (uintptr_t)src) % 4)
+    throw Error(dir_ + ": copy_rows: a width, pitch or address not a multiple of 4 bytes");
+  std::lock_guard<std::mutex> lock(impl.run_mutex);
+  if (impl.device) {
+    // Waited for: another Model's runs (a generator's other programs) are on another stream.
+    if (const char* e = impl.dev.copy_rows(dst, dst_pitch, src, src_pitch, width, rows))
+      throw Error(e);
+    if (const char* e = impl.dev.sync()) throw Error(e);
+    return;
+  }
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  for (size_t r = 0; r < rows; ++r, d += dst_pitch, s += s ? src_pitch : 0) {
+    if (width == 4 && s) std::memcpy(d, s, 4);  // (a key cache's column: one float a row)
+    else if (s) std::memcpy(d, s, width);
+    else std::memset(d, 0, width);
+  }
+}
+
+Model::Transfers Model::transfers() const { return impl_->moved; }
 
 void Model::set_num_threads(int n) {
   if (n < 0 || n > kMaxThreads)

@@ -1,5 +1,6 @@
 """Generation: the KV-cached decode step (gptc.compile_generate), gptc's sampler, and a C
 program that writes the same text (examples/generate.c)."""
+import math
 import os
 import re
 import subprocess
@@ -426,9 +427,19 @@ def test_the_gpus_text_is_the_cpus(tmp_path):
     with open(os.path.join(gpu.prefill.artifact_dir, "manifest.json")) as f:
         assert '"target": "cuda-emulated"' in f.read()
     prompts = [[1, 2, 3], [4] * 40]
+    programs = [gpu.step, gpu.prefill, *gpu.shorter]
+    before = [p.runtime.transfers for p in programs]
     texts = {d: g.generate(prompts, 150, temperature=1.0, top_k=8, seed=3)
              for d, g in gens.items()}
     assert texts["cpu"] == texts["cuda-emulated"] and len(texts["cpu"][0]) == 150
+    # The caches stay in device memory: a token moves its ids and logits, not the caches
+    # (the full step's keys and values, every layer's: 64 KiB here) each way.
+    moved = [sum(p.runtime.transfers[i] - b[i] for p, b in zip(programs, before))
+             for i in (0, 1)]
+    caches = sum(4 * math.prod(shape) for _, _, shape in gpu.step.runtime.inputs[2:])
+    assert caches == 64 * 1024 and 0 < moved[0] < 150 * caches // 64 and \
+        0 < moved[1] < 150 * caches // 64, moved
+    assert gens["cpu"].step.runtime.transfers == (0, 0)
     other = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
                                   vocab_size=23, bias=True)).state_dict()
     for g in gens.values():

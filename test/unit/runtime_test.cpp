@@ -2,6 +2,7 @@
 // (fixture_artifact.h): the test compiles its kernels.cpp with the host compiler like the
 // code generator does, writes manifest.json and weights.safetensors, then loads, runs,
 // saves weights, and checks the error messages.
+#include <algorithm>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -108,6 +109,35 @@ TEST_F(RuntimeTest, LoadAndRun) {
               std::string::npos) << e.what();
   }
   EXPECT_THROW(m->save_weights(""), gptc::rt::Error);
+}
+
+// Resident memory (a CPU artifact's is the host's): rows copied with their pitches, zeros
+// from a null source, a run reading an input and writing a result there in place.
+TEST_F(RuntimeTest, ResidentMemory) {
+  auto m = gptc::rt::Model::load(dir_->string());
+  float* a = static_cast<float*>(m->alloc_resident(6 * sizeof(float)));
+  float* b = static_cast<float*>(m->alloc_resident(12 * sizeof(float)));
+  EXPECT_EQ((uintptr_t)a % 64, 0u);
+  for (int i = 0; i < 6; ++i) a[i] = (float)(i + 1);
+  std::fill_n(b, 12, -1.0f);
+  // a's 3 rows of 2 into b's rows of 4, then b's last two columns to zero.
+  m->copy_rows(b, 16, a, 8, 8, 3);
+  m->copy_rows(b + 2, 16, nullptr, 0, 8, 3);
+  EXPECT_EQ(std::vector<float>(b, b + 12),
+            (std::vector<float>{1, 2, 0, 0, 3, 4, 0, 0, 5, 6, 0, 0}));
+  float total = 0;
+  int64_t aligned = 0;
+  m->run({a}, {b, &total, &aligned}, {true}, {true, false, false});  // y = w + x into b
+  EXPECT_EQ(std::vector<float>(b, b + 6), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(total, 42.0f);
+  EXPECT_EQ(m->transfers().to_device + m->transfers().to_host, 0u);  // none on the CPU
+  EXPECT_THROW(m->run({a}, {b, &total, &aligned}, {true, true}, {}), gptc::rt::Error);
+  EXPECT_THROW(m->copy_rows(b, 6, a, 8, 8, 1), gptc::rt::Error);  // a pitch not 4's multiple
+  std::vector<float> elsewhere(6);
+  EXPECT_THROW(m->free_resident(elsewhere.data()), gptc::rt::Error);
+  m->free_resident(a);
+  EXPECT_THROW(m->free_resident(a), gptc::rt::Error);  // freed once
+  // b is freed with the Model.
 }
 
 TEST_F(RuntimeTest, SetParamAndSaveWeights) {

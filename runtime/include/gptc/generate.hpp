@@ -91,11 +91,22 @@ class Generator {
   std::vector<std::string> tokens_;
   int64_t max_len_ = 0, prefill_len_ = 0, vocab_ = 0, width_ = 0;
   int64_t layers_ = 0, batch_ = 1, heads_ = 0, head_ = 0;
-  std::vector<float> logits_, k_row_, v_row_;  // logits_: [batch, width]
-  // The caches in the full step's layout (k_, v_) and in a shorter one's (ks_, vs_, sized
-  // for the longest), left unwritten (not resident) until a text reaches them.
-  std::unique_ptr<float[]> k_, v_, ks_, vs_;
-  size_t cache_numel_ = 0, short_numel_ = 0;  // k_'s, and ks_'s
+  std::vector<float> logits_;  // [batch, width]
+  // The caches and a step's key and value rows live where the programs run (the device's
+  // memory for a GPU target: Model::alloc_resident), so that a step moves only its tokens
+  // and logits: the caches in the full step's layout (k_, v_) and in a shorter one's (step
+  // s: ks_[s % 2], vs_[s % 2], sized for the longest, so that a move to the next never
+  // overlaps itself), each left unwritten until a text reaches it.
+  struct Free {
+    std::shared_ptr<Model> owner;
+    void operator()(float* p) const noexcept;
+  };
+  using Resident = std::unique_ptr<float, Free>;
+  Resident resident(size_t numel);  // decode_'s, shared with the other programs
+  float* short_k(int64_t s) const { return ks_[s % 2].get(); }
+  float* short_v(int64_t s) const { return vs_[s % 2].get(); }
+  Resident k_, v_, ks_[2], vs_[2], k_row_, v_row_;
+  size_t cache_numel_ = 0, short_numel_ = 0;  // k_'s, and each of ks_'s
   std::vector<int64_t> tokens_in_;            // a step's or prefill's tokens
 };
 

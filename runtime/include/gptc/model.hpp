@@ -92,6 +92,31 @@ class Model {
   // Model are serialized (they share the arena); different Models run concurrently.
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& results);
 
+  // Memory where this Model's kernels run, for a loop that keeps tensors there between runs
+  // (gptc::rt::Generator's caches): device memory for a CUDA artifact, host memory for a
+  // CPU one. run() given a resident input or result (its `resident` flags) reads or writes
+  // it in place, with no copy; copy_rows moves bytes about within it.
+  //   alloc_resident: `bytes` (64-byte aligned), freed by free_resident or with the Model.
+  //   share_resident: another Model's resident memory (one of this Model's target: a
+  //     program loaded with weights_of, say) that this Model's runs will be given.
+  //   copy_rows: `rows` rows of `width` bytes from src (rows src_pitch apart; null: zeros)
+  //     to dst (dst_pitch apart), both resident and not overlapping; width, pitches and
+  //     addresses multiples of 4. Done when it returns (after this Model's runs before it).
+  void* alloc_resident(size_t bytes);
+  void free_resident(void* p);
+  void share_resident(const void* p, size_t bytes);
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                 size_t rows);
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& results,
+           const std::vector<bool>& input_resident, const std::vector<bool>& result_resident);
+
+  // Bytes a CUDA artifact's runs and parameter reads and writes have moved between the host
+  // and the device since the load (0 for a CPU artifact).
+  struct Transfers {
+    uint64_t to_device = 0, to_host = 0;
+  };
+  Transfers transfers() const;
+
   // Threads for the kernels' parallel loops (default 1; 0: one per core; at most
   // kMaxThreads, past which OpenMP fails to start them and ends the process). Results never
   // depend on it. Waits for a run of this Model on another thread to finish.

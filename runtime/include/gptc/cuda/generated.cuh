@@ -582,3 +582,33 @@ GPTC_EXPORT const char* gptc_device_sync(void) {
     if (gptc_err_ != cudaSuccess && gptc_step_error.empty())             \
       gptc_step_error = ::gptc::cuda::describe(gptc_err_, #call);        \
   } while (0)
+
+// Rows of 4-byte words, from src (rows src_pitch words apart; null: zeros) to dst (rows
+// dst_pitch apart): a generator's caches kept in device memory between its steps
+// (gptc::rt::Generator: a step's key and value rows stored at their position, the caches
+// moved to a longer step's layout, a text's cleared).
+namespace gptc::cuda {
+__global__ void copy_rows_kernel(float* __restrict dst, int64_t dst_pitch,
+                                 const float* __restrict src, int64_t src_pitch, int64_t width,
+                                 int64_t rows) {
+  GPTC_CUDA_GRID();
+  GPTC_CUDA_FOR(i, rows * width) {
+    const int64_t r = i / width, c = i % width;
+    dst[r * dst_pitch + c] = src ? src[r * src_pitch + c] : 0.0f;
+  }
+}
+}  // namespace gptc::cuda
+
+// The same in bytes, multiples of 4, on the steps' stream (device to device; done by the
+// next sync, in order with the steps). The regions must not overlap.
+GPTC_EXPORT const char* gptc_device_copy_rows(void* dst, size_t dst_pitch, const void* src,
+                                              size_t src_pitch, size_t width, size_t rows) {
+  if ((dst_pitch | src_pitch | width) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4)
+    return "gptc_device_copy_rows: a width, pitch or address not a multiple of 4 bytes";
+  if (width == 0 || rows == 0) return nullptr;
+  const int64_t n = (int64_t)(width / 4 * rows);
+  GPTC_CUDA_LOOP_LAUNCH(::gptc::cuda::copy_rows_kernel, n)
+  (static_cast<float*>(dst), (int64_t)(dst_pitch / 4), static_cast<const float*>(src),
+   (int64_t)(src_pitch / 4), (int64_t)(width / 4), (int64_t)rows);
+  return ::gptc::cuda::detail::failed(cudaGetLastError(), "gptc_device_copy_rows (its launch)");
+}
