@@ -78,6 +78,16 @@ gptc_model* gptc_model_load(const char* dir) {
   return out;
 }
 
+gptc_model* gptc_model_load_sharing(const char* dir, const gptc_model* weights_of) {
+  if (!dir || !weights_of) {
+    fail(std::string("gptc_model_load_sharing: ") + (dir ? "weights_of" : "dir") + " is NULL");
+    return nullptr;
+  }
+  gptc_model* out = nullptr;
+  guarded([&] { out = new gptc_model{gptc::rt::Model::load(dir, weights_of->model.get())}; });
+  return out;
+}
+
 void gptc_model_free(gptc_model* model) { delete model; }
 
 const char* gptc_last_error(void) { return g_last_error.c_str(); }

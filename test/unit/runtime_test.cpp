@@ -279,7 +279,18 @@ TEST_F(RuntimeTest, CApi) {
   ASSERT_EQ(gptc_model_run(m, in, out), 0) << gptc_last_error();
   EXPECT_EQ(y[5], 7.0f);
   EXPECT_EQ(total, 27.0f);
+  // A second model sharing the first's parameter: a write through one, a run of the other,
+  // and the buffer outlives the model that loaded it.
+  gptc_model* beside = gptc_model_load_sharing(dir_->c_str(), m);
+  ASSERT_NE(beside, nullptr) << gptc_last_error();
+  EXPECT_EQ(gptc_model_param_data(beside, 0), gptc_model_param_data(m, 0));
+  static_cast<float*>(gptc_model_param_data(m, 0))[5] = 100.0f;
   gptc_model_free(m);
+  ASSERT_EQ(gptc_model_run(beside, in, out), 0) << gptc_last_error();
+  EXPECT_EQ(y[5], 101.0f);
+  gptc_model_free(beside);
+  EXPECT_EQ(gptc_model_load_sharing(dir_->c_str(), nullptr), nullptr);
+  EXPECT_STREQ(gptc_last_error(), "gptc_model_load_sharing: weights_of is NULL");
   EXPECT_EQ(gptc_model_num_params(nullptr), -1);  // with its own message, not a stale one
   EXPECT_STREQ(gptc_last_error(), "gptc_model_num_params: model is NULL");
   EXPECT_EQ(gptc_model_load("/nonexistent/gptc"), nullptr);

@@ -34,6 +34,12 @@ typedef struct gptc_tensor_info {
 const char* gptc_version(void);
 
 gptc_model* gptc_model_load(const char* dir);
+/* Loads dir beside weights_of, a model already loaded for the same target: each parameter
+ * (and state) it holds under the same name, dtype and shape is that buffer, shared rather
+ * than read, so a write or a training step through either is seen by both (gradient
+ * accumulation's update beside its micro-batch program, a generator's prefill beside its
+ * decode step: artifacts of `gptc compile --weights-of`). Either may be freed first. */
+gptc_model* gptc_model_load_sharing(const char* dir, const gptc_model* weights_of);
 void gptc_model_free(gptc_model* model); /* NULL is fine */
 const char* gptc_last_error(void);       /* "" when there was none */
 
