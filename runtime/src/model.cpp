@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "gptc/checksum.h"
@@ -564,21 +565,29 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
   impl.target = m.value("target", "cpu");
   if (impl.target != "cpu") {
     DeviceFns& d = impl.dev;
-    d.init = (const char* (*)())dlsym(impl.lib, "gptc_device_init");
-    d.alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_alloc");
-    d.release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_free");
-    d.host_alloc = (const char* (*)(void**, size_t))dlsym(impl.lib, "gptc_device_host_alloc");
-    d.host_release = (const char* (*)(void*))dlsym(impl.lib, "gptc_device_host_free");
-    d.copy_async =
-        (const char* (*)(void*, const void*, size_t, int))dlsym(impl.lib, "gptc_device_copy_async");
-    d.sync = (const char* (*)())dlsym(impl.lib, "gptc_device_sync");
-    d.adopt = (const char* (*)(void*, size_t))dlsym(impl.lib, "gptc_device_adopt");
-    d.copy_rows = (const char* (*)(void*, size_t, const void*, size_t, size_t, size_t))dlsym(
-        impl.lib, "gptc_device_copy_rows");
-    if (!d.init || !d.alloc || !d.release || !d.host_alloc || !d.host_release ||
-        !d.copy_async || !d.sync || !d.adopt || !d.copy_rows)
-      throw Error(lpath + ": missing the device layer (gptc_device_*) of a " +
-                  m["target"].get<std::string>() + " artifact");
+    std::vector<std::string> missing;
+    size_t wanted = 0;
+    auto find = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(impl.lib, name));
+      if (!fn) missing.push_back(name);
+      ++wanted;
+    };
+    find(d.init, "gptc_device_init");
+    find(d.alloc, "gptc_device_alloc");
+    find(d.release, "gptc_device_free");
+    find(d.host_alloc, "gptc_device_host_alloc");
+    find(d.host_release, "gptc_device_host_free");
+    find(d.copy_async, "gptc_device_copy_async");
+    find(d.sync, "gptc_device_sync");
+    find(d.adopt, "gptc_device_adopt");
+    find(d.copy_rows, "gptc_device_copy_rows");
+    const std::string target = m["target"].get<std::string>();
+    if (missing.size() == wanted)
+      throw Error(lpath + ": missing the device layer (gptc_device_*) of a " + target + " artifact");
+    if (!missing.empty())  // a library from a gptc whose device layer had less
+      throw Error(lpath + ": its device layer lacks " + missing[0] +
+                  (missing.size() > 1 ? " and more" : "") +
+                  " (built by another version of gptc): compile the model again");
     if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
       if (const char* e = d.init()) throw Error(lpath + ": " + e);
       impl.device = true;

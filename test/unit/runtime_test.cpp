@@ -359,6 +359,25 @@ TEST_F(RuntimeTest, ClearErrors) {
     EXPECT_NE(e.find(message), std::string::npos) << e;
   }
 
+  // A CUDA library from a gptc whose device layer had less (all but gptc_device_copy_rows):
+  // the function named, and the remedy.
+  {
+    fs::path old = copy_artifact("old_device_layer");
+    std::string stubs = kKernels;
+    for (const char* f : {"init", "alloc", "free", "host_alloc", "host_free", "copy_async",
+                          "sync", "adopt"})
+      stubs += std::string("GPTC_EXPORT const char* gptc_device_") + f + "() { return 0; }\n";
+    spit(old / "kernels.cpp", stubs);
+    ASSERT_EQ(compile_kernels(old), "");
+    std::string cuda = kManifest;
+    cuda.replace(cuda.find("\"kernels\": 1"), 12, "\"kernels\": 1, \"target\": \"cuda\"");
+    spit(old / "manifest.json", cuda);
+    e = load_error(old);
+    EXPECT_NE(e.find("kernels.so: its device layer lacks gptc_device_copy_rows (built by another "
+                     "version of gptc): compile the model again"), std::string::npos) << e;
+    fs::remove_all(old);
+  }
+
   spit(d / "manifest.json", kManifest);
   std::vector<double> wd(6, 1.0);
   st::write((d / "weights.safetensors").string(), {{"w", "F64", {2, 3}, wd.data()}});
