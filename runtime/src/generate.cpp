@@ -40,6 +40,13 @@ std::unique_ptr<Generator> Generator::from_models(std::shared_ptr<Model> decode,
     throw Error(dir + ": the decode step and the prefill disagree on the layers");
   if (d.inputs()[0].shape[0] != g->batch_ || p.inputs()[0].shape[0] != g->batch_)
     throw Error(dir + ": the decode step and the prefill disagree on the batch");
+  // One target for all: the caches live in the decode step's memory, which the others read.
+  std::vector<const Model*> others = {&p};
+  for (const std::shared_ptr<Model>& m : shorter) others.push_back(m.get());
+  for (const Model* m : others)
+    if (m->target() != d.target())
+      throw Error(m->dir() + ": a program for target \"" + m->target() + "\" beside a decode "
+                  "step for \"" + d.target() + "\" (" + dir + ")");
   // A shorter step: the full one's inputs and results but for the caches' length.
   std::sort(shorter.begin(), shorter.end(), [](const auto& a, const auto& b) {
     return a->inputs()[2].shape.back() < b->inputs()[2].shape.back();

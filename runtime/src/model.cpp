@@ -856,6 +856,8 @@ void Model::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_p
 
 Model::Transfers Model::transfers() const { return impl_->moved; }
 
+const std::string& Model::target() const { return impl_->target; }
+
 void Model::set_num_threads(int n) {
   if (n < 0 || n > kMaxThreads)
     throw Error(dir_ + ": thread count must be from 0 to " + std::to_string(kMaxThreads) +

@@ -440,6 +440,12 @@ def test_the_gpus_text_is_the_cpus(tmp_path):
     assert caches == 64 * 1024 and 0 < moved[0] < 150 * caches // 64 and \
         0 < moved[1] < 150 * caches // 64, moved
     assert gens["cpu"].step.runtime.transfers == (0, 0)
+    # The programs of one generator run on one target (the GPU's prefill beside the CPU's
+    # decode step would write its caches in host memory): one line.
+    from gptc.locate import load_runtime
+    with pytest.raises(RuntimeError, match=r'^\S+prefill\S*: a program for target '
+                       r'"cuda-emulated" beside a decode step for "cpu" \(\S+\)$'):
+        load_runtime().Generator(gens["cpu"].step.runtime, gpu.prefill.runtime, [])
     other = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
                                   vocab_size=23, bias=True)).state_dict()
     for g in gens.values():

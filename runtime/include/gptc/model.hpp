@@ -81,6 +81,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // What the kernels run on: the manifest's "target" ("cpu", "cuda" or "cuda-emulated").
+  const std::string& target() const;
   // Persistent tensors: kind "param" (from the weights) and "state" (optimizer moments,
   // zero unless the weights file holds them), in manifest order.
   const std::vector<TensorSpec>& params() const { return params_; }
