@@ -64,6 +64,13 @@ int find_index(const std::vector<gptc::rt::TensorSpec>& specs, const char* name,
               (known.empty() ? "none" : known) + ")");
 }
 
+// Model::load's model, or null with its error.
+gptc_model* load_model(const char* dir, const gptc::rt::Model* weights_of) {
+  gptc_model* out = nullptr;
+  guarded([&] { out = new gptc_model{gptc::rt::Model::load(dir, weights_of)}; });
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -73,9 +80,7 @@ gptc_model* gptc_model_load(const char* dir) {
     fail("gptc_model_load: dir is NULL");
     return nullptr;
   }
-  gptc_model* out = nullptr;
-  guarded([&] { out = new gptc_model{gptc::rt::Model::load(dir)}; });
-  return out;
+  return load_model(dir, nullptr);
 }
 
 gptc_model* gptc_model_load_sharing(const char* dir, const gptc_model* weights_of) {
@@ -83,9 +88,7 @@ gptc_model* gptc_model_load_sharing(const char* dir, const gptc_model* weights_o
     fail(std::string("gptc_model_load_sharing: ") + (dir ? "weights_of" : "dir") + " is NULL");
     return nullptr;
   }
-  gptc_model* out = nullptr;
-  guarded([&] { out = new gptc_model{gptc::rt::Model::load(dir, weights_of->model.get())}; });
-  return out;
+  return load_model(dir, weights_of->model.get());
 }
 
 void gptc_model_free(gptc_model* model) { delete model; }

@@ -263,13 +263,14 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
     }
   } else if (!shorter_.empty()) {  // from empty caches in the shortest step's layout
     cur_ = 0;
-    const size_t bytes = short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0] * 4;
+    const size_t bytes =
+        short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0] * sizeof(float);
     decode_->copy_rows(short_k(0), bytes, nullptr, 0, bytes, 1);
     decode_->copy_rows(short_v(0), bytes, nullptr, 0, bytes, 1);
   } else {
     cur_ = -1;
-    decode_->copy_rows(k_.get(), 0, nullptr, 0, cache_numel_ * 4, 1);
-    decode_->copy_rows(v_.get(), 0, nullptr, 0, cache_numel_ * 4, 1);
+    decode_->copy_rows(k_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
+    decode_->copy_rows(v_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
   }
   for (;;) {
     bool done = true;
