@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
               pybind11-dev nlohmann-json3-dev libgtest-dev
+              ccache        # pip install . reuses build/'s compiles (CMakeLists.txt)
               libsimde-dev  # tests: the AVX-512 forms emulated on CPUs without AVX-512
               clang-14 libclang-rt-14-dev  # tests: libFuzzer targets of the runtime's readers
               pkg-config    # tests: a program built against the installed runtime

@@ -130,7 +130,8 @@ def test_pip_install_gives_a_package_that_finds_its_own_tools(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "GPTC_BUILD_DIR", "GPTC_RUNTIME_INCLUDE", "GPTC_PYTHON")}
     python = str(venv / "bin" / "python")
-    # From the checkout, whose pyproject.toml keeps the build in build/wheel between runs.
+    # From the checkout, whose pyproject.toml keeps the build in build-wheel/ between runs
+    # (and whose compiles ccache serves from build/'s: docs/architecture.md, "Packaging").
     # Nothing is downloaded: setup.sh installed the build backend (requirements.txt), and the
     # dependencies are the system's (pip would upgrade the venv's own setuptools for torch).
     run(python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "--no-deps",
