@@ -581,9 +581,9 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     find(d.sync, "gptc_device_sync");
     find(d.adopt, "gptc_device_adopt");
     find(d.copy_rows, "gptc_device_copy_rows");
-    const std::string target = m["target"].get<std::string>();
     if (missing.size() == wanted)
-      throw Error(lpath + ": missing the device layer (gptc_device_*) of a " + target + " artifact");
+      throw Error(lpath + ": missing the device layer (gptc_device_*) of a " + impl.target +
+                  " artifact");
     if (!missing.empty())  // a library from a gptc whose device layer had less
       throw Error(lpath + ": its device layer lacks " + missing[0] +
                   (missing.size() > 1 ? " and more" : "") +
