@@ -157,6 +157,10 @@ PYBIND11_MODULE(_runtime, mod) {
           },
           "(bytes to the device, bytes to the host) a CUDA artifact's runs and parameter "
           "reads and writes have moved since the load; (0, 0) for a CPU artifact")
+      .def_property_readonly(
+          "waits", [](const Model& m) { return m.transfers().waits; },
+          "The times a CUDA artifact's runs, copies and parameter reads and writes have waited "
+          "for the device since the load (a run waits once, for its results); 0 for a CPU one")
       .def(
           "run",
           [](Model& m, const std::vector<py::object>& inputs) {

@@ -147,11 +147,34 @@ void Generator::move_caches(int64_t s, int64_t pos) {
   const size_t rows = (size_t)(layers_ * batch_ * heads_), hs = (size_t)head_, f = sizeof(float);
   float *k = short_k(cur_), *v = short_v(cur_);
   float *dk = s < 0 ? k_.get() : short_k(s), *dv = s < 0 ? v_.get() : short_v(s);
-  decode_->copy_rows(dk, to * f, k, from * f, p * f, rows * hs);
-  decode_->copy_rows(dk + p, to * f, nullptr, 0, (to - p) * f, rows * hs);
-  decode_->copy_rows(dv, to * hs * f, v, from * hs * f, p * hs * f, rows);
-  decode_->copy_rows(dv + p * hs, to * hs * f, nullptr, 0, (to - p) * hs * f, rows);
+  Model& next = program(s);
+  this->rows(next, dk, to * f, k, from * f, p * f, rows * hs);
+  this->rows(next, dk + p, to * f, nullptr, 0, (to - p) * f, rows * hs);
+  this->rows(next, dv, to * hs * f, v, from * hs * f, p * hs * f, rows);
+  this->rows(next, dv + p * hs, to * hs * f, nullptr, 0, (to - p) * hs * f, rows);
   cur_ = s;
+}
+
+void Generator::rows(Model& on, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                     size_t width, size_t rows) {
+  settle(&on);
+  on.queue_rows(dst, dst_pitch, src, src_pitch, width, rows);
+  queued_ = &on;
+}
+
+void Generator::settle(const Model* next) {
+  if (queued_ && queued_ != next) {
+    Model* q = queued_;
+    queued_ = nullptr;
+    q->wait();
+  }
+}
+
+Generator::~Generator() {
+  try {  // copies queued by a generate that failed are done before the caches are freed
+    settle();
+  } catch (const Error&) {  // (a device that failed already said so)
+  }
 }
 
 void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>& store) {
@@ -159,7 +182,7 @@ void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>
   // it is the next one's length, and that step holds it.
   if (cur_ >= 0 && pos == length(cur_))
     move_caches(cur_ + 1 < (int64_t)lengths_.size() ? cur_ + 1 : -1, pos);
-  Model& m = cur_ < 0 ? *decode_ : *shorter_[(size_t)cur_];
+  Model& m = program(cur_);
   const int64_t T = length(cur_);
   float* k = cur_ < 0 ? k_.get() : short_k(cur_);
   float* v = cur_ < 0 ? v_.get() : short_v(cur_);
@@ -169,7 +192,9 @@ void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>
   for (int64_t l = 0; l < layers_; ++l) in.push_back(v + l * slab);
   std::vector<bool> resident(in.size(), true);
   resident[0] = resident[1] = false;
+  settle(&m);
   m.run(in, {logits_.data(), k_row_.get(), v_row_.get()}, resident, {false, true, true});
+  queued_ = nullptr;  // (the run waited for its stream)
   // The step's keys and values into the caches at `pos` (keys transposed: a row a head
   // dimension; values a row a head), for each run of (layer, text) the texts `store` marks.
   const size_t f = sizeof(float), t = (size_t)T, p = (size_t)pos, hs = (size_t)head_;
@@ -181,9 +206,9 @@ void Generator::step(const int64_t* tokens, int64_t pos, const std::vector<char>
     }
     size_t e = a + 1;
     while (e < n && store[e % (size_t)batch_]) ++e;
-    decode_->copy_rows(k + a * per * t + p, t * f, k_row_.get() + a * per, f, f, (e - a) * per);
-    decode_->copy_rows(v + (a * per * t + p * hs), t * hs * f, v_row_.get() + a * per, hs * f,
-                       hs * f, (e - a) * (size_t)heads_);
+    rows(m, k + a * per * t + p, t * f, k_row_.get() + a * per, f, f, (e - a) * per);
+    rows(m, v + (a * per * t + p * hs), t * hs * f, v_row_.get() + a * per, hs * f, hs * f,
+         (e - a) * (size_t)heads_);
     a = e;
   }
 }
@@ -193,6 +218,7 @@ void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t f
   for (const std::vector<int64_t>& t : texts)
     for (size_t i = from; i < from + (size_t)prefill_len_; ++i)
       tokens_in_.push_back(i < t.size() ? t[i] : 0);  // a finished text's: any token
+  settle();
   prefill_->run({tokens_in_.data()}, {logits_.data(), k_.get(), v_.get()}, {false},
                 {false, true, true});
   cur_ = -1;
@@ -200,9 +226,9 @@ void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t f
 
 void Generator::clear_caches(int64_t b) {
   const size_t slab = (size_t)(heads_ * head_ * max_len_) * sizeof(float);  // a layer's
-  for (float* c : {k_.get(), v_.get()})
-    decode_->copy_rows(c + b * (int64_t)(slab / sizeof(float)), (size_t)batch_ * slab, nullptr,
-                       0, slab, (size_t)layers_);
+  for (float* c : {k_.get(), v_.get()})  // (the full step's layout: the next to run is decode_)
+    rows(*decode_, c + b * (int64_t)(slab / sizeof(float)), (size_t)batch_ * slab, nullptr, 0,
+         slab, (size_t)layers_);
 }
 
 std::vector<int64_t> Generator::generate(const std::vector<int64_t>& prompt, int64_t n,
@@ -265,12 +291,12 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
     cur_ = 0;
     const size_t bytes =
         short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0] * sizeof(float);
-    decode_->copy_rows(short_k(0), bytes, nullptr, 0, bytes, 1);
-    decode_->copy_rows(short_v(0), bytes, nullptr, 0, bytes, 1);
+    rows(*shorter_[0], short_k(0), bytes, nullptr, 0, bytes, 1);
+    rows(*shorter_[0], short_v(0), bytes, nullptr, 0, bytes, 1);
   } else {
     cur_ = -1;
-    decode_->copy_rows(k_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
-    decode_->copy_rows(v_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
+    rows(*decode_, k_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
+    rows(*decode_, v_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
   }
   for (;;) {
     bool done = true;
@@ -303,6 +329,7 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
     }
     fed += 1;
   }
+  settle();  // (nothing left in flight when it returns)
   return out;
 }
 

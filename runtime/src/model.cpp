@@ -356,10 +356,18 @@ struct Model::Impl {
   // alloc_resident's buffers: device memory, or (a CPU artifact) host memory.
   std::map<void*, AlignedBuf> resident_host;
   std::set<void*> resident_device;
+  // Waits for what is queued on this artifact's stream, counted (Transfers::waits).
+  const char* sync() {
+    ++moved.waits;
+    return dev.sync();
+  }
+  void wait() {
+    if (const char* e = sync()) throw Error(e);
+  }
   // A copy that is done when it returns.
   void copy(void* dst, const void* src, size_t bytes, bool to_device) {
     copy_async(dst, src, bytes, to_device);
-    if (const char* e = dev.sync()) throw Error(e);
+    wait();
   }
   // The host copy of param i, current.
   void download_param(size_t i, size_t bytes) {
@@ -793,9 +801,9 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
     for (size_t j = 0; j < results.size(); ++j)
       if (!resident(result_resident, j))
         impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
-    if (const char* e = impl.dev.sync()) throw Error(e);
+    impl.wait();
   } catch (...) {
-    impl.dev.sync();  // a failed run's queued copies are done before the staging is reused
+    impl.sync();  // a failed run's queued copies are done before the staging is reused
     throw;
   }
   for (size_t j = 0; j < results.size(); ++j)
@@ -834,15 +842,19 @@ void Model::share_resident(const void* p, size_t bytes) {
 
 void Model::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                       size_t width, size_t rows) {
+  queue_rows(dst, dst_pitch, src, src_pitch, width, rows);
+  wait();
+}
+
+void Model::queue_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                       size_t width, size_t rows) {
   Impl& impl = *impl_;
   if ((dst_pitch | src_pitch | width | (uintptr_t)dst | (uintptr_t)src) % 4)
     throw Error(dir_ + ": copy_rows: a width, pitch or address not a multiple of 4 bytes");
   std::lock_guard<std::mutex> lock(impl.run_mutex);
   if (impl.device) {
-    // Waited for: another Model's runs (a generator's other programs) are on another stream.
     if (const char* e = impl.dev.copy_rows(dst, dst_pitch, src, src_pitch, width, rows))
       throw Error(e);
-    if (const char* e = impl.dev.sync()) throw Error(e);
     return;
   }
   char* d = static_cast<char*>(dst);
@@ -852,6 +864,12 @@ void Model::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_p
     else if (s) std::memcpy(d, s, width);
     else std::memset(d, 0, width);
   }
+}
+
+void Model::wait() {
+  Impl& impl = *impl_;
+  std::lock_guard<std::mutex> lock(impl.run_mutex);
+  if (impl.device) impl.wait();
 }
 
 Model::Transfers Model::transfers() const { return impl_->moved; }

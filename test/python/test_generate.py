@@ -416,7 +416,8 @@ def test_the_gpus_text_is_the_cpus(tmp_path):
     """compile_generate(device="cuda-emulated"): the decode steps and the prefill as CUDA
     kernels, sharing the weights in device memory, write the CPU generator's texts token
     for token (sampled, through the prefill, the shorter steps' moves and the context
-    shift; after a load_state_dict too), and a saved one in C as well."""
+    shift; after a load_state_dict too), and a saved one in C as well; a token waits for
+    the device once."""
     torch.manual_seed(0)
     model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=64,
                                   vocab_size=23, bias=True)).eval()
@@ -440,6 +441,18 @@ def test_the_gpus_text_is_the_cpus(tmp_path):
     assert caches == 64 * 1024 and 0 < moved[0] < 150 * caches // 64 and \
         0 < moved[1] < 150 * caches // 64, moved
     assert gens["cpu"].step.runtime.transfers == (0, 0)
+    # Through the shorter step, the move to the full one and two context shifts: the same
+    # texts, and a token waits for the device once, for its logits. The caches' copies are
+    # queued on the stream of the program that runs next (the emulation, like a GPU, does
+    # not finish them before another program's work), so the generator waits beyond its
+    # 100 runs only when the program changes with copies queued (the move, the two shifts)
+    # and before it returns.
+    before = [p.runtime.waits for p in programs]
+    texts = {d: g.generate([[1], [2]], 100, temperature=1.0, top_k=8, seed=3)
+             for d, g in gens.items()}
+    assert texts["cpu"] == texts["cuda-emulated"]
+    assert sum(p.runtime.waits - b for p, b in zip(programs, before)) == 100 + 3 + 1
+    assert gens["cpu"].step.runtime.waits == 0
     # The programs of one generator run on one target (the GPU's prefill beside the CPU's
     # decode step would write its caches in host memory): one line.
     from gptc.locate import load_runtime

@@ -46,6 +46,7 @@ class Generator {
   static std::unique_ptr<Generator> from_models(
       std::shared_ptr<Model> decode, std::shared_ptr<Model> prefill,
       std::vector<std::shared_ptr<Model>> shorter = {});
+  ~Generator();
 
   int64_t max_len() const { return max_len_; }
   int64_t batch() const { return batch_; }  // the texts it writes at once
@@ -84,6 +85,14 @@ class Generator {
   // and v_), zero past them.
   void move_caches(int64_t s, int64_t pos);
   int64_t length(int64_t s) const { return s < 0 ? max_len_ : lengths_[(size_t)s]; }
+  Model& program(int64_t s) const { return s < 0 ? *decode_ : *shorter_[(size_t)s]; }
+  // The caches' copies are queued on the stream of `on`, the program that runs next, so that
+  // a token waits once, for its logits (on a GPU each program has a stream of its own).
+  // settle waits for the queued ones unless `next` is the program they are queued on.
+  void rows(Model& on, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+            size_t width, size_t rows);
+  void settle(const Model* next = nullptr);
+  Model* queued_ = nullptr;  // the program with copies queued and not waited for
   std::shared_ptr<Model> decode_, prefill_;
   std::vector<std::shared_ptr<Model>> shorter_;  // by length, shortest first
   std::vector<int64_t> lengths_;

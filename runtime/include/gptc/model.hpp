@@ -104,18 +104,27 @@ class Model {
   //   copy_rows: `rows` rows of `width` bytes from src (rows src_pitch apart; null: zeros)
   //     to dst (dst_pitch apart), both resident and not overlapping; width, pitches and
   //     addresses multiples of 4. Done when it returns (after this Model's runs before it).
+  //   queue_rows: the same, queued on this Model's stream, without waiting: done before
+  //     this Model's next run or copy starts, and by wait(). Another Model's runs and copies
+  //     may overtake it (each CUDA artifact has a stream of its own), so a caller that hands
+  //     the rows to another Model calls wait() first. A CPU artifact's is done at once.
+  //   wait: waits for what this Model has queued (nothing to wait for on the CPU).
   void* alloc_resident(size_t bytes);
   void free_resident(void* p);
   void share_resident(const void* p, size_t bytes);
   void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                  size_t rows);
+  void queue_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                  size_t rows);
+  void wait();
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& results,
            const std::vector<bool>& input_resident, const std::vector<bool>& result_resident);
 
   // Bytes a CUDA artifact's runs and parameter reads and writes have moved between the host
-  // and the device since the load (0 for a CPU artifact).
+  // and the device since the load, and the times it waited for the device (a run waits
+  // once, for its results); all 0 for a CPU artifact.
   struct Transfers {
-    uint64_t to_device = 0, to_host = 0;
+    uint64_t to_device = 0, to_host = 0, waits = 0;
   };
   Transfers transfers() const;
 

@@ -152,23 +152,26 @@ inline void require_device(const void* p, const char* what) {
 // copy between it and the device returns at once and is done by the next sync. Here such a
 // copy is done when the stream next does anything (a launch, a copy, a memset, a sync), so
 // that a caller who reads a download or rewrites an upload's source before it is done gets
-// the wrong bytes here as it could there.
-struct PendingCopy {
-  void* dst;
-  const void* src;
-  size_t bytes;
-};
-inline std::vector<PendingCopy>& pending_copies() {
-  static std::vector<PendingCopy> copies;
-  return copies;
+// the wrong bytes here as it could there. The work pending is this library's (each
+// artifact's kernels.so has its own, as each has its own streams on a GPU): another
+// artifact's work does not finish it, as another stream's would not wait for it.
+inline std::vector<std::function<void()>>& pending_work() {
+  static std::vector<std::function<void()>> work;
+  return work;
 }
 inline DeviceMemory& pinned_memory() {
   static DeviceMemory memory;
   return memory;
 }
-inline void finish_pending_copies() {
-  for (const PendingCopy& c : pending_copies()) std::memmove(c.dst, c.src, c.bytes);
-  pending_copies().clear();
+inline void finish_pending_work() {
+  std::vector<std::function<void()>> work;
+  work.swap(pending_work());  // (a launch among them finishes the pending work first)
+  for (const std::function<void()>& op : work) op();
+}
+// Work that is done when this library's stream next does anything, as above.
+inline void defer(std::function<void()> op) {
+  finish_pending_work();
+  pending_work().push_back(std::move(op));
 }
 // Where a GPU may take any order (a graph's independent work, a grid's blocks, a block's
 // threads between two barriers), the emulation takes a seeded pseudo-random one
@@ -239,7 +242,7 @@ void enqueue(cudaStream_t stream, cudaGraphNodeType type, Op op) {
     tail = {c.work.size() - 1};
     return;
   }
-  finish_pending_copies();
+  finish_pending_work();
   op();
 }
 // Whether every record is one the origin's tail waits for, directly or not.
@@ -314,8 +317,7 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
   const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
   if (host && gptc::cuda::emulate::pinned_memory().holds(host) &&
       !gptc::cuda::emulate::capturing(s)) {
-    gptc::cuda::emulate::finish_pending_copies();
-    gptc::cuda::emulate::pending_copies().push_back({dst, src, bytes});
+    gptc::cuda::emulate::defer([=] { std::memmove(dst, src, bytes); });
   } else {
     gptc::cuda::emulate::enqueue(s, cudaGraphNodeTypeMemcpy, [=] { std::memmove(dst, src, bytes); });
   }
@@ -324,12 +326,12 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (gptc::cuda::emulate::capture()) return gptc::cuda::emulate::unsafe_call();
   const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind);
-  gptc::cuda::emulate::finish_pending_copies();  // (returns once done, as CUDA's)
+  gptc::cuda::emulate::finish_pending_work();  // (returns once done, as CUDA's)
   return err;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (gptc::cuda::emulate::capturing(s)) return gptc::cuda::emulate::unsafe_call();
-  gptc::cuda::emulate::finish_pending_copies();
+  gptc::cuda::emulate::finish_pending_work();
   return cudaSuccess;
 }
 // A stream is a handle of its own (captures tell streams apart); work outside a capture
@@ -357,7 +359,7 @@ inline cudaError_t allocate(void** p, size_t bytes, DeviceMemory& table) {
 }
 inline cudaError_t release(void* p, DeviceMemory& table) {
   if (capture()) return unsafe_call();
-  finish_pending_copies();
+  finish_pending_work();
   table.remove(p);
   std::free(p);
   return cudaSuccess;
@@ -401,7 +403,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
     e->tail = capture()->tails[s];
     return cudaSuccess;
   }
-  finish_pending_copies();
+  finish_pending_work();
   e->capture = 0;
   e->tail.clear();
   e->ms = std::chrono::duration<double, std::milli>(
@@ -440,7 +442,7 @@ using cudaGraphExec_t = gptc::cuda::emulate::Exec*;
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
   using namespace gptc::cuda::emulate;
   if (capture()) return cudaErrorIllegalState;  // (one capture at a time here)
-  finish_pending_copies();  // (queued before the capture: not in it)
+  finish_pending_work();  // (queued before the capture: not in it)
   capture() = new Capture{s, {}, {}, cudaSuccess, ++captures_begun()};
   capture()->tails[s] = {};
   return cudaSuccess;
@@ -463,7 +465,7 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t = nullptr) {
-  gptc::cuda::emulate::finish_pending_copies();
+  gptc::cuda::emulate::finish_pending_work();
   gptc::cuda::emulate::replay(exec->work, ++exec->launches);
   return cudaSuccess;
 }

@@ -607,8 +607,17 @@ GPTC_EXPORT const char* gptc_device_copy_rows(void* dst, size_t dst_pitch, const
     return "gptc_device_copy_rows: a width, pitch or address not a multiple of 4 bytes";
   if (width == 0 || rows == 0) return nullptr;
   const int64_t n = (int64_t)(width / 4 * rows);
-  GPTC_CUDA_LOOP_LAUNCH(::gptc::cuda::copy_rows_kernel, n)
-  (static_cast<float*>(dst), (int64_t)(dst_pitch / 4), static_cast<const float*>(src),
-   (int64_t)(src_pitch / 4), (int64_t)(width / 4), (int64_t)rows);
+  auto launch = [=] {
+    GPTC_CUDA_LOOP_LAUNCH(::gptc::cuda::copy_rows_kernel, n)
+    (static_cast<float*>(dst), (int64_t)(dst_pitch / 4), static_cast<const float*>(src),
+     (int64_t)(src_pitch / 4), (int64_t)(width / 4), (int64_t)rows);
+  };
+#if defined(GPTC_CUDA_EMULATE)
+  // Done when this library's stream next does anything, as a GPU's stream would have it
+  // done: a caller that lets another artifact's run read the rows first reads old ones.
+  ::gptc::cuda::emulate::defer(launch);
+#else
+  launch();
+#endif
   return ::gptc::cuda::detail::failed(cudaGetLastError(), "gptc_device_copy_rows (its launch)");
 }
