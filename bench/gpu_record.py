@@ -5,7 +5,8 @@
 scripts/gpu_check.sh writes into OUTDIR nvidia-smi's view (nvidia-smi.csv); its families part
 kernel_families.json; its step part step.json (bitwise, repeatable, memcheck), parity.json,
 speed.jsonl (bench/step_time's and bench/gpu_torch.py's lines), speed_variants.jsonl (the
-step with the groups' branches or the asynchronous copies off) and profile_<size>.tsv. Each
+step with the groups' branches or the asynchronous copies off), generate_speed.jsonl
+(bench/generate_time's and gpu_torch.py generate's lines) and profile_<size>.tsv. Each
 part found becomes one record, named after the time it is written and the GPU
 (<time>-<gpu>-kernel-families.json, <time>-<gpu>-step.json); the path of each is printed.
 bench/report.py puts the latest of each on docs/performance.md.
@@ -73,6 +74,17 @@ def speed(line, where) -> dict:
             "device_bytes": line.get("device_bytes") if gptc else line.get("peak_bytes")}
 
 
+def generation(line, where) -> dict:
+    """A generation speed line as the record keeps it; a line of neither tool's form stops
+    with one line naming `where`."""
+    needed = ("tokens_per_s_median", "tokens_per_s_min", "tokens_per_s_max", "batch", "tokens")
+    if not isinstance(line, dict) or any(k not in line for k in needed):
+        fail(f"{where}: not a line of bench/generate_time or bench/gpu_torch.py generate")
+    gptc = "generator" in line
+    return {"framework": "gptc" if gptc else "torch", "mode": "generator" if gptc else
+            line.get("mode"), **{k: line[k] for k in needed}}
+
+
 def profile(path, rows=12) -> list:
     """The slowest `rows` kernels of a GPTC_CUDA_PROFILE file."""
     with open(path) as f:
@@ -107,6 +119,9 @@ def records(outdir, note, now) -> list:
             path = os.path.join(outdir, file)
             r[key] = [speed(line, where) for where, line in read_lines(path)] \
                 if os.path.exists(path) else []
+        path = os.path.join(outdir, "generate_speed.jsonl")
+        r["generate_speed"] = [generation(line, where) for where, line in read_lines(path)] \
+            if os.path.exists(path) else []
         r["profile"] = {}
         for path in sorted(glob.glob(os.path.join(outdir, "profile_*.tsv"))):
             size = os.path.basename(path)[len("profile_"):-len(".tsv")]

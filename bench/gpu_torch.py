@@ -7,6 +7,7 @@ fp32 with TF32 off.
     python3 bench/gpu_torch.py parity --weights W.safetensors --batches B.bin --steps N \
         --lr LR --losses LOSSES.txt --params OUT.safetensors
     python3 bench/gpu_torch.py weights --size shakespeare_char --manifest M.json --out W
+    python3 bench/gpu_torch.py generate --mode eager|compile --tokens 150 --texts 3
 
 `time` prints one JSON line: the median, minimum and maximum step in ms over --steps steps
 after --warmup, the CUDA kernels one eager step launches (torch.profiler), and the peak
@@ -16,6 +17,12 @@ optimizer and clipping stay eager.
 `weights` writes the model's initial parameters (the ones `time` starts from) under the
 names an artifact's manifest lists, for an artifact copied without its weights (the GPU
 check carries shakespeare_char's step without its 42 MiB of weights).
+
+`generate` times nanoGPT's generate loop (bench/generate.py's: the context cropped to the
+block, the whole model run over it for every token) on the GPU check's generator model
+(GENERATE: the rows the generator writes at once, a one-token prompt each, top-k 40),
+after one warm-up text, as bench/generate_time.cpp times gptc's generator; one JSON line,
+tokens a second at the median, fastest and slowest text.
 
 `parity` trains eager from the weights gptc started from, on the batches gptc's step took
 (examples/train_step.cpp's BATCHES.bin: each step's idx then targets, little-endian int64),
@@ -45,6 +52,9 @@ SIZES = {
                              batch=64),
 }
 HYPER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+# The GPU check's generator (scripts/gpu_prepare.py): the test GPT at a 23-letter vocabulary,
+# writing `batch` texts at once.
+GENERATE = dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=23, batch=2)
 
 
 def fp32_exactly():
@@ -103,6 +113,34 @@ def time_steps(args):
                       "device": args.device, "steps": args.steps, "warmup": args.warmup,
                       "median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms),
                       "kernels_per_step": kernels, "peak_bytes": peak,
+                      "torch": torch.__version__}))
+
+
+def time_generation(args):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from generate import TOP_K, nanogpt_generate
+    fp32_exactly()
+    spec = dict(GENERATE)
+    batch = spec.pop("batch")
+    torch.manual_seed(0)
+    model = TinyGPT(TinyGPTConfig(dropout=0.0, bias=True, **spec)).to(args.device).eval()
+    net = torch.compile(model, dynamic=True) if args.mode == "compile" else model
+    per_s = []
+    for k in range(args.texts + 1):  # the first: the warm-up (torch.compile compiles)
+        idx = torch.zeros(batch, 1, dtype=torch.long, device=args.device)
+        gen = torch.Generator(device=args.device).manual_seed(k + 1)
+        sync(args.device)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            nanogpt_generate(net, idx, args.tokens, spec["block_size"], 1.0, TOP_K, gen)
+        sync(args.device)
+        if k > 0:
+            per_s.append(args.tokens * batch / (time.perf_counter() - t0))
+    per_s.sort()
+    print(json.dumps({"framework": "torch", "mode": args.mode, "device": args.device,
+                      "batch": batch, "tokens": args.tokens, "texts": args.texts,
+                      "tokens_per_s_median": per_s[len(per_s) // 2],
+                      "tokens_per_s_max": per_s[-1], "tokens_per_s_min": per_s[0],
                       "torch": torch.__version__}))
 
 
@@ -177,8 +215,14 @@ def main():
     w.add_argument("--size", choices=list(SIZES), required=True)
     w.add_argument("--manifest", required=True)
     w.add_argument("--out", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("--mode", choices=["eager", "compile"], required=True)
+    g.add_argument("--device", default="cuda")
+    g.add_argument("--tokens", type=int, default=150)
+    g.add_argument("--texts", type=int, default=3)
     args = ap.parse_args()
-    {"time": time_steps, "parity": parity, "weights": weights}[args.command](args)
+    {"time": time_steps, "parity": parity, "weights": weights,
+     "generate": time_generation}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,15 @@ def step_section(name, r) -> list:
                      f"{ms('reduce-overhead')} | {g.get('kernels', '—')} / "
                      f"{e.get('kernels', '—')} | {mib(g.get('device_bytes'))} / "
                      f"{mib(e.get('device_bytes'))} |")
+    if r.get("generate_speed"):
+        rate = lambda g: (f"{g['tokens_per_s_median']:,.0f} "  # noqa: E731
+                          f"({g['tokens_per_s_min']:,.0f}–{g['tokens_per_s_max']:,.0f})")
+        first = r["generate_speed"][0]
+        lines += ["", f"Generation, tokens a second ({first['batch']} texts at once, "
+                  f"{first['tokens']} tokens each; median, slowest–fastest text): " + "; ".join(
+                      ("gptc's generator" if g["framework"] == "gptc" else
+                       f"nanoGPT's loop, torch {g['mode']}") + " " + rate(g)
+                      for g in r["generate_speed"]) + "."]
     if r.get("variants"):
         lines += ["", "gptc's step with a feature turned off (median ms): " + "; ".join(
             f"{v['size']} {v['env'] or 'as built'} {v['median_ms']:.2f}" for v in r["variants"])

@@ -20,6 +20,8 @@
 # (bench/step_time.cpp) beside torch eager, torch.compile and torch.compile with CUDA graphs
 # (mode="reduce-overhead") at the tiny and shakespeare_char sizes, with gptc's kernels a
 # step and longest chain of them as its graph holds them (step.json, speed.jsonl);
+# generation's tokens a second, gptc's generator (bench/generate_time.cpp) beside nanoGPT's
+# loop in torch eager and under torch.compile (generate_speed.jsonl);
 # each step without its groups' branches or its asynchronous copies
 # (speed_variants.jsonl); then each kernel's time in a step (GPTC_CUDA_PROFILE:
 # profile_<size>.tsv).
@@ -88,7 +90,8 @@ if [[ " $parts " == *" step "* ]]; then
   "${cxx[@]}" examples/train_step.cpp "${runtime[@]}" -o "$build/train_step" & a=$!
   "${cxx[@]}" bench/step_time.cpp "${runtime[@]}" -o "$build/step_time" & b=$!
   c++ "$build/generate.o" "${runtime[@]}" -o "$build/generate" & c=$!
-  for job in $a $b $c; do wait "$job" || built=false; done
+  "${cxx[@]}" bench/generate_time.cpp "${runtime[@]}" -o "$build/generate_time" & d=$!
+  for job in $a $b $c $d; do wait "$job" || built=false; done
   [ "$built" = true ] || { echo "gpu_check: building the runtime's drivers failed"; exit 1; }
   # shakespeare_char's step travels without its weights: torch's init, written here.
   python3 bench/gpu_torch.py weights --size shakespeare_char \
@@ -191,6 +194,16 @@ if [[ " $parts " == *" step "* ]]; then
         | tee -a "$out/speed.jsonl"
     done
   done
+  # Generation's speed: the test GPT's generator, 150 tokens for each of its 2 texts (through
+  # the shorter step, the move to the full one, the prefill and the context shift), beside
+  # nanoGPT's loop (the whole cropped context each token) in torch.
+  if [ -d "$prep/generate/cuda" ]; then
+    "$build/generate_time" "$prep/generate/cuda" 150 5 | tee "$out/generate_speed.jsonl"
+    for mode in eager compile; do
+      timeout 120 python3 bench/gpu_torch.py generate --mode "$mode" --tokens 150 --texts 5 \
+        2> "$out/torch_generate_$mode.log" | tee -a "$out/generate_speed.jsonl"
+    done
+  fi
   # What the groups' parallel branches and the weight gradients' asynchronous copies are
   # worth: each step with each off, both off, and as built again (speed_variants.jsonl,
   # each line with its environment).

@@ -45,7 +45,7 @@ from gptc.compiler import capture_and_compile, run_compiler  # noqa: E402
 from gptc.testing.llama_style import LlamaConfig, LlamaStyle  # noqa: E402
 from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig  # noqa: E402
 from gptc.train import AdamW, _flags  # noqa: E402
-from gpu_torch import HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes)
+from gpu_torch import GENERATE, HYPER, SIZES  # noqa: E402 (bench/, the torch side's sizes)
 
 STEPS, SEED, LR = 20, 7, 1e-3
 ACCUMULATION = 4  # micro-batches a step of the accumulate case: STEPS / 4 steps
@@ -115,16 +115,17 @@ def prepare_generation(out):
     the GPU's emulation, its text checked against the CPU's here, then saved and each of
     its programs built by nvcc from the same kernels.cu (a generator for "cuda" would load
     on a GPU to save itself; the source is one, only the build differs)."""
+    spec = dict(GENERATE)
+    batch = spec.pop("batch")
     torch.manual_seed(0)
-    model = TinyGPT(TinyGPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64,
-                                  vocab_size=23, bias=True)).eval()
-    letters = [bytes([ord("a") + i]) for i in range(23)]
+    model = TinyGPT(TinyGPTConfig(bias=True, **spec)).eval()
+    letters = [bytes([ord("a") + i]) for i in range(spec["vocab_size"])]
     spell = lambda ids: "".join(chr(ord("a") + t) for t in ids)  # noqa: E731 (as generate.c)
     prompt, n, seed, temperature, top_k = [2, 0, 1], GEN_TOKENS, 9, 0.8, 6
     texts = {}
     for device in ("cpu", "cuda-emulated"):
-        gen = gptc.compile_generate(model, batch=2, device=device)
-        texts[device] = gen.generate([prompt] * 2, n, temperature=temperature, top_k=top_k,
+        gen = gptc.compile_generate(model, batch=batch, device=device)
+        texts[device] = gen.generate([prompt] * batch, n, temperature=temperature, top_k=top_k,
                                      seed=seed)
     if texts["cpu"] != texts["cuda-emulated"]:
         sys.exit("gpu_prepare: error: generate: the emulated GPU's text differs from the CPU's")

@@ -1,6 +1,7 @@
 """The GPU check's tools, run on the CPU where there is no GPU: scripts/gpu_prepare.py's
-compile of a case, examples/train_step and bench/step_time over gptc's runtime, and
-bench/gpu_torch.py's parity, timing and weights (with --device cpu). The GPU check
+compile of a case, examples/train_step, bench/step_time and bench/generate_time over gptc's
+runtime, and bench/gpu_torch.py's parity, timing, generation and weights (with --device
+cpu). The GPU check
 (scripts/gpu_check.sh) runs the same tools on CUDA artifacts and torch's CUDA device."""
 import json
 import os
@@ -63,6 +64,26 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert eager["mode"] == "eager" and eager["median_ms"] > 0
     bad = subprocess.run([step_time, artifact, "1", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "STEPS >= 1" in bad.stderr
+    # Generation's timers, on the GPU check's generator model (saved as gpu_prepare saves it).
+    import gptc
+    from gpu_torch import GENERATE
+    from gptc.testing.tiny_gpt import TinyGPT, TinyGPTConfig
+    spec = dict(GENERATE)
+    batch = spec.pop("batch")
+    gptc.compile_generate(TinyGPT(TinyGPTConfig(**spec)).eval(), batch=batch).save(
+        str(tmp_path / "generate"))
+    generate_time = build(tmp_path, "bench/generate_time.cpp", "generate_time")
+    ours_gen = json.loads(run_ok(generate_time, str(tmp_path / "generate"), "80", "3"))
+    assert (ours_gen["batch"], ours_gen["tokens"], ours_gen["texts"]) == (batch, 80, 3)
+    assert 0 < ours_gen["tokens_per_s_min"] <= ours_gen["tokens_per_s_median"] <= \
+        ours_gen["tokens_per_s_max"]
+    torch_gen = torch_tool("generate", "--device", "cpu", "--mode", "eager", "--tokens", "80",
+                           "--texts", "1")
+    assert (torch_gen["mode"], torch_gen["batch"]) == ("eager", batch)
+    assert torch_gen["tokens_per_s_median"] > 0
+    bad = subprocess.run([generate_time, str(tmp_path / "generate"), "0", "1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "TOKENS and TEXTS must be >= 1" in bad.stderr
     # These outputs, laid out as scripts/gpu_check.sh writes them, become a step record of
     # the results store (bench/gpu_record.py) and a section of the results page.
     out = tmp_path / "gpu-check"
@@ -75,6 +96,8 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
         '"bitwise_accumulate": true, "generate_text": true, "memcheck": "clean", "steps": 3}\n')
     (out / "parity.json").write_text(json.dumps(parity) + "\n")
     (out / "speed.jsonl").write_text(json.dumps(timed) + "\n" + json.dumps(eager) + "\n")
+    (out / "generate_speed.jsonl").write_text(json.dumps(ours_gen) + "\n" +
+                                              json.dumps(torch_gen) + "\n")
     (out / "speed_variants.jsonl").write_text(
         json.dumps({"env": "GPTC_CUDA_BRANCHES=0", **timed}) + "\n")
     (out / "profile_tiny.tsv").write_text(  # GPTC_CUDA_PROFILE's format
@@ -92,6 +115,10 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert [r["median_ms"] for r in record["speed"] if r["mode"] == "eager"] == \
         [eager["median_ms"]]
     assert record["variants"][0]["env"] == "GPTC_CUDA_BRANCHES=0"
+    assert [(g["framework"], g["mode"], g["tokens_per_s_median"])
+            for g in record["generate_speed"]] == [
+        ("gptc", "generator", ours_gen["tokens_per_s_median"]),
+        ("torch", "eager", torch_gen["tokens_per_s_median"])]
     assert record["profile"]["tiny"] == [
         {"kernel": "k3_matmul (tiny_gpt.py:70)", "calls": 10, "total_ms": 0.5}]
     import report
@@ -102,6 +129,9 @@ def test_the_gpu_checks_tools_agree_on_the_cpu(tmp_path):
     assert "generation, the CPU's text: yes" in section
     assert f"| tiny | {timed['median_ms']:.2f} ms | {eager['median_ms']:.2f} ms |" in section
     assert "## GPU: the CUDA kernel families" not in section  # (no families' record)
+    assert (f"Generation, tokens a second ({batch} texts at once, 80 tokens each" in section
+            and f"gptc's generator {ours_gen['tokens_per_s_median']:,.0f} (" in section
+            and "nanoGPT's loop, torch eager" in section), section
     # A speed line of neither tool's form is refused in one line that names it.
     (out / "speed.jsonl").write_text(json.dumps(timed) + "\n" + '{"median_ms": 1.0}\n')
     odd = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_record.py"),
