@@ -341,6 +341,15 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
      << "GPTC_EXPORT void gptc_set_num_threads(int n) { (void)n; }\n\n"
      << "// The lines of the device's error codes (gptc::cuda::report_error).\n"
      << "static const char* const gptc_errors[] = {\n    \"\",\n" << table << "};\n\n"
+     << "// The last step's error line, or null, once the stream has been waited for.\n"
+     << "GPTC_EXPORT const char* gptc_device_step_status(void) {\n"
+     << "  if (gptc::cuda::profile_path()) gptc::cuda::profile_collect();\n"
+     << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
+     << "  const unsigned* word = gptc::cuda::status_word(gptc_step_error);\n"
+     << "  if (!word) return gptc_step_error.c_str();\n"
+     << "  const unsigned code = *word;\n"
+     << "  return code ? gptc_errors[code < sizeof(gptc_errors) / sizeof(gptc_errors[0]) ? code : 0] "
+        ": nullptr;\n}\n\n"
      << "GPTC_EXPORT const char* gptc_entry(void* const* args, void* const* results, "
         "void* arena_) {\n"
      << "  char* arena = static_cast<char*>(arena_);\n  (void)arena; (void)args;\n"
@@ -362,14 +371,16 @@ void CudaFlavour::file(raw_ostream &os, StringRef kernels, StringRef calls,
      << "  gptc::cuda::run_step(gptc_step_error, buffers, sizeof(buffers) / sizeof(buffers[0]), "
         "[&] {\n"
      << constantSetup << calls << "  });\n"
-     << "  unsigned code = 0;\n"
-     << "  GPTC_CUDA_TRY(cudaMemcpyAsync(&code, error_word, sizeof(unsigned), "
+     << "  // The error code comes down with the results; one wait a step (the caller's when\n"
+     << "  // deferred: gptc::cuda::wait_deferred).\n"
+     << "  unsigned* code = gptc::cuda::status_word(gptc_step_error);\n"
+     << "  if (code)\n"
+     << "    GPTC_CUDA_TRY(cudaMemcpyAsync(code, error_word, sizeof(unsigned), "
         "cudaMemcpyDeviceToHost, gptc::cuda::stream()));\n"
+     << "  if (gptc::cuda::wait_deferred())\n"
+     << "    return gptc_step_error.empty() ? nullptr : gptc_step_error.c_str();\n"
      << "  GPTC_CUDA_TRY(cudaStreamSynchronize(gptc::cuda::stream()));\n"
-     << "  if (gptc::cuda::profile_path()) gptc::cuda::profile_collect();\n"
-     << "  if (!gptc_step_error.empty()) return gptc_step_error.c_str();\n"
-     << "  return code ? gptc_errors[code < sizeof(gptc_errors) / sizeof(gptc_errors[0]) ? code : 0] "
-        ": nullptr;\n}\n";
+     << "  return gptc_device_step_status();\n}\n";
 }
 
 std::unique_ptr<Flavour> makeCudaFlavour(Emitter &e) { return std::make_unique<CudaFlavour>(e); }

@@ -313,6 +313,11 @@ struct DeviceFns {
   const char* (*adopt)(void*, size_t) = nullptr;
   // Rows of bytes from one place in device memory to another (null source: zeros), queued.
   const char* (*copy_rows)(void*, size_t, const void*, size_t, size_t, size_t) = nullptr;
+  // The entry returns once its step is queued; after the sync, step_status gives the step's
+  // error (generated in kernels.cu, with the artifact's error lines). So the results'
+  // downloads are queued behind the step and a run waits once.
+  const char* (*defer_wait)() = nullptr;
+  const char* (*step_status)() = nullptr;
 };
 
 // A param's storage: the callers' host copy and, for a CUDA artifact, its device buffer,
@@ -589,6 +594,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
     find(d.sync, "gptc_device_sync");
     find(d.adopt, "gptc_device_adopt");
     find(d.copy_rows, "gptc_device_copy_rows");
+    find(d.defer_wait, "gptc_device_defer_wait");
+    find(d.step_status, "gptc_device_step_status");
     if (missing.size() == wanted)
       throw Error(lpath + ": missing the device layer (gptc_device_*) of a " + impl.target +
                   " artifact");
@@ -598,6 +605,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, Open how, const Model
                   " (built by another version of gptc): compile the model again");
     if (!verifyOnly) {  // (a compile checks its artifact on a machine that may have no GPU)
       if (const char* e = d.init()) throw Error(lpath + ": " + e);
+      d.defer_wait();
       impl.device = true;
     }
   }
@@ -771,8 +779,9 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
     return;
   }
   // On the device: params the caller may have written go up, the inputs go up (queued from
-  // the staging), the step runs, the results come down (queued into the staging), and the
-  // run waits once; the params the step updated stay on the device until read.
+  // the staging), the step runs, the results and its error code come down (queued into the
+  // staging), and the run waits once; the params the step updated stay on the device until
+  // read.
   for (size_t i = 0; i < params_.size(); ++i)
     if (ParamBuffer& b = *impl.params[i]; b.device_stale) {
       impl.copy(b.dev, b.host.get(), params_[i].nbytes, true);
@@ -802,6 +811,7 @@ void Model::run(const std::vector<const void*>& inputs, const std::vector<void*>
       if (!resident(result_resident, j))
         impl.copy_async(impl.staged_results[j], impl.dev_results[j], results_[j].nbytes, false);
     impl.wait();
+    if (const char* e = impl.dev.step_status()) throw Error(std::string("run failed: ") + e);
   } catch (...) {
     impl.sync();  // a failed run's queued copies are done before the staging is reused
     throw;

@@ -359,13 +359,13 @@ TEST_F(RuntimeTest, ClearErrors) {
     EXPECT_NE(e.find(message), std::string::npos) << e;
   }
 
-  // A CUDA library from a gptc whose device layer had less (all but gptc_device_copy_rows):
-  // the function named, and the remedy.
+  // A CUDA library from a gptc whose device layer had less (all but
+  // gptc_device_step_status): the function named, and the remedy.
   {
     fs::path old = copy_artifact("old_device_layer");
     std::string stubs = kKernels;
     for (const char* f : {"init", "alloc", "free", "host_alloc", "host_free", "copy_async",
-                          "sync", "adopt"})
+                          "sync", "adopt", "copy_rows", "defer_wait"})
       stubs += std::string("GPTC_EXPORT const char* gptc_device_") + f + "() { return 0; }\n";
     spit(old / "kernels.cpp", stubs);
     ASSERT_EQ(compile_kernels(old), "");
@@ -373,7 +373,7 @@ TEST_F(RuntimeTest, ClearErrors) {
     cuda.replace(cuda.find("\"kernels\": 1"), 12, "\"kernels\": 1, \"target\": \"cuda\"");
     spit(old / "manifest.json", cuda);
     e = load_error(old);
-    EXPECT_NE(e.find("kernels.so: its device layer lacks gptc_device_copy_rows (built by another "
+    EXPECT_NE(e.find("kernels.so: its device layer lacks gptc_device_step_status (built by another "
                      "version of gptc): compile the model again"), std::string::npos) << e;
     fs::remove_all(old);
   }

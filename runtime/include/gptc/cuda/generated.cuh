@@ -193,6 +193,30 @@ T* symbol_address(T (&symbol)[N], const char* what, std::string& error) {
   return static_cast<T*>(symbol_pointer(symbol, what, error));
 }
 
+// The step's error code on the host, in page-locked memory so that its download is queued
+// on the stream with the step's results (null, and `error` set, if it cannot be allocated).
+inline unsigned* status_word(std::string& error) {
+  static unsigned* word = nullptr;
+  if (!word) {
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, sizeof(unsigned));
+    if (err != cudaSuccess) {
+      if (error.empty()) error = describe(err, "cudaMallocHost (the step's error code)");
+      return nullptr;
+    }
+    word = static_cast<unsigned*>(p);
+  }
+  return word;
+}
+// Whether the entry returns once the step is queued, its caller waiting for the stream and
+// then asking gptc_device_step_status for the step's error (gptc_device_defer_wait: the
+// runtime, which queues the results' downloads first, so that a step waits once); else the
+// entry waits itself, and returns the step's error.
+inline bool& wait_deferred() {
+  static bool deferred = false;
+  return deferred;
+}
+
 // Caller's ids (embedding indices, cross-entropy targets) checked on the device before any
 // kernel of the step runs.
 __global__ void ids_check_kernel(const int64_t* __restrict ids, int64_t n, int64_t bound,
@@ -547,6 +571,13 @@ GPTC_EXPORT const char* gptc_device_copy_async(void* dst, const void* src, size_
 GPTC_EXPORT const char* gptc_device_sync(void) {
   return ::gptc::cuda::detail::failed(cudaStreamSynchronize(::gptc::cuda::stream()),
                                       "cudaStreamSynchronize");
+}
+// From now on the entry returns once the step is queued (or a call failed); after the
+// caller's gptc_device_sync, gptc_device_step_status (the generated kernels.cu's) gives the
+// step's error line, or null. The runtime turns it on when it loads a CUDA artifact.
+GPTC_EXPORT const char* gptc_device_defer_wait(void) {
+  ::gptc::cuda::wait_deferred() = true;
+  return nullptr;
 }
 
 // Launches a generated kernel on `blocks` blocks of kLoopThreads on the entry's stream.
