@@ -226,9 +226,9 @@ void Generator::prefill(const std::vector<std::vector<int64_t>>& texts, size_t f
 
 void Generator::clear_caches(int64_t b) {
   const size_t slab = (size_t)(heads_ * head_ * max_len_) * sizeof(float);  // a layer's
-  for (float* c : {k_.get(), v_.get()})  // (the full step's layout: the next to run is decode_)
-    rows(*decode_, c + b * (int64_t)(slab / sizeof(float)), (size_t)batch_ * slab, nullptr, 0,
-         slab, (size_t)layers_);
+  for (float* c : {k_.get(), v_.get()})  // (the full step's layout, after a prefill)
+    rows(program(cur_), c + b * (int64_t)(slab / sizeof(float)), (size_t)batch_ * slab, nullptr,
+         0, slab, (size_t)layers_);
 }
 
 std::vector<int64_t> Generator::generate(const std::vector<int64_t>& prompt, int64_t n,
@@ -291,12 +291,12 @@ std::vector<std::vector<int64_t>> Generator::generate_batch(
     cur_ = 0;
     const size_t bytes =
         short_numel_ / (size_t)lengths_.back() * (size_t)lengths_[0] * sizeof(float);
-    rows(*shorter_[0], short_k(0), bytes, nullptr, 0, bytes, 1);
-    rows(*shorter_[0], short_v(0), bytes, nullptr, 0, bytes, 1);
+    rows(program(cur_), short_k(0), bytes, nullptr, 0, bytes, 1);
+    rows(program(cur_), short_v(0), bytes, nullptr, 0, bytes, 1);
   } else {
     cur_ = -1;
-    rows(*decode_, k_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
-    rows(*decode_, v_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
+    rows(program(cur_), k_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
+    rows(program(cur_), v_.get(), 0, nullptr, 0, cache_numel_ * sizeof(float), 1);
   }
   for (;;) {
     bool done = true;
